@@ -1,0 +1,1 @@
+"""Jinja templates for the gatedv reports (HTML, Markdown, LaTeX)."""

@@ -1,0 +1,1 @@
+"""A compact, CUDA-aware PyTorch trainer for the GatedV model family that emits per-document loss sums."""
