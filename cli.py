@@ -50,13 +50,424 @@ def _main(
 
 # --- statistics commands (issue 2, issue 8) ---
 
+
+class _ManyFilesCommand(typer.core.TyperCommand):
+    """Lets `--baseline A B --variant C D` stand for `--baseline A --baseline B --variant C --variant D`."""
+
+    many_value_options = ("--baseline", "--variant")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        expanded: list[str] = []
+        option, has_value = None, False
+        for arg in args:
+            if arg in self.many_value_options:
+                option, has_value = arg, False
+            elif arg.startswith("-"):
+                option = None
+            elif option is not None:
+                if has_value:
+                    expanded.append(option)
+                has_value = True
+            expanded.append(arg)
+        return super().parse_args(ctx, expanded)
+
+
+@app.command("bootstrap", cls=_ManyFilesCommand)
+def bootstrap_command(
+    tables: list[str] = typer.Argument(None, help="Long tables or directories holding both arms (name them with "
+                                        "--baseline-arm / --variant-arm).", show_default=False),
+    baseline: list[str] = typer.Option(None, "--baseline", help="Baseline loss files (or directories).", show_default=False),
+    variant: list[str] = typer.Option(None, "--variant", help="Variant loss files (or directories).", show_default=False),
+    baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
+    variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
+    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set (dev, heldout, ...).",
+                                 show_default=False),
+    samples: int = typer.Option(2000, "--samples", help="Bootstrap resamples B."),
+    level: float = typer.Option(0.95, "--level", help="Confidence level of the interval."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap RNG."),
+    method: str = typer.Option("percentile", "--method", help="Interval: percentile or bca."),
+    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Paired comparison of two arms from per-document loss files: ΔP, D with its document bootstrap, win rate."""
+    import json
+
+    from gatedv_stats.comparison import compare
+    from gatedv_stats.pairing import load_paired
+    from gatedv_stats.resampling import METHODS
+
+    if samples < 2:
+        raise InputError(f"--samples: must be at least 2 (got {samples})")
+    if not 0.0 < level < 1.0:
+        raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+    if method not in METHODS:
+        raise InputError(f"--method: must be one of {', '.join(METHODS)} (got {method!r})")
+    paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
+                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
+    result = compare(paired, samples=samples, level=level, seed=seed, method=method, progress=None)
+    for note in result.notes:
+        typer.echo(f"warning: {note}", err=True)
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+
+
+@app.command("analyze", cls=_ManyFilesCommand)
+def analyze_command(
+    tables: list[str] = typer.Argument(None, help="Long tables or directories holding both arms (name them with "
+                                        "--baseline-arm / --variant-arm).", show_default=False),
+    baseline: list[str] = typer.Option(None, "--baseline", help="Baseline loss files (or directories).", show_default=False),
+    variant: list[str] = typer.Option(None, "--variant", help="Variant loss files (or directories).", show_default=False),
+    baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
+    variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
+    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set.", show_default=False),
+    samples: int = typer.Option(2000, "--samples", help="Resamples of each bootstrap."),
+    level: float = typer.Option(0.95, "--level", help="Confidence level of every interval."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every resampling RNG."),
+    permutations: int = typer.Option(10_000, "--permutations",
+                                     help="Monte Carlo sign vectors of the permutation test (exact up to 20 documents)."),
+    by: list[str] = typer.Option(None, "--by", help="Break D down by this document column (domain, n_targets, "
+                                 "n_bytes; numeric columns in quantile bins). Repeatable.", show_default=False),
+    bins: int = typer.Option(4, "--bins", help="Quantile bins of a numeric --by column."),
+    min_docs: int = typer.Option(5, "--min-docs", help="Groups with fewer documents are pooled into '(other)'."),
+    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Reviewer statistics for one pair of arms: seed-level intervals and tests, permutation test, BCa, breakdowns."""
+    import json
+
+    from gatedv_stats.pairing import load_paired
+    from gatedv_stats.reviewer import analyze
+
+    if samples < 2:
+        raise InputError(f"--samples: must be at least 2 (got {samples})")
+    if not 0.0 < level < 1.0:
+        raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+    paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
+                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
+    result = analyze(paired, samples=samples, level=level, seed=seed, permutation_resamples=permutations,
+                     by=tuple(by or ()), bins=bins, min_docs=min_docs, progress=None)
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+
+
+@app.command("arms")
+def arms_command(
+    files: list[str] = typer.Argument(..., help="Loss files, long tables or directories holding every arm."),
+    reference: str = typer.Option(..., "--reference", help="The arm every other arm is compared with."),
+    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set.", show_default=False),
+    alpha: float = typer.Option(0.05, "--alpha", help="Level at which adjusted p-values are marked."),
+    permutations: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the permutation RNG."),
+    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
+    import json
+
+    from gatedv_stats.lossfiles import read_loss_inputs, select_runs
+    from gatedv_stats.multiple import compare_arms, pair_with_reference
+
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"--alpha: must lie strictly between 0 and 1 (got {alpha})")
+    runs = select_runs(read_loss_inputs(files), eval_set=eval_set)
+    pairs = pair_with_reference(runs, reference, allow_unpaired=allow_unpaired)
+    result = compare_arms(pairs, alpha=alpha, resamples=permutations, seed=seed)
+    payload = {**result.to_dict(), "inputs": {pair.variant_arm: pair.sources for pair in pairs}}
+    typer.echo(json.dumps(payload, indent=2) if as_json else result.summary())
+
+
+@app.command("plan")
+def plan_command(
+    pilot_files: list[str] = typer.Argument(..., help="Pilot loss files (or long tables / directories) of two arms."),
+    effect: float = typer.Option(..., "--effect", help="Relative ΔP to detect, as a fraction (0.02 = 2%)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Two-sided significance level."),
+    power: float = typer.Option(0.8, "--power", help="Required power."),
+    baseline_arm: str = typer.Option(None, "--baseline-arm", help="Pilot baseline arm (default: 'baseline').",
+                                     show_default=False),
+    variant_arm: str = typer.Option(None, "--variant-arm", help="Pilot variant arm (default: the other arm).",
+                                    show_default=False),
+    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set.", show_default=False),
+    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs."""
+    import json
+
+    from gatedv_stats.lossfiles import read_loss_inputs
+    from gatedv_stats.planning import pilot_pair, plan_from_pilot
+
+    paired = pilot_pair(read_loss_inputs(pilot_files), baseline_arm=baseline_arm, variant_arm=variant_arm,
+                        eval_set=eval_set, allow_unpaired=allow_unpaired)
+    plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
+    payload = {**plan.to_dict(), "baseline_arm": paired.baseline_arm, "variant_arm": paired.variant_arm,
+               "inputs": paired.sources}
+    typer.echo(json.dumps(payload, indent=2) if as_json else
+               f"{paired.variant_arm} vs {paired.baseline_arm}\n{plan.summary()}")
+
+
 # --- model commands (issue 3) ---
+
+
+@app.command("params")
+def params_command(
+    config: str = typer.Option("all", "--config", help="tiny, small, medium, or all (small and medium)."),
+    variant: str = typer.Option("all", "--variant", help="A variant name, or all."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Table 1: the model setup and the trainable-parameter count of each variant."""
+    import json
+
+    from trainer.model import CONFIGS, VARIANTS, parameter_table
+
+    if config != "all" and config not in CONFIGS:
+        raise InputError(f"--config: unknown size {config!r} (choose from {', '.join(CONFIGS)}, all)")
+    if variant != "all" and variant not in VARIANTS:
+        raise InputError(f"--variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)}, all)")
+    table = parameter_table(
+        ["small", "medium"] if config == "all" else [config], list(VARIANTS) if variant == "all" else [variant]
+    )
+    typer.echo(json.dumps(table.to_dict(), indent=2) if as_json else table.summary())
+
+
+@app.command("export-hf")
+def export_hf_command(
+    checkpoint: str = typer.Argument(..., help="A baseline-family checkpoint (gatedv train)."),
+    out_dir: str = typer.Argument(..., help="New directory for the transformers LlamaForCausalLM files."),
+) -> None:
+    """Export a checkpoint as a transformers Llama directory (config.json + model.safetensors)."""
+    from trainer.hf_export import export_hf
+
+    typer.echo(f"wrote {export_hf(checkpoint, out_dir)}")
 
 # --- data commands (issue 4) ---
 
+
+@app.command("prepare")
+def prepare_command(
+    corpus: str = typer.Argument(..., help="builtin:python-stdlib, JSONL / JSONL.gz / Parquet files or a glob, "
+                                 "a directory of .txt files, or hf:NAME[:CONFIG]."),
+    out: str = typer.Option(..., "--out", help="The data directory to write."),
+    eval_docs: int = typer.Option(2048, "--eval-docs", help="Documents per evaluation set (capped when too few "
+                                  "domain groups exist)."),
+    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the evaluation-set selection."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="An existing tokenizer.json, or a corpus whose text "
+                                  "trains the BPE (default: the training split).", show_default=False),
+    vocab_size: int = typer.Option(8192, "--vocab-size", help="Exact BPE vocabulary size."),
+    keep_eval_groups: bool = typer.Option(False, "--keep-eval-groups", help="Keep the other documents of the "
+                                          "evaluation documents' domain groups in the training store."),
+    on_decode_error: str = typer.Option("skip", "--on-decode-error", help="Undecodable documents: skip (and count "
+                                        "them in the manifest) or fail."),
+    max_docs: int = typer.Option(None, "--max-docs", help="Read only the first N documents of the corpus.",
+                                 show_default=False),
+    force: bool = typer.Option(False, "--force", help="Prepare again even when the inputs are unchanged."),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+) -> None:
+    """Tokenizer, domain-disjoint dev / held-out sets and the training token store of a corpus (SPEC §3)."""
+    import json
+    import warnings
+
+    from trainer.prepare import PrepareWarning, prepare
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrepareWarning)  # reported below from the manifest
+        result = prepare(corpus, out, eval_docs=eval_docs, split_seed=split_seed, tokenizer=tokenizer,
+                         vocab_size=vocab_size, remove_eval_groups=not keep_eval_groups,
+                         on_decode_error=on_decode_error, max_docs=max_docs, force=force)
+    for note in result.manifest["warnings"]:
+        typer.echo(f"warning: {note}", err=True)
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+
 # --- training commands (issue 5) ---
 
+_DEVICE = typer.Option("auto", "--device", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps.")
+_TF32 = typer.Option(False, "--tf32", help="Allow TF32 matmuls (CUDA).")
+_BF16 = typer.Option(False, "--bf16", help="bf16 autocast for the forward passes.")
+_JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+def _runtime(device: str, tf32: bool, bf16: bool, compile_model: bool = False):
+    from trainer.device import Precision
+    from trainer.train import Runtime
+
+    return Runtime(device=device, precision=Precision(tf32=tf32, bf16=bf16), compile=compile_model)
+
+
+def _echo_result(result, as_json: bool) -> None:
+    import json
+
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+
+
+@app.command("train")
+def train_command(
+    data: str = typer.Option(..., "--data", help="A prepared data directory (gatedv prepare)."),
+    config: str = typer.Option("small", "--config", help="Model size: tiny, small or medium."),
+    variant: str = typer.Option("baseline", "--variant", help="Variant name (gatedv params lists them)."),
+    seed: int = typer.Option(..., "--seed", help="Training seed: initial weights and training windows."),
+    out: str = typer.Option(..., "--out", help="The run directory."),
+    lr: float = typer.Option(None, "--lr", help="Peak learning rate (default: the size's confirmation rate).",
+                             show_default=False),
+    updates: int = typer.Option(None, "--updates", help="Updates (default: the size's, Table 1).", show_default=False),
+    warmup: int = typer.Option(None, "--warmup", help="Warmup updates (default: the size's, at most a tenth of the run).",
+                               show_default=False),
+    eval_every: int = typer.Option(None, "--eval-every", help="Development NLL and checkpoint every k updates.",
+                                   show_default=False),
+    batch_size: int = typer.Option(8, "--batch-size", help="Global batch (sequences of 256 targets)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
+    stop_after: int = typer.Option(None, "--stop-after", help="End this call after update N with a checkpoint "
+                                   "(continue later with --resume).", show_default=False),
+    device: str = _DEVICE,
+    tf32: bool = _TF32,
+    bf16: bool = _BF16,
+    compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model for training."),
+    as_json: bool = _JSON,
+) -> None:
+    """Train one run (SPEC §4): checkpoints, development curve, --resume; data parallel under torchrun."""
+    import os
+
+    from trainer.train import DivergenceError, RunSpec, train
+
+    spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
+                        batch_size=batch_size)
+    try:
+        result = train(spec, out, runtime=_runtime(device, tf32, bf16, compile_model), resume=resume,
+                       stop_after=stop_after)
+    except DivergenceError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(3) from None
+    if int(os.environ.get("RANK", 0)) == 0:
+        _echo_result(result, as_json)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    checkpoint: str = typer.Argument(..., help="A checkpoint written by gatedv train."),
+    eval_set: str = typer.Option("dev", "--set", help="dev, heldout, or an evaluation-set Parquet file."),
+    out: str = typer.Option(..., "--out", help="The loss file to write (.parquet)."),
+    data: str = typer.Option(None, "--data", help="Data directory (default: the one the run trained on).",
+                             show_default=False),
+    value_act: str = typer.Option(None, "--value-act", help="Override the value activation: linear or silu "
+                                  "(the inference-time swap, Table 9).", show_default=False),
+    batch_size: int = typer.Option(16, "--batch-size", help="Documents per forward pass."),
+    device: str = _DEVICE,
+    bf16: bool = _BF16,
+    as_json: bool = _JSON,
+) -> None:
+    """Per-document loss sums of a checkpoint on an evaluation set, as a loss file (SPEC §5)."""
+    from trainer.device import Precision
+    from trainer.evaluate import evaluate_checkpoint
+
+    if value_act not in (None, "linear", "silu"):
+        raise InputError(f"--value-act: {value_act!r} is not linear or silu")
+    result = evaluate_checkpoint(checkpoint, eval_set, out, data_dir=data, value_act=value_act, device=device,
+                                 precision=Precision(bf16=bf16), batch_size=batch_size)
+    _echo_result(result, as_json)
+
+
+@app.command("moments")
+def moments_command(
+    data: str = typer.Option(..., "--data", help="A prepared data directory (gatedv prepare)."),
+    config: str = typer.Option("small", "--config", help="Model size: tiny, small or medium."),
+    seed: int = typer.Option(..., "--seed", help="Training seed: initial weights and windows."),
+    windows: int = typer.Option(128, "--windows", help="Training windows to average over."),
+    out: str = typer.Option(None, "--out", help="Also write the coefficients as JSON here.", show_default=False),
+    device: str = _DEVICE,
+    as_json: bool = _JSON,
+) -> None:
+    """SPEC §6 moment-matching coefficients: per layer mu_v, sigma_v, mu_phi, sigma_phi at initialisation."""
+    from trainer.data import PreparedData
+    from trainer.device import select_device
+    from trainer.moments import compute_moments
+
+    moments = compute_moments(PreparedData.open(data), config, seed, device=select_device(device), n_windows=windows)
+    if out is not None:
+        moments.write(out)
+    _echo_result(moments, as_json)
+
+
+@app.command("sweep")
+def sweep_command(
+    experiment: str = typer.Argument(..., help="An experiment TOML file (see examples/)."),
+    jobs: int = typer.Option(1, "--jobs", help="Runs at a time, each in its own process."),
+    device: str = _DEVICE,
+    tf32: bool = _TF32,
+    bf16: bool = _BF16,
+    compile_model: bool = typer.Option(False, "--compile", help="torch.compile the models for training."),
+    as_json: bool = _JSON,
+) -> None:
+    """Train and evaluate a grid of variants x learning rates x seeds; finished runs are skipped, interrupted resumed."""
+    from trainer.sweep import load_experiment, run_experiment
+
+    result = run_experiment(load_experiment(experiment), jobs=jobs, runtime=_runtime(device, tf32, bf16, compile_model))
+    _echo_result(result, as_json)
+
+
+@app.command("select-lr")
+def select_lr_command(
+    experiment: str = typer.Argument(..., help="The experiment TOML file of a finished learning-rate grid."),
+    seed: int = typer.Option(None, "--seed", help="Selection seed (default: [select] seed, else the smallest).",
+                             show_default=False),
+    seeds: str = typer.Option(None, "--seeds", help="Confirmation seeds, comma-separated (default: [select] "
+                              "confirm_seeds).", show_default=False),
+    out: str = typer.Option(None, "--out", help="The confirmation grid TOML (default: EXPERIMENT-confirm.toml).",
+                            show_default=False),
+    as_json: bool = _JSON,
+) -> None:
+    """Per variant, the grid rate with the lowest final development NLL (ties: lower rate); writes the confirmation grid."""
+    import json
+    from pathlib import Path
+
+    from trainer.sweep import confirmation_experiment, load_experiment, select_learning_rates, write_experiment
+
+    grid = load_experiment(experiment)
+    try:
+        confirm_seeds = tuple(int(part) for part in seeds.split(",")) if seeds else ()
+    except ValueError:
+        raise InputError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
+    selection = select_learning_rates(grid, seed)
+    path = Path(out) if out else Path(experiment).with_name(Path(experiment).stem + "-confirm.toml")
+    write_experiment(path, confirmation_experiment(grid, selection, seeds=confirm_seeds))
+    typer.echo(json.dumps({**selection.to_dict(), "confirmation_grid": str(path)}, indent=2) if as_json
+               else f"{selection.summary()}\nwrote {path}")
+
+
+@app.command("demo")
+def demo_command(
+    out: str = typer.Option("gatedv-demo", "--out", help="Directory for data, runs and report."),
+    updates: int = typer.Option(200, "--updates", help="Updates per run."),
+    seeds: int = typer.Option(3, "--seeds", help="Paired seeds (1..N)."),
+    jobs: int = typer.Option(None, "--jobs", help="Runs at a time (default: 2 on a CPU, else 1).", show_default=False),
+    device: str = _DEVICE,
+    as_json: bool = _JSON,
+) -> None:
+    """The main job on the embedded default: prepare, train tiny baseline and GatedV, evaluate, bootstrap, report."""
+    from trainer.demo import run_demo
+
+    _echo_result(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs), as_json)
+
+
 # --- report commands (issue 6) ---
+
+
+@app.command("report")
+def report_command(
+    inputs: list[str] = typer.Argument(..., help="Experiment directories, loss files, curve.csv, run.json or "
+                                        "bench*.json files.", show_default=False),
+    fmt: str = typer.Option("html", "--format", "-f", help="html (one offline file), md or latex."),
+    reference: str = typer.Option(None, "--reference", help="Reference arm (default: baseline when present).",
+                                  show_default=False),
+    out: str = typer.Option(None, "--out", "-o", help="Output file (default: report.<ext> in the single input "
+                             "directory, else in the current directory).", show_default=False),
+    samples: int = typer.Option(2000, "--samples", help="Bootstrap resamples B."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap RNG."),
+) -> None:
+    """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
+    from pathlib import Path
+
+    from gatedv_stats.report import write_report
+
+    path = write_report([Path(given) for given in inputs], None if out is None else Path(out), fmt,
+                        reference=reference, samples=samples, seed=seed)
+    typer.echo(f"wrote {path}")
+
 
 # --- cost benchmark commands (issue 7) ---
 

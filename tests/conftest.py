@@ -5,3 +5,58 @@ import os
 # Tests must never reach a hub or the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# --- data fixtures (issue 4) ---
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def prepared_data(tmp_path_factory):
+    """A data directory prepared once per session from the first 100 documents of builtin:python-stdlib.
+
+    8,192-entry tokenizer, 8 development and 8 held-out documents; a few seconds on 2 cores.
+    """
+    from trainer.prepare import prepare
+
+    out = tmp_path_factory.mktemp("prepared-data")
+    prepare("builtin:python-stdlib", out, eval_docs=8, max_docs=100, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def web_corpus(tmp_path_factory):
+    """A small FineWeb-style corpus written by the tests: the same 64 records as JSONL, JSONL.gz and Parquet.
+
+    16 hosts (mixed case, some with `www.`), 4 documents each: three long ones and one too short to evaluate;
+    the text mixes ASCII with multi-byte characters. Returns {"records", "jsonl", "gz", "parquet"}.
+    """
+    import gzip
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(20270211)
+    syllables = ["ka", "lo", "mi", "ter", "san", "dor", "el", "qui", "ra", "ve", "no", "stu", "café", "naïve", "日本",
+                 "🙂", "über", "x9"]
+    hosts = [f"{'www.' if i % 3 == 0 else ''}{'Host' if i % 2 else 'host'}{i}.example.{'org' if i % 4 else 'com'}"
+             for i in range(16)]
+    records = []
+    for i, host in enumerate(hosts):
+        for j in range(4):
+            n_words = 8 if j == 3 else int(rng.integers(220, 320))
+            words = ["".join(rng.choice(syllables, size=int(rng.integers(1, 4)))) for _ in range(n_words)]
+            records.append({"id": f"doc-{i:02d}-{j}", "url": f"https://{host}/page/{j}?q=1", "dump": "CC-TEST",
+                            "text": " ".join(words) + ".\n"})
+    out = tmp_path_factory.mktemp("web-corpus")
+    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode("utf-8")
+    (out / "jsonl").mkdir()
+    (out / "jsonl" / "part.jsonl").write_bytes(lines)
+    (out / "gz").mkdir()
+    (out / "gz" / "part.jsonl.gz").write_bytes(gzip.compress(lines, mtime=0))
+    (out / "parquet").mkdir()
+    pq.write_table(pa.Table.from_pylist(records), out / "parquet" / "part.parquet")
+    return {"records": records, "jsonl": out / "jsonl" / "part.jsonl", "gz": out / "gz" / "part.jsonl.gz",
+            "parquet": out / "parquet" / "part.parquet"}

@@ -1,0 +1,139 @@
+"""D per group of documents (domain, length bins, any document column), each with a document-bootstrap interval.
+
+A group's D is Σ_{i∈g} d_i / Σ_{i∈g} n_i, the paper's statistic restricted to the group; its interval
+resamples the group's documents (models held fixed), exactly as the whole-set interval does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from gatedv_stats import formatting as fmt
+from gatedv_stats import metrics
+from gatedv_stats.errors import InputError
+from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.resampling import document_bootstrap
+
+OTHER = "(other)"
+
+
+@dataclass(frozen=True)
+class GroupEffect:
+    group: str
+    n_docs: int
+    n_targets: int
+    nll_diff: float  # D over the group's documents
+    low: float
+    high: float
+    bootstrap_seed: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """D per group of one document column; groups below `min_docs` documents are pooled into "other"."""
+
+    column: str
+    binned: bool  # a numeric column cut into quantile bins
+    groups: tuple[GroupEffect, ...]
+    pooled_groups: int  # small groups pooled into "other"
+    left_out_docs: int  # documents of a pooled "other" still below min_docs, left out
+    min_docs: int
+    level: float
+    samples: int
+    method: str
+    seed: int  # group k is resampled with seed + k
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["groups"] = [group.to_dict() for group in self.groups]
+        return data
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per group: group, n_docs, n_targets, nll_diff, low, high, bootstrap_seed."""
+        return pd.DataFrame([group.to_dict() for group in self.groups])
+
+    def summary(self) -> str:
+        pct = fmt.format_percent(self.level, 0)
+        width = max([len("group")] + [len(group.group) for group in self.groups]) + 2
+        lines = [f"D by {self.column}" + (" (quantile bins)" if self.binned else "")
+                 + f": {pct} document-bootstrap intervals ({self.method}, B = {fmt.format_count(self.samples)}, "
+                 f"seed {self.seed} + group index)",
+                 f"{'group':<{width}}{'docs':>7}  {'D':>10}  interval"]
+        for group in self.groups:
+            lines.append(f"{group.group:<{width}}{group.n_docs:>7}  {fmt.format_nll_diff(group.nll_diff):>10}  "
+                         f"{fmt.format_interval(group.low, group.high)}")
+        if self.pooled_groups:
+            lines.append(f"note: {self.pooled_groups} groups with fewer than {self.min_docs} documents pooled into "
+                         f"{OTHER!r}")
+        if self.left_out_docs:
+            lines.append(f"note: {self.left_out_docs} documents left out (their pooled group is still below "
+                         f"{self.min_docs} documents)")
+        return "\n".join(lines)
+
+
+def document_column(paired: PairedLosses, column: str) -> np.ndarray:
+    """A per-document column aligned with `paired.doc_ids`: n_targets, or domain / n_bytes when the files carry it."""
+    if column == "n_targets":
+        return paired.n_targets
+    if column in paired.doc_columns.columns:
+        return paired.doc_columns[column].to_numpy()
+    available = ", ".join(["n_targets", *paired.doc_columns.columns])
+    raise InputError(f"--by: no document column {column!r} in the loss files (available: {available})")
+
+
+def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int = 5, samples: int = 2000,
+              level: float = 0.95, seed: int = 0, method: str = "percentile") -> Breakdown:
+    """D and its document-bootstrap interval per value of `column` (numeric columns: `bins` quantile bins)."""
+    if bins < 1:
+        raise InputError(f"--bins: must be at least 1 (got {bins})")
+    if min_docs < 2:
+        raise InputError(f"--min-docs: a group needs at least 2 documents for an interval (got {min_docs})")
+    values = document_column(paired, column)
+    binned = column in ("n_targets", "n_bytes") or pd.api.types.is_numeric_dtype(values)
+    labels, natural_order = _quantile_bins(values, bins) if binned else _categories(values)
+    counts = pd.Series(labels).value_counts()
+    small = set(counts[counts < min_docs].index)
+    labels = np.array([OTHER if label in small else label for label in labels], dtype=object)
+    order = [label for label in natural_order if label in counts.index and label not in small]
+    left_out = 0
+    if small:
+        pooled = int(np.count_nonzero(labels == OTHER))
+        if pooled >= min_docs:
+            order.append(OTHER)
+        else:
+            left_out = pooled
+    differences = metrics.document_differences(paired.baseline, paired.variant)
+    groups = []
+    for index, group in enumerate(order):
+        members = labels == group
+        result = document_bootstrap(differences[members], paired.n_targets[members], samples=samples, level=level,
+                                    seed=seed + index, method=method)
+        low, high = result.confidence_interval
+        groups.append(GroupEffect(group=str(group), n_docs=int(members.sum()),
+                                  n_targets=int(paired.n_targets[members].sum()), nll_diff=result.statistic,
+                                  low=low, high=high, bootstrap_seed=seed + index))
+    return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
+                     left_out_docs=left_out, min_docs=min_docs, level=level, samples=samples, method=method, seed=seed)
+
+
+def _quantile_bins(values: np.ndarray, bins: int) -> tuple[np.ndarray, list[str]]:
+    numeric = pd.to_numeric(pd.Series(values), errors="coerce")
+    if numeric.isna().any():
+        raise InputError("--by: the column has missing or non-numeric values, so it cannot be cut into length bins")
+    codes, edges = pd.qcut(numeric, q=bins, labels=False, retbins=True, duplicates="drop")
+    if len(edges) < 2:  # a constant column: one group
+        name = f"{edges[0]:g}"
+        return np.full(len(numeric), name, dtype=object), [name]
+    names = [f"{edges[k]:g}–{edges[k + 1]:g}" for k in range(len(edges) - 1)]
+    return np.array([names[int(code)] for code in codes], dtype=object), names
+
+
+def _categories(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    labels = pd.Series(values).astype(str).to_numpy(dtype=object)
+    return labels, sorted(set(labels))

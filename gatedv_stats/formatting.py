@@ -1,0 +1,50 @@
+"""Numbers as the paper prints them (negative signs are the Unicode minus U+2212)."""
+
+from __future__ import annotations
+
+import math
+
+MINUS = "\u2212"
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", MINUS)
+
+
+def format_ppl(mean: float, sd: float | None = None) -> str:
+    """Mean perplexity ± SD over seeds, 3 decimals with thousands separators: "59.118 ± 0.530"; no SD → "59.118"."""
+    text = f"{mean:,.3f}"
+    if sd is not None and not math.isnan(sd):
+        text += f" ± {sd:,.3f}"
+    return _minus(text)
+
+
+def format_delta_p(fraction: float) -> str:
+    """ΔP as a signed percentage with 2 decimals: −0.0203 → "−2.03%", 0.0161 → "+1.61%"."""
+    percent = round(fraction * 100.0, 2) + 0.0  # + 0.0 turns −0.0 into 0.0
+    return _minus(f"{percent:+.2f}%")
+
+
+def format_pairs(improved: int, n_pairs: int) -> str:
+    """Improved pairs out of all pairs: "5/5"."""
+    return f"{improved}/{n_pairs}"
+
+
+def format_nll_diff(value: float) -> str:
+    """A mean NLL difference with 6 decimals: "−0.020591"."""
+    return _minus(f"{value + 0.0:.6f}")
+
+
+def format_interval(low: float, high: float) -> str:
+    """A confidence interval of NLL differences: "[−0.021869, −0.019356]"."""
+    return f"[{format_nll_diff(low)}, {format_nll_diff(high)}]"
+
+
+def format_count(count: int) -> str:
+    """An integer with thousands separators: "1,672"."""
+    return _minus(f"{int(count):,}")
+
+
+def format_percent(fraction: float, digits: int = 1) -> str:
+    """A fraction as a percentage: 0.8164 → "81.6%"."""
+    return _minus(f"{fraction * 100.0 + 0.0:.{digits}f}%")

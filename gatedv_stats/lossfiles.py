@@ -1,0 +1,317 @@
+"""Loss files (SPEC §5): read, validate and write per-document loss sums of evaluated runs.
+
+A loss file holds one run: one row per evaluation document (`doc_id`, `n_targets`, `loss_sum`, optional
+`domain`, `n_bytes`) plus run metadata (`arm`, `seed`, `lr`, ...) in Parquet key-value metadata, or for
+CSV as constant columns or a JSON sidecar `FILE.csv.json`. A long table holds several runs, told apart by
+its `arm` and `seed` columns. Rows in error messages are counted from 1 over the data rows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gatedv_stats import __version__
+from gatedv_stats.atomic import atomic_path
+from gatedv_stats.errors import InputError
+
+REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
+OPTIONAL_COLUMNS = ("domain", "n_bytes")
+RUN_KEYS = ("arm", "seed")
+META_KEYS = (
+    "arm", "seed", "lr", "step", "eval_set", "eval_set_sha256", "tokenizer_sha256", "checkpoint_sha256",
+    "data_manifest_sha256", "value_act", "trained_value_act", "config", "gatedv_version",
+)
+LOSS_FILE_SUFFIXES = (".parquet", ".csv")
+_PANDAS_METADATA_KEY = b"pandas"
+_SHOWN = 5  # how many offending rows or ids an error message lists
+
+
+@dataclass(frozen=True)
+class LossRun:
+    """One evaluated run: per-document loss sums plus its metadata and provenance."""
+
+    arm: str
+    seed: int
+    docs: pd.DataFrame  # doc_id (str), n_targets (int64), loss_sum (float64)[, domain, n_bytes]
+    meta: dict
+    source: str  # path; for one run of a long table "path[arm=A,seed=S]"
+    sha256: str  # of the file's bytes
+
+    @property
+    def eval_set(self) -> str | None:
+        return self.meta.get("eval_set")
+
+
+def read_loss_file(path: str | Path, *, arm: str | None = None, seed: int | None = None) -> LossRun:
+    """Read one run from a Parquet or CSV loss file.
+
+    `arm` and `seed` supply metadata the file lacks; a file recording a different value is an error.
+    """
+    runs = _read_runs(Path(path), arm=arm, seed=seed)
+    if len(runs) > 1:
+        listed = ", ".join(f"({run.arm}, {run.seed})" for run in runs[:_SHOWN])
+        raise InputError(f"{path}: holds {len(runs)} runs ({listed}...); read it as a long table")
+    return runs[0]
+
+
+def read_long_table(path: str | Path) -> list[LossRun]:
+    """Read a table holding many runs (columns `arm`, `seed`, `doc_id`, `n_targets`, `loss_sum`)."""
+    path = Path(path)
+    frame, _ = _read_table(path)
+    missing = [column for column in RUN_KEYS if column not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: a long table needs the columns arm and seed; missing {', '.join(missing)}")
+    return _read_runs(path)
+
+
+def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...]) -> list[LossRun]:
+    """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column)."""
+    runs: list[LossRun] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = [candidate for candidate in sorted(path.rglob("*"))
+                     if candidate.suffix in LOSS_FILE_SUFFIXES and candidate.is_file() and _has_loss_column(candidate)]
+            if not found:
+                raise InputError(f"{path}: no loss files (*.parquet / *.csv with a loss_sum column) found")
+            for candidate in found:
+                runs.extend(_read_runs(candidate))
+        else:
+            runs.extend(_read_runs(path))
+    return runs
+
+
+def select_runs(runs: list[LossRun], *, arm: str | None = None, eval_set: str | None = None,
+                what: str = "inputs") -> list[LossRun]:
+    """Keep the runs of one arm and/or one evaluation set; an empty selection is an error naming what exists."""
+    selected = [run for run in runs if (arm is None or run.arm == arm) and (eval_set is None or run.eval_set == eval_set)]
+    if not selected:
+        arms = sorted({run.arm for run in runs})
+        sets = sorted({str(run.eval_set) for run in runs})
+        wanted = ", ".join(f"{key} {value!r}" for key, value in (("arm", arm), ("eval_set", eval_set)) if value is not None)
+        raise InputError(f"{what}: no run with {wanted or 'any metadata'} (arms found: {', '.join(arms) or 'none'}; "
+                         f"eval sets found: {', '.join(sets) or 'none'})")
+    return selected
+
+
+def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
+    """Write one run as Parquet, atomically, with each metadata value JSON-encoded under its key."""
+    path = Path(path)
+    meta = dict(meta)
+    for key in RUN_KEYS:
+        if meta.get(key) is None:
+            raise InputError(f"{path}: metadata needs {key!r}")
+    meta["seed"] = _as_seed(meta["seed"], f"{path}: metadata seed")
+    meta.setdefault("gatedv_version", __version__)
+    docs = validate_docs(docs, str(path))
+    table = pa.Table.from_pandas(docs, preserve_index=False)
+    kv = dict(table.schema.metadata or {})
+    kv.update({key.encode(): json.dumps(value).encode() for key, value in meta.items()})
+    with atomic_path(path) as tmp:
+        pq.write_table(table.replace_schema_metadata(kv), tmp)
+
+
+def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes]."""
+    if len(frame) == 0:
+        raise InputError(f"{source}: no rows")
+    for column in REQUIRED_COLUMNS:
+        if column not in frame.columns:
+            close = difflib.get_close_matches(column, [str(c) for c in frame.columns], n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(f"{source}: missing column {column!r}{hint}; columns are {', '.join(map(str, frame.columns))}")
+    doc_id = frame["doc_id"]
+    blank = doc_id.isna() | (doc_id.astype(str).str.strip() == "")
+    _fail_rows(blank.to_numpy(), source, "doc_id is empty")
+    doc_id = doc_id.astype(str)
+    duplicated = doc_id.duplicated(keep=False).to_numpy()
+    if duplicated.any():
+        ids = list(dict.fromkeys(doc_id[duplicated]))
+        rows = np.flatnonzero(duplicated) + 1
+        raise InputError(f"{source}: duplicate doc_id {', '.join(map(repr, ids[:_SHOWN]))}"
+                         f"{' ...' if len(ids) > _SHOWN else ''} ({len(ids)} ids, rows {', '.join(map(str, rows[:_SHOWN]))}...)")
+    loss_sum = _numeric(frame["loss_sum"], "loss_sum", source)
+    _fail_rows(np.isnan(loss_sum), source, "loss_sum is missing or NaN")
+    _fail_rows(np.isinf(loss_sum), source, "loss_sum is infinite", loss_sum)
+    _fail_rows(loss_sum < 0, source, "loss_sum is negative", loss_sum)
+    n_targets = _integers(frame["n_targets"], "n_targets", source, minimum=1)
+    out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
+    if "domain" in frame.columns:
+        out["domain"] = frame["domain"].astype(str).to_numpy(dtype=object)
+    if "n_bytes" in frame.columns:
+        out["n_bytes"] = _integers(frame["n_bytes"], "n_bytes", source, minimum=0)
+    return out
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _numeric(series: pd.Series, column: str, source: str) -> np.ndarray:
+    values = pd.to_numeric(series, errors="coerce")
+    not_numeric = values.isna().to_numpy() & ~_is_blank(series)
+    if not_numeric.any():
+        row = int(np.flatnonzero(not_numeric)[0])
+        raise InputError(f"{source}: row {row + 1}: {column} {series.iloc[row]!r} is not a number"
+                         f"{_more(int(not_numeric.sum()))}")
+    return values.to_numpy(dtype=np.float64)
+
+
+def _integers(series: pd.Series, column: str, source: str, *, minimum: int) -> np.ndarray:
+    values = _numeric(series, column, source)
+    _fail_rows(~np.isfinite(values), source, f"{column} is missing or not finite")
+    _fail_rows(values != np.round(values), source, f"{column} is not an integer", values)
+    _fail_rows(values < minimum, source, f"{column} must be >= {minimum}", values)
+    return values.astype(np.int64)
+
+
+def _is_blank(series: pd.Series) -> np.ndarray:
+    """True where a value is absent (NaN / None / empty text) rather than malformed."""
+    blank = series.isna().to_numpy()
+    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+        text = series.astype(str).str.strip().str.lower()
+        blank = blank | text.isin(["", "nan", "none", "null", "na", "<na>"]).to_numpy()
+    return blank
+
+
+def _fail_rows(bad: np.ndarray, source: str, what: str, values: np.ndarray | None = None) -> None:
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        shown = f" ({values[row].item()!r})" if values is not None else ""
+        raise InputError(f"{source}: row {row + 1}: {what}{shown}{_more(int(bad.sum()))}")
+
+
+def _more(count: int) -> str:
+    return f" (and {count - 1} more rows)" if count > 1 else ""
+
+
+def _as_seed(value: object, where: str) -> int:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {value!r} is not an integer") from None
+    if not math.isfinite(number) or number != round(number):
+        raise InputError(f"{where}: {value!r} is not an integer")
+    return int(number)
+
+
+def _has_loss_column(path: Path) -> bool:
+    try:
+        if path.suffix == ".parquet":
+            return "loss_sum" in pq.read_schema(path).names
+        return "loss_sum" in pd.read_csv(path, nrows=0).columns
+    except Exception:  # noqa: BLE001 - an unreadable file is reported when read explicitly, skipped in a search
+        return False
+
+
+def _read_table(path: Path) -> tuple[pd.DataFrame, dict]:
+    """The raw table and its file-level metadata (Parquet key-value or CSV sidecar)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.suffix not in LOSS_FILE_SUFFIXES:
+        raise InputError(f"{path}: not a loss file (expected .parquet or .csv)")
+    try:
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            return table.to_pandas(), _decode_parquet_metadata(table.schema.metadata or {})
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: empty file") from None
+    except Exception as error:  # noqa: BLE001 - any reader failure is bad input, reported in one line
+        reason = " ".join(str(error).split())[:200]
+        raise InputError(f"{path}: cannot read: {reason}") from None
+    sidecar = path.with_name(path.name + ".json")
+    meta: dict = {}
+    if sidecar.exists():
+        try:
+            meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise InputError(f"{sidecar}: cannot read JSON: {' '.join(str(error).split())}") from None
+        if not isinstance(meta, dict):
+            raise InputError(f"{sidecar}: expected a JSON object")
+    return frame, meta
+
+
+def _decode_parquet_metadata(raw: dict) -> dict:
+    meta = {}
+    for key, value in raw.items():
+        if key == _PANDAS_METADATA_KEY:
+            continue
+        text = value.decode("utf-8", errors="replace")
+        try:
+            meta[key.decode("utf-8", errors="replace")] = json.loads(text)
+        except json.JSONDecodeError:  # other writers may store plain strings
+            meta[key.decode("utf-8", errors="replace")] = text
+    return meta
+
+
+def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None) -> list[LossRun]:
+    frame, file_meta = _read_table(path)
+    if len(frame) == 0:
+        raise InputError(f"{path}: no rows")
+    sha256 = file_sha256(path)
+    meta_columns = [column for column in META_KEYS if column in frame.columns]
+    if "arm" in frame.columns and "seed" in frame.columns:
+        groups = list(frame.groupby([frame["arm"].astype(str), frame["seed"].astype(str)], sort=True))
+    else:
+        groups = [((None, None), frame)]
+    runs = []
+    for _, group in groups:
+        source = str(path) if len(groups) == 1 else f"{path}[arm={group['arm'].iloc[0]},seed={group['seed'].iloc[0]}]"
+        meta = dict(file_meta)
+        for column in meta_columns:
+            values = group[column].dropna().unique()
+            if len(values) > 1:
+                raise InputError(f"{source}: column {column!r} is metadata and must hold one value, found "
+                                 f"{', '.join(map(repr, values[:_SHOWN]))}")
+            if len(values) == 1:
+                _merge(meta, column, _from_column(values[0]), source)
+        for key, given in (("arm", arm), ("seed", seed)):
+            if given is not None:
+                _merge(meta, key, given, source)
+        for key in RUN_KEYS:
+            if meta.get(key) in (None, ""):
+                raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
+        meta["arm"] = str(meta["arm"])
+        meta["seed"] = _as_seed(meta["seed"], f"{source}: seed")
+        docs = validate_docs(group.drop(columns=meta_columns).reset_index(drop=True), source)
+        runs.append(LossRun(arm=meta["arm"], seed=meta["seed"], docs=docs, meta=meta, source=source, sha256=sha256))
+    return runs
+
+
+def _from_column(value: object) -> object:
+    """A CSV cell holds text: recover numbers (lr 0.003, step 100) and JSON objects."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _merge(meta: dict, key: str, value: object, source: str) -> None:
+    if meta.get(key) is not None and str(meta[key]) != str(value):
+        try:
+            same = float(meta[key]) == float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise InputError(f"{source}: {key} is {meta[key]!r} in one place and {value!r} in another")
+    meta[key] = value

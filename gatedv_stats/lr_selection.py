@@ -1,0 +1,75 @@
+"""Learning-rate selection (paper Table 2): per arm, the grid rate with the lowest final development NLL on the
+selection seed; exact ties favour the lower rate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gatedv_stats.errors import InputError
+
+TABLE_COLUMNS = ("arm", "lr", "seed", "dev_nll")
+
+
+@dataclass(frozen=True)
+class LRSelection:
+    """The selected rate of each arm and the development PPL of every arm × rate on the selection seed."""
+
+    selection_seed: int
+    selected: dict  # arm -> lr
+    ppl: pd.DataFrame  # index arm, columns lr, values exp(final dev NLL) on the selection seed
+
+    def to_dict(self) -> dict:
+        return {
+            "selection_seed": self.selection_seed,
+            "selected": {arm: float(lr) for arm, lr in self.selected.items()},
+            "ppl": {arm: {str(lr): (None if np.isnan(value) else float(value)) for lr, value in row.items()}
+                    for arm, row in self.ppl.iterrows()},
+        }
+
+    def summary(self) -> str:
+        rates = list(self.ppl.columns)
+        width = max(10, *(len(f"{lr:g}") for lr in rates)) + 2
+        arm_width = max(8, *(len(str(arm)) for arm in self.ppl.index)) + 2
+        lines = [f"development PPL on selection seed {self.selection_seed} (* = selected)",
+                 f"{'arm':<{arm_width}}" + "".join(f"{lr:>{width}g}" for lr in rates)]
+        for arm, row in self.ppl.iterrows():
+            cells = [("" if np.isnan(value) else f"{value:,.3f}" + ("*" if lr == self.selected[arm] else " "))
+                     for lr, value in row.items()]
+            lines.append(f"{arm:<{arm_width}}" + "".join(f"{cell:>{width}}" for cell in cells))
+        return "\n".join(lines)
+
+
+def select_lr(table: pd.DataFrame, selection_seed: int | None = None) -> LRSelection:
+    """Select each arm's learning rate from final development NLLs.
+
+    `table` has columns arm, lr, seed, dev_nll; a curve table (with `step`) is reduced to each run's last
+    step. Without `selection_seed` the smallest seed present for every arm is used.
+    """
+    missing = [column for column in TABLE_COLUMNS if column not in table.columns]
+    if missing:
+        raise InputError(f"learning-rate table: missing column {', '.join(map(repr, missing))}")
+    if "step" in table.columns:
+        table = table.sort_values("step", kind="stable").groupby(["arm", "lr", "seed"], as_index=False).last()
+    duplicated = table.duplicated(["arm", "lr", "seed"])
+    if duplicated.any():
+        arm, lr, seed = table.loc[duplicated, ["arm", "lr", "seed"]].iloc[0]
+        raise InputError(f"learning-rate table: arm {arm} lr {lr} seed {seed} appears twice")
+    if selection_seed is None:
+        shared = set.intersection(*(set(group["seed"]) for _, group in table.groupby("arm")))
+        if not shared:
+            raise InputError("learning-rate table: no seed is present for every arm; give the selection seed")
+        selection_seed = int(min(shared))
+    on_seed = table[table["seed"] == selection_seed]
+    absent = sorted(set(table["arm"]) - set(on_seed["arm"]))
+    if absent:
+        raise InputError(f"learning-rate table: selection seed {selection_seed} has no runs of {', '.join(absent)}")
+    selected = {}
+    for arm, group in on_seed.groupby("arm", sort=True):
+        ordered = group.sort_values(["dev_nll", "lr"], kind="stable")  # lowest NLL, then the lower rate
+        selected[arm] = float(ordered["lr"].iloc[0])
+    ppl = on_seed.assign(ppl=np.exp(on_seed["dev_nll"].to_numpy(dtype=np.float64))).pivot(
+        index="arm", columns="lr", values="ppl").sort_index()
+    return LRSelection(selection_seed=int(selection_seed), selected=selected, ppl=ppl)

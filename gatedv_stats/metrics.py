@@ -1,0 +1,127 @@
+"""Per-run and paired metrics of SPEC §5, over plain float64 arrays.
+
+`loss_sums` are (S, N) arrays (row = seed, column = document) of summed token losses in nats;
+`n_targets` is (N,) — the number of predicted tokens of each document.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ONE_SEED_NOTE = "one seed only: the standard deviation over seeds is undefined"
+
+
+def token_nll(loss_sums: np.ndarray, n_targets: np.ndarray) -> np.ndarray:
+    """Token-averaged NLL of each run: Σ_i ℓ_i / Σ_i n_i over the last axis."""
+    loss_sums = np.asarray(loss_sums, dtype=np.float64)
+    return loss_sums.sum(axis=-1) / np.asarray(n_targets, dtype=np.float64).sum()
+
+
+def perplexity(nll: np.ndarray | float) -> np.ndarray:
+    """PPL = exp(NLL)."""
+    return np.exp(np.asarray(nll, dtype=np.float64))
+
+
+def bits_per_byte(loss_sums: np.ndarray, n_bytes: np.ndarray) -> np.ndarray:
+    """Bits per UTF-8 byte of the target text: Σ ℓ / (ln 2 · Σ n_bytes)."""
+    total_bytes = np.asarray(n_bytes, dtype=np.float64).sum()
+    return np.asarray(loss_sums, dtype=np.float64).sum(axis=-1) / (math.log(2.0) * total_bytes)
+
+
+def sample_sd(values: np.ndarray) -> float:
+    """Sample standard deviation (ddof = 1); NaN for fewer than two values."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.std(values, ddof=1)) if values.size > 1 else math.nan
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm over its seeds: per-seed NLL and PPL, the mean PPL P̄ and its SD over seeds."""
+
+    arm: str
+    seeds: np.ndarray  # (S,) int64
+    nll: np.ndarray  # (S,) token-averaged NLL per seed
+    ppl: np.ndarray  # (S,) exp(nll)
+    ppl_mean: float  # arithmetic mean of per-seed PPLs (not exp of the mean NLL)
+    ppl_sd: float  # sample SD (ddof = 1); NaN with one seed
+    bits_per_byte: np.ndarray | None = None  # (S,) when the documents carry n_bytes
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def n_seeds(self) -> int:
+        return int(self.seeds.shape[0])
+
+    def to_dict(self) -> dict:
+        """The JSON view: arm, seeds, nll, ppl, ppl_mean, ppl_sd (null when undefined)."""
+        return {
+            "arm": self.arm,
+            "seeds": [int(seed) for seed in self.seeds],
+            "nll": [float(value) for value in self.nll],
+            "ppl": [float(value) for value in self.ppl],
+            "ppl_mean": float(self.ppl_mean),
+            "ppl_sd": None if math.isnan(self.ppl_sd) else float(self.ppl_sd),
+        }
+
+
+def arm_summary(arm: str, seeds: np.ndarray, loss_sums: np.ndarray, n_targets: np.ndarray,
+                n_bytes: np.ndarray | None = None) -> ArmSummary:
+    """Summarise one arm from its (S, N) loss sums."""
+    nll = token_nll(loss_sums, n_targets)
+    ppl = perplexity(nll)
+    notes = (ONE_SEED_NOTE,) if ppl.shape[0] == 1 else ()
+    return ArmSummary(
+        arm=arm,
+        seeds=np.asarray(seeds, dtype=np.int64),
+        nll=nll,
+        ppl=ppl,
+        ppl_mean=float(ppl.mean()),
+        ppl_sd=sample_sd(ppl),
+        bits_per_byte=None if n_bytes is None else bits_per_byte(loss_sums, n_bytes),
+        notes=notes,
+    )
+
+
+def delta_p(baseline_ppl_mean: float, variant_ppl_mean: float) -> float:
+    """ΔP = P̄_variant / P̄_baseline − 1, a fraction (negative = the variant is better)."""
+    return float(variant_ppl_mean) / float(baseline_ppl_mean) - 1.0
+
+
+def improved_pairs(baseline_ppl: np.ndarray, variant_ppl: np.ndarray) -> int:
+    """Number of seeds whose variant PPL is strictly below the baseline PPL."""
+    return int(np.sum(np.asarray(variant_ppl) < np.asarray(baseline_ppl)))
+
+
+def nll_diff_mean(baseline_nll: np.ndarray, variant_nll: np.ndarray) -> float:
+    """D = mean over seeds of NLL_variant − NLL_baseline."""
+    return float(np.mean(np.asarray(variant_nll) - np.asarray(baseline_nll)))
+
+
+def document_differences(baseline: np.ndarray, variant: np.ndarray) -> np.ndarray:
+    """d_i = mean over seeds of ℓ_variant,i − ℓ_baseline,i; Σ d_i / Σ n_i equals D."""
+    return np.mean(np.asarray(variant, dtype=np.float64) - np.asarray(baseline, dtype=np.float64), axis=0)
+
+
+@dataclass(frozen=True)
+class WinRate:
+    """Documents on which the variant's seed-averaged per-token loss is strictly lower."""
+
+    wins: int
+    n_docs: int
+
+    @property
+    def win_rate(self) -> float:
+        return self.wins / self.n_docs
+
+    def to_dict(self) -> dict:
+        return {"wins": self.wins, "n_docs": self.n_docs, "win_rate": self.win_rate}
+
+
+def document_wins(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray) -> WinRate:
+    """wins = #{i : mean_s ℓ_variant,s,i / n_i < mean_s ℓ_baseline,s,i / n_i}."""
+    n_targets = np.asarray(n_targets, dtype=np.float64)
+    per_token_variant = np.mean(variant, axis=0) / n_targets
+    per_token_baseline = np.mean(baseline, axis=0) / n_targets
+    return WinRate(wins=int(np.sum(per_token_variant < per_token_baseline)), n_docs=int(n_targets.shape[0]))

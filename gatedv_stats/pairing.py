@@ -1,0 +1,155 @@
+"""Align the runs of two arms into paired arrays: pairs by seed, documents by `doc_id` (SPEC §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gatedv_stats.errors import InputError
+from gatedv_stats.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs, select_runs
+
+_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class PairedLosses:
+    """Loss sums of two arms on the same documents, row s of each array = seed `seeds[s]`."""
+
+    baseline_arm: str
+    variant_arm: str
+    seeds: np.ndarray  # (S,) int64, sorted
+    doc_ids: np.ndarray  # (N,) object, sorted
+    n_targets: np.ndarray  # (N,) int64
+    baseline: np.ndarray  # (S, N) float64 loss sums
+    variant: np.ndarray  # (S, N) float64
+    doc_columns: pd.DataFrame  # N rows aligned with doc_ids: domain / n_bytes when present
+    sources: dict  # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
+    dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.n_targets.shape[0])
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.seeds.shape[0])
+
+
+def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allow_unpaired: bool = False) -> PairedLosses:
+    """Match runs by seed and documents by `doc_id`, checking that every run saw the same documents.
+
+    Seeds present in one arm only are an error unless `allow_unpaired`, which drops them (see `dropped_seeds`).
+    """
+    baseline_arm = _single_arm(baseline_runs, "baseline")
+    variant_arm = _single_arm(variant_runs, "variant")
+    baseline_by_seed = _by_seed(baseline_runs, baseline_arm)
+    variant_by_seed = _by_seed(variant_runs, variant_arm)
+    only_baseline = sorted(set(baseline_by_seed) - set(variant_by_seed))
+    only_variant = sorted(set(variant_by_seed) - set(baseline_by_seed))
+    unpaired = tuple(only_baseline + only_variant)
+    if unpaired and not allow_unpaired:
+        parts = [f"{arm} {', '.join(map(str, seeds))}" for arm, seeds
+                 in ((baseline_arm, only_baseline), (variant_arm, only_variant)) if seeds]
+        raise InputError(f"seeds present in one arm only: {'; '.join(parts)} (allow_unpaired drops them)")
+    seeds = sorted(set(baseline_by_seed) & set(variant_by_seed))
+    if not seeds:
+        raise InputError(f"no seed is shared by {baseline_arm} and {variant_arm}")
+
+    runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
+    doc_ids = np.array(sorted(runs[0].docs["doc_id"]), dtype=object)
+    for run in runs[1:]:
+        _check_same_documents(runs[0], run)
+    aligned = [run.docs.set_index("doc_id").loc[doc_ids] for run in runs]
+    per_document = {column: _agreed_column(column, runs, aligned, doc_ids)
+                    for column in ("n_targets", *OPTIONAL_COLUMNS)}
+    losses = np.stack([docs["loss_sum"].to_numpy(dtype=np.float64) for docs in aligned])
+    n_targets = per_document.pop("n_targets").astype(np.int64)
+    doc_columns = pd.DataFrame({column: values for column, values in per_document.items() if values is not None})
+    half = len(seeds)
+    return PairedLosses(
+        baseline_arm=baseline_arm,
+        variant_arm=variant_arm,
+        seeds=np.array(seeds, dtype=np.int64),
+        doc_ids=doc_ids,
+        n_targets=n_targets,
+        baseline=losses[:half],
+        variant=losses[half:],
+        doc_columns=doc_columns,
+        sources={
+            "baseline": [run.source for run in runs[:half]],
+            "variant": [run.source for run in runs[half:]],
+            "baseline_sha256": [run.sha256 for run in runs[:half]],
+            "variant_sha256": [run.sha256 for run in runs[half:]],
+        },
+        dropped_seeds=unpaired,
+    )
+
+
+def _single_arm(runs: list[LossRun], side: str) -> str:
+    if not runs:
+        raise InputError(f"no {side} runs given")
+    arms = sorted({run.arm for run in runs})
+    if len(arms) > 1:
+        raise InputError(f"the {side} runs hold several arms ({', '.join(arms)}); select one arm")
+    return arms[0]
+
+
+def _by_seed(runs: list[LossRun], arm: str) -> dict[int, LossRun]:
+    by_seed: dict[int, LossRun] = {}
+    for run in runs:
+        if run.seed in by_seed:
+            raise InputError(f"arm {arm} seed {run.seed} appears twice: {by_seed[run.seed].source} and {run.source} "
+                             "(select one evaluation set)")
+        by_seed[run.seed] = run
+    return by_seed
+
+
+def _check_same_documents(reference: LossRun, run: LossRun) -> None:
+    ours, theirs = set(reference.docs["doc_id"]), set(run.docs["doc_id"])
+    if ours == theirs:
+        return
+    parts = []
+    for source, missing in ((reference.source, sorted(theirs - ours)), (run.source, sorted(ours - theirs))):
+        if missing:
+            parts.append(f"{len(missing)} doc_ids missing from {source} (first: {', '.join(missing[:_SHOWN])})")
+    raise InputError(f"documents differ between paired runs: {'; '.join(parts)}")
+
+
+def _agreed_column(column: str, runs: list[LossRun], aligned: list[pd.DataFrame], doc_ids: np.ndarray) -> np.ndarray | None:
+    """A per-document column that must be the same in every run carrying it; None when no run does."""
+    carrying = [(run, docs[column].to_numpy()) for run, docs in zip(runs, aligned) if column in docs.columns]
+    if not carrying:
+        return None
+    (reference, ours), others = carrying[0], carrying[1:]
+    for run, theirs in others:
+        differ = np.flatnonzero(ours != theirs)
+        if differ.size:
+            shown = ", ".join(f"{doc_ids[i]}: {ours[i]} vs {theirs[i]}" for i in differ[:_SHOWN])
+            raise InputError(f"{column} disagrees for {differ.size} documents between {reference.source} and "
+                             f"{run.source} (first: {shown})")
+    return ours
+
+
+def load_paired(*, tables: list | None = None, baseline: list | None = None, variant: list | None = None,
+                baseline_arm: str | None = None, variant_arm: str | None = None, eval_set: str | None = None,
+                allow_unpaired: bool = False) -> PairedLosses:
+    """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
+    or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`."""
+    if tables and (baseline or variant):
+        raise InputError("give either long tables / directories holding both arms, or --baseline and --variant files")
+    if tables:
+        missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm)) if arm is None]
+        runs = read_loss_inputs(tables)
+        if missing:
+            arms = ", ".join(sorted({run.arm for run in runs}))
+            raise InputError(f"name the arms to compare with {' and '.join(missing)} (arms found: {arms})")
+        baseline_runs, variant_runs = runs, runs
+    elif baseline and variant:
+        baseline_runs, variant_runs = read_loss_inputs(baseline), read_loss_inputs(variant)
+    else:
+        raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and --variant-arm")
+    baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
+    variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
+    return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired)

@@ -1,0 +1,263 @@
+"""Planning a paired study: variance components from pilot runs, then seeds and documents for a target ΔP.
+
+The model behind it is a crossed random-effects model for the per-token loss difference of a document i
+under seed pair s,
+
+    X_si = (ℓ_variant,s,i − ℓ_baseline,s,i) / n_i = δ + e_s + h_i + ε_si,
+
+with a seed effect e_s (SD σ_seed: how much the variant's advantage moves from one training seed to the
+next), a document effect h_i (SD σ_doc: how much it moves between documents) and a residual ε_si
+(SD σ_resid). The per-seed log PPL ratio r_s then has variance σ_seed² + σ_resid²/N, and the
+seed-averaged per-document difference has variance σ_doc² + σ_resid²/S between documents. The components
+are estimated by the two-way ANOVA method of moments (documents weighted equally — exact when every
+document has the same number of targets, as in the evaluation sets of SPEC §3).
+
+`PopulationModel` and `simulate` draw loss files from this model with a known effect; the calibration
+tests and `bench/calibration.py` use them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from statsmodels.stats.power import TTestPower
+
+from gatedv_stats import formatting as fmt
+from gatedv_stats import metrics
+from gatedv_stats.errors import InputError
+from gatedv_stats.lossfiles import LossRun, select_runs
+from gatedv_stats.pairing import PairedLosses, pair_runs
+
+
+@dataclass(frozen=True)
+class VarianceComponents:
+    """Pilot estimates (per-token log-loss units, nats) of the components of the model above."""
+
+    n_seeds: int
+    n_docs: int
+    mean_log_ratio: float  # mean over seeds of r_s (= D)
+    seed_ratio_var: float  # observed variance over seeds of r_s, ddof 1
+    doc_diff_var: float  # observed variance over documents of d_i / n_i, ddof 1
+    seed_var: float  # σ_seed², clipped at 0
+    doc_var: float  # σ_doc², clipped at 0
+    residual_var: float  # σ_resid²
+    equal_targets: bool  # every document has the same n_targets (the equal weighting is then exact)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """Seeds and documents needed to detect a relative ΔP, and what the pilot design itself can detect."""
+
+    effect: float  # target relative ΔP (fraction; its sign does not matter for a two-sided test)
+    log_effect: float  # |log(1 + effect)|: the per-seed log PPL ratio it corresponds to
+    alpha: float
+    power: float
+    n_seeds: int  # pilot design
+    n_docs: int
+    seeds_required: int  # paired seeds for the seed-level paired t test on r_s, at n_docs documents
+    seeds_required_many_docs: int | None  # the same with unlimited documents (None: σ_seed estimated as 0)
+    docs_required: int  # documents for the document-level test of D (models fixed), at n_seeds seed pairs
+    seed_level_mde: float  # smallest relative ΔP detected with this power by n_seeds seeds on n_docs documents
+    doc_level_mde: float  # the same for the document-level test on n_docs documents
+    components: VarianceComponents
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["components"] = self.components.to_dict()
+        return data
+
+    def summary(self) -> str:
+        c = self.components
+        many_docs = ("not estimable: the pilot shows no seed variation beyond document noise (σ_seed² = 0)"
+                     if self.seeds_required_many_docs is None else f"{self.seeds_required_many_docs}")
+        lines = [
+            f"pilot: {self.n_seeds} paired seeds × {self.n_docs} documents, mean log PPL ratio {fmt.format_nll_diff(c.mean_log_ratio)}",
+            "variance components (per-token log loss, nats²):",
+            f"  seed (σ_seed²)      {c.seed_var:.3e}   observed var of r_s over seeds: {c.seed_ratio_var:.3e}",
+            f"  document (σ_doc²)   {c.doc_var:.3e}   observed var of d_i/n_i over documents: {c.doc_diff_var:.3e}",
+            f"  residual (σ_resid²) {c.residual_var:.3e}",
+            f"target: relative ΔP of {fmt.format_delta_p(self.effect)} (|log ratio| {self.log_effect:.5f}), "
+            f"α = {self.alpha:g} two-sided, power {self.power:g} (statsmodels TTestPower)",
+            f"  paired seeds needed on {self.n_docs} documents: {self.seeds_required}",
+            f"  paired seeds needed with unlimited documents: {many_docs}",
+            f"  evaluation documents needed for the document-level test with {self.n_seeds} seeds: {self.docs_required:,}",
+            f"minimum detectable |ΔP| of the pilot design: seed level {100 * self.seed_level_mde:.2f}% "
+            f"({self.n_seeds} seeds), document level {100 * self.doc_level_mde:.2f}% ({self.n_docs} documents)",
+            "  the seed-level test generalises to new training seeds; the document-level test holds the trained "
+            "models fixed",
+        ]
+        if not c.equal_targets:
+            lines.append("  note: documents have different n_targets; the components weight documents equally")
+        return "\n".join(lines)
+
+
+def variance_components(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray) -> VarianceComponents:
+    """Two-way (seed × document) ANOVA estimates of σ_seed², σ_doc², σ_resid² from (S, N) loss sums.
+
+    Beside them the two observed variances the plan rests on at the pilot's own size: of the per-seed log
+    PPL ratios r_s (token-weighted, as the paired t test uses them) and of the seed-averaged per-token
+    document differences d_i / n_i.
+    """
+    baseline = np.asarray(baseline, dtype=np.float64)
+    variant = np.asarray(variant, dtype=np.float64)
+    n = np.asarray(n_targets, dtype=np.float64)
+    if baseline.ndim != 2 or baseline.shape != variant.shape or n.shape != (baseline.shape[1],):
+        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_targets {n.shape} must be (S, N), (S, N), (N,)")
+    n_seeds, n_docs = baseline.shape
+    if n_seeds < 2 or n_docs < 2:
+        raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 documents, got {n_seeds} × {n_docs}")
+    x = (variant - baseline) / n
+    grand = x.mean()
+    seed_means = x.mean(axis=1)
+    doc_means = x.mean(axis=0)
+    residual = x - seed_means[:, None] - doc_means[None, :] + grand
+    ms_seed = n_docs * np.sum((seed_means - grand) ** 2) / (n_seeds - 1)
+    ms_doc = n_seeds * np.sum((doc_means - grand) ** 2) / (n_docs - 1)
+    ms_residual = np.sum(residual ** 2) / ((n_seeds - 1) * (n_docs - 1))
+    log_ratios = metrics.token_nll(variant, n) - metrics.token_nll(baseline, n)
+    return VarianceComponents(
+        n_seeds=n_seeds, n_docs=n_docs, mean_log_ratio=float(log_ratios.mean()),
+        seed_ratio_var=float(np.var(log_ratios, ddof=1)),
+        doc_diff_var=float(np.var(metrics.document_differences(baseline, variant) / n, ddof=1)),
+        seed_var=float(max(0.0, (ms_seed - ms_residual) / n_docs)),
+        doc_var=float(max(0.0, (ms_doc - ms_residual) / n_seeds)),
+        residual_var=float(ms_residual),
+        equal_targets=bool(np.all(n == n[0])),
+    )
+
+
+def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 0.05,
+               power: float = 0.8) -> StudyPlan:
+    """Paired seeds and documents detecting a relative ΔP of `effect`, and the pilot design's detectable ΔP."""
+    if not math.isfinite(effect) or effect <= -1.0 or effect == 0.0:
+        raise InputError(f"--effect: a relative ΔP must be non-zero and greater than −1 (e.g. 0.02), got {effect}")
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise InputError(f"alpha and power must lie strictly between 0 and 1, got {alpha} and {power}")
+    log_effect = abs(math.log1p(effect))
+    # The pilot's own design rests on the observed variances; the components project to other designs.
+    seed_sd = math.sqrt(components.seed_ratio_var)
+    doc_sd = math.sqrt(components.doc_diff_var)
+    if seed_sd == 0.0 or doc_sd == 0.0:
+        raise InputError("the pilot runs show no variation in the loss difference; planning needs a real pilot")
+    many_docs_sd = math.sqrt(components.seed_var)
+    return StudyPlan(
+        effect=effect, log_effect=log_effect, alpha=alpha, power=power,
+        n_seeds=components.n_seeds, n_docs=components.n_docs,
+        seeds_required=required_pairs(log_effect / seed_sd, alpha=alpha, power=power),
+        seeds_required_many_docs=(None if many_docs_sd == 0.0
+                                  else required_pairs(log_effect / many_docs_sd, alpha=alpha, power=power)),
+        docs_required=required_pairs(log_effect / doc_sd, alpha=alpha, power=power),
+        seed_level_mde=_relative_mde(components.n_seeds, seed_sd, alpha, power),
+        doc_level_mde=_relative_mde(components.n_docs, doc_sd, alpha, power),
+        components=components,
+    )
+
+
+def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
+    """`plan_study` on the variance components of paired pilot runs."""
+    return plan_study(variance_components(paired.baseline, paired.variant, paired.n_targets), effect,
+                      alpha=alpha, power=power)
+
+
+def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Smallest n ≥ 2 whose two-sided paired (one-sample) t test has at least `power` at `effect_size` = δ/σ.
+
+    An integer search over `TTestPower.power` (its `solve_power` returns a real number, clamps at its
+    lower bound and can fail to converge for large effects).
+    """
+    if not effect_size > 0.0:
+        raise InputError(f"the standardised effect must be positive, got {effect_size}")
+    high = 2
+    while _two_sided_power(effect_size, high, alpha) < power:
+        high *= 2
+    low = high // 2  # power(low) < power unless high == 2
+    if high == 2:
+        return 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _two_sided_power(effect_size, middle, alpha) >= power else (middle, high)
+    return high
+
+
+def _two_sided_power(effect_size: float, nobs: int, alpha: float) -> float:
+    analysis = TTestPower()
+    value = float(analysis.power(effect_size=effect_size, nobs=nobs, alpha=alpha, alternative="two-sided"))
+    if math.isnan(value):
+        # statsmodels' lower tail fails at a very large noncentrality, where it is below 1e-10 anyway
+        value = float(analysis.power(effect_size=effect_size, nobs=nobs, alpha=alpha / 2, alternative="larger"))
+    return value
+
+
+def _relative_mde(nobs: int, sd: float, alpha: float, power: float) -> float:
+    effect_size = TTestPower().solve_power(nobs=nobs, alpha=alpha, power=power, alternative="two-sided")
+    return math.expm1(float(effect_size) * sd)
+
+
+@dataclass(frozen=True)
+class PopulationModel:
+    """Per-token losses with a known effect: x_b = μ + b_i + g_s, x_v = x_b + δ + e_s + h_i + ε_si.
+
+    b_i (document difficulty, SD `difficulty_sd`) and g_s (a seed offset shared by both arms of a pair, SD
+    `shared_seed_sd`) cancel in the paired difference; e_s, h_i, ε_si are the components above. All normal.
+    """
+
+    log_ratio: float  # δ
+    seed_sd: float
+    doc_sd: float
+    residual_sd: float
+    base_nll: float = 3.0  # μ
+    difficulty_sd: float = 0.3
+    shared_seed_sd: float = 0.01
+
+    @property
+    def delta_p(self) -> float:
+        """Population ΔP over seeds and documents: E exp(g + δ + e) / E exp(g) − 1 = exp(δ + σ_seed²/2) − 1."""
+        return math.expm1(self.log_ratio + self.seed_sd ** 2 / 2)
+
+
+@dataclass(frozen=True)
+class SimulatedStudy:
+    baseline: np.ndarray  # (S, N) loss sums
+    variant: np.ndarray
+    n_targets: np.ndarray  # (N,)
+    eval_set_log_ratio: float  # δ + token-weighted mean of h_i: the mean r_s over new seeds on these documents
+
+
+def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.Generator, *,
+             targets_per_doc: int = 256) -> SimulatedStudy:
+    """Draw one paired study (S seed pairs × N documents) from `model`."""
+    n = np.full(n_docs, targets_per_doc, dtype=np.int64)
+    difficulty = rng.normal(0.0, model.difficulty_sd, n_docs)
+    doc_effect = rng.normal(0.0, model.doc_sd, n_docs)
+    shared = rng.normal(0.0, model.shared_seed_sd, (n_seeds, 1))
+    seed_effect = rng.normal(0.0, model.seed_sd, (n_seeds, 1))
+    residual = rng.normal(0.0, model.residual_sd, (n_seeds, n_docs))
+    per_token_baseline = model.base_nll + difficulty[None, :] + shared
+    per_token_variant = per_token_baseline + model.log_ratio + seed_effect + doc_effect[None, :] + residual
+    return SimulatedStudy(
+        baseline=per_token_baseline * n, variant=per_token_variant * n, n_targets=n,
+        eval_set_log_ratio=float(model.log_ratio + np.sum(doc_effect * n) / n.sum()),
+    )
+
+
+def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
+               eval_set: str | None = None, allow_unpaired: bool = False) -> PairedLosses:
+    """Pair the two arms of pilot runs; the baseline defaults to the arm named "baseline", the variant to the other."""
+    runs = select_runs(runs, eval_set=eval_set, what="pilot files")
+    arms = sorted({run.arm for run in runs})
+    baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
+    if baseline_arm is None:
+        raise InputError(f"name the pilot's baseline arm with --baseline-arm (arms found: {', '.join(arms)})")
+    if variant_arm is None:
+        others = [arm for arm in arms if arm != baseline_arm]
+        if len(others) != 1:
+            raise InputError(f"the pilot needs runs of a baseline and one variant arm; name the variant with "
+                             f"--variant-arm (arms found: {', '.join(arms)})")
+        variant_arm = others[0]
+    return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
+                     select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired)

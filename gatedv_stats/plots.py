@@ -1,0 +1,106 @@
+"""Altair figures for the reports, each built from a plain long-format DataFrame.
+
+The functions return Altair charts; `chart_spec` turns one into the Vega-Lite dict that the HTML report
+embeds and that `vl_convert` renders to SVG / PDF for the Markdown and LaTeX reports.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+WIDTH = 420
+HEIGHT = 240
+FACET_WIDTH = 260
+FACET_HEIGHT = 180
+
+
+def _zero_rule() -> alt.Chart:
+    return alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="#555", strokeDash=[4, 3]).encode(y="zero:Q")
+
+
+def delta_p_curve_chart(pairs: pd.DataFrame, mean: pd.DataFrame, *, title: str) -> alt.LayerChart:
+    """Training-curve ΔP(t) (paper Figure 2): thin per-pair curves beside the thick mean curve.
+
+    `pairs`: columns variant, seed, step, delta_p (fraction); `mean`: columns variant, step, delta_p.
+    """
+    x = alt.X("step:Q", title="update")
+    y = alt.Y("delta_p:Q", title="ΔP", axis=alt.Axis(format="+.1%"))
+    color = alt.Color("variant:N", title="variant")
+    per_pair = (
+        alt.Chart(pairs)
+        .mark_line(strokeWidth=1, opacity=0.45)
+        .encode(x=x, y=y, color=color, detail="seed:N", tooltip=["variant:N", "seed:N", "step:Q",
+                                                                  alt.Tooltip("delta_p:Q", format="+.2%")])
+    )
+    mean_curve = (
+        alt.Chart(mean)
+        .mark_line(strokeWidth=2.5)
+        .encode(x=x, y=y, color=color, tooltip=["variant:N", "step:Q", alt.Tooltip("delta_p:Q", format="+.2%")])
+    )
+    return alt.layer(_zero_rule(), per_pair, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
+
+
+def final_quarter_chart(final: pd.DataFrame, *, title: str) -> alt.LayerChart:
+    """Absolute development PPL over the final quarter of training (paper Figure 3): mean over seeds ± SD band.
+
+    `final`: columns arm, step, ppl_mean, ppl_sd (NaN with one seed), as `curves.final_quarter_ppl` returns.
+    """
+    frame = final.assign(low=final["ppl_mean"] - final["ppl_sd"].fillna(0.0),
+                         high=final["ppl_mean"] + final["ppl_sd"].fillna(0.0))
+    x = alt.X("step:Q", title="update")
+    color = alt.Color("arm:N", title="arm")
+    band = alt.Chart(frame).mark_area(opacity=0.18).encode(
+        x=x, y=alt.Y("low:Q", title="development PPL", scale=alt.Scale(zero=False)), y2="high:Q", color=color)
+    mean_curve = alt.Chart(frame).mark_line(strokeWidth=2.5).encode(
+        x=x, y=alt.Y("ppl_mean:Q", scale=alt.Scale(zero=False)), color=color,
+        tooltip=["arm:N", "step:Q", alt.Tooltip("ppl_mean:Q", format=".3f", title="mean PPL"),
+                 alt.Tooltip("ppl_sd:Q", format=".3f", title="SD")])
+    return alt.layer(band, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
+
+
+def doc_difference_chart(diffs: pd.DataFrame, *, title: str) -> alt.FacetChart:
+    """Distribution of per-document NLL differences (variant − reference, averaged over seeds, per target).
+
+    `diffs`: columns comparison, diff; one panel per comparison.
+    """
+    histogram = alt.Chart().mark_bar(color="#4c78a8").encode(
+        x=alt.X("diff:Q", bin=alt.Bin(maxbins=40), title="per-document NLL difference (nats / target)"),
+        y=alt.Y("count():Q", title="documents"),
+    )
+    zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
+    return (
+        alt.layer(histogram, zero, data=diffs)
+        .properties(width=FACET_WIDTH, height=FACET_HEIGHT)
+        .facet(facet=alt.Facet("comparison:N", title=None), columns=2)
+        .properties(title=title)
+    )
+
+
+def paired_seed_chart(per_seed: pd.DataFrame, *, title: str) -> alt.FacetChart:
+    """Per-seed PPL of each pair, reference beside variant, one line per seed.
+
+    `per_seed`: columns comparison, role ("reference" / "variant"), arm, seed, ppl.
+    """
+    base = alt.Chart().encode(
+        x=alt.X("role:N", title=None, sort=["reference", "variant"], axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("ppl:Q", title="PPL", scale=alt.Scale(zero=False)),
+        detail="seed:N",
+    )
+    lines = base.mark_line(color="#888", strokeWidth=1)
+    points = base.mark_point(filled=True, size=50).encode(
+        color=alt.Color("role:N", title=None, sort=["reference", "variant"]),
+        tooltip=["arm:N", "seed:N", alt.Tooltip("ppl:Q", format=".3f")],
+    )
+    return (
+        alt.layer(lines, points, data=per_seed)
+        .properties(width=FACET_WIDTH // 2 + 40, height=FACET_HEIGHT)
+        .facet(facet=alt.Facet("comparison:N", title=None), columns=4)
+        .resolve_scale(y="independent")
+        .properties(title=title)
+    )
+
+
+def chart_spec(chart: alt.TopLevelMixin) -> dict:
+    """The chart's Vega-Lite specification (data inlined), ready for JSON embedding or `vl_convert`."""
+    return chart.to_dict()

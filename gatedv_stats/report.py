@@ -1,0 +1,169 @@
+"""Render the report data of `gatedv_stats.report_data` through `reports/templates/` as HTML, Markdown or LaTeX.
+
+HTML is one offline file: the Vega / Vega-Lite / vega-embed bundle from `vl_convert` is inlined once and each
+chart's Vega-Lite specification is embedded as JSON. Markdown and LaTeX refer to figures written beside the
+report (`<name>_figures/*.svg` / `*.pdf`, rendered by `vl_convert`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import jinja2
+
+from gatedv_stats.atomic import write_bytes_atomic, write_text_atomic
+from gatedv_stats.errors import InputError
+from gatedv_stats.report_data import ReportData, build_report
+
+FORMATS = {"html": ".html", "md": ".md", "latex": ".tex"}
+_FIGURE_SUFFIX = {"md": ".svg", "latex": ".pdf"}
+
+
+class Raw(str):
+    """Text a template inserts unescaped (file paths inside \\includegraphics, code blocks)."""
+
+
+def _markdown_escape(value: object) -> str:
+    text = "" if value is None else str(value)
+    if isinstance(value, Raw):
+        return text
+    for char in "\\`*_<>|":
+        text = text.replace(char, "\\" + char)
+    return text.replace("\n", " ")
+
+
+# Longer keys first: "ΔP" and "P̄" (P + combining macron) are whole symbols.
+_LATEX_SYMBOLS = {
+    "ΔP": r"$\Delta_P$", "P\u0304": r"$\overline{P}$", "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%",
+    "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}", "\u2212": "$-$", "±": r"$\pm$", "×": r"$\times$", "Δ": r"$\Delta$",
+    "≥": r"$\geq$", "≤": r"$\leq$", "<": r"\textless{}", ">": r"\textgreater{}",
+}
+
+
+def latex_escape(value: object) -> str:
+    """Text safe inside a LaTeX document, with the report's symbols as math ("−2.03%" → "$-$2.03\\%")."""
+    text = "" if value is None else str(value)
+    if isinstance(value, Raw):
+        return text
+    out, i = [], 0
+    while i < len(text):
+        for symbol, replacement in _LATEX_SYMBOLS.items():
+            if text.startswith(symbol, i):
+                out.append(replacement)
+                i += len(symbol)
+                break
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _environment(fmt: str) -> jinja2.Environment:
+    loader = jinja2.PackageLoader("reports", "templates")
+    if fmt == "html":
+        return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    if fmt == "md":
+        env = jinja2.Environment(loader=loader, autoescape=False, finalize=_markdown_escape,
+                                 undefined=jinja2.StrictUndefined)
+    else:
+        env = jinja2.Environment(loader=loader, autoescape=False, finalize=latex_escape,
+                                 undefined=jinja2.StrictUndefined, block_start_string=r"\BLOCK{",
+                                 block_end_string="}", variable_start_string=r"\VAR{", variable_end_string="}",
+                                 comment_start_string=r"\#{", comment_end_string="}", trim_blocks=True,
+                                 lstrip_blocks=True)
+    env.filters["raw"] = Raw
+    env.filters["code"] = Raw
+    return env
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(os.environ.get("GATEDV_CACHE_DIR") or Path(base) / "gatedv-stats")
+
+
+@functools.lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    """vega, vega-lite and vega-embed as one classic script (defines window.vegaEmbed), from vl_convert.
+
+    Building it takes seconds, so it is cached on disk per vl-convert version.
+    """
+    import vl_convert
+
+    cached = _cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"
+    try:
+        return cached.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    bundle = vl_convert.javascript_bundle().replace("</script", "<\\/script")  # cannot end the <script> early
+    try:
+        write_text_atomic(cached, bundle)
+    except OSError:  # a read-only home only costs the rebuild next time
+        pass
+    return bundle
+
+
+def _script_json(spec: dict) -> str:
+    """JSON that is safe inside a <script type="application/json"> element."""
+    text = json.dumps(spec, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _write_figures(report: ReportData, out: Path, fmt: str) -> dict[str, str]:
+    """Render each figure beside the report; returns figure key -> path relative to the report."""
+    import vl_convert
+
+    if not report.figures:
+        return {}
+    folder = out.with_name(out.stem + "_figures")
+    paths = {}
+    for figure in report.figures:
+        name = f"{folder.name}/{figure.key}{_FIGURE_SUFFIX[fmt]}"
+        if fmt == "md":
+            write_text_atomic(out.parent / name, vl_convert.vegalite_to_svg(figure.spec))
+        else:
+            write_bytes_atomic(out.parent / name, vl_convert.vegalite_to_pdf(figure.spec))
+        paths[figure.key] = name
+    return paths
+
+
+def render_report(report: ReportData, out: Path, fmt: str) -> Path:
+    """Write `report` to `out` in `fmt` ("html", "md", "latex"), figures included; returns the path written."""
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    template = _environment(fmt).get_template(f"report{FORMATS[fmt]}.j2")
+    if fmt == "html":
+        text = template.render(report=report, vega_bundle=vega_bundle() if report.figure_count else "",
+                               figure_json={figure.key: _script_json(figure.spec) for figure in report.figures})
+    else:
+        text = template.render(report=report, figure_files=_write_figures(report, out, fmt))
+    write_text_atomic(out, text)
+    return out
+
+
+def default_output(inputs: list[Path], fmt: str) -> Path:
+    """report.<ext> inside the single input directory, else in the current directory."""
+    name = f"report{FORMATS.get(fmt, '')}"
+    if len(inputs) == 1 and Path(inputs[0]).is_dir():
+        return Path(inputs[0]) / name
+    return Path(name)
+
+
+def write_report(inputs: list[Path], out: Path | None, fmt: str, *, reference: str | None = None,
+                 samples: int = 2000, seed: int = 0) -> Path:
+    """Discover runs under `inputs` and write the report (`out` None: see `default_output`; a directory:
+    report.<ext> inside it)."""
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    inputs = [Path(path) for path in inputs]
+    if out is None:
+        out = default_output(inputs, fmt)
+    out = Path(out)
+    if out.is_dir():
+        out = out / f"report{FORMATS[fmt]}"
+    report = build_report(inputs, reference=reference, samples=samples, seed=seed)
+    return render_report(report, out, fmt)

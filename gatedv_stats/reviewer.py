@@ -1,0 +1,118 @@
+"""The statistics a reviewer asks for about one paired comparison, assembled in one result (`gatedv analyze`).
+
+Beside the paper's comparison (ΔP, D with its document bootstrap, wins): the BCa interval for D, the
+sign-flip permutation test on d_i, the seed-level view (two-level bootstrap, paired t, sign test), bits per
+byte when the loss files carry `n_bytes`, and D per group of any document column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gatedv_stats import formatting as fmt
+from gatedv_stats import metrics
+from gatedv_stats.breakdowns import Breakdown, breakdown
+from gatedv_stats.comparison import Comparison, compare
+from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.permutation import SignFlipTest, sign_flip_test
+from gatedv_stats.resampling import interval_from_distribution
+from gatedv_stats.seed_uncertainty import SeedUncertainty, seed_uncertainty
+
+
+@dataclass(frozen=True)
+class BitsPerByte:
+    """Bits per UTF-8 byte of both arms: comparable across tokenizers, unlike PPL."""
+
+    baseline: tuple[float, ...]  # per seed
+    variant: tuple[float, ...]
+    baseline_mean: float
+    variant_mean: float
+    relative_change: float  # mean_variant / mean_baseline − 1
+
+    def to_dict(self) -> dict:
+        return {"baseline": list(self.baseline), "variant": list(self.variant), "baseline_mean": self.baseline_mean,
+                "variant_mean": self.variant_mean, "relative_change": self.relative_change}
+
+
+@dataclass(frozen=True)
+class ReviewerAnalysis:
+    comparison: Comparison
+    bca_interval: tuple[float, float] | None  # BCa interval for D from the comparison's own bootstrap distribution
+    permutation: SignFlipTest
+    seed_level: SeedUncertainty | None  # None with a single seed pair
+    bits_per_byte: BitsPerByte | None  # None without n_bytes
+    breakdowns: tuple[Breakdown, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        """`comparison` is exactly the `gatedv bootstrap --json` object; everything else sits under new keys."""
+        return {
+            "comparison": self.comparison.to_dict(),
+            "bca_interval": None if self.bca_interval is None else list(self.bca_interval),
+            "permutation_test": self.permutation.to_dict(),
+            "seed_uncertainty": None if self.seed_level is None else self.seed_level.to_dict(),
+            "bits_per_byte": None if self.bits_per_byte is None else self.bits_per_byte.to_dict(),
+            "breakdowns": [item.to_dict() for item in self.breakdowns],
+            "notes": list(self.notes),
+            "inputs": self.comparison.sources,
+        }
+
+    def summary(self) -> str:
+        level = self.comparison.bootstrap.level
+        lines = [self.comparison.summary(), "", "reviewer statistics:"]
+        if self.bca_interval is not None:
+            lines.append(f"{fmt.format_percent(level, 0)} BCa interval for D: {fmt.format_interval(*self.bca_interval)} "
+                         "(same resamples as above)")
+        lines.append(self.permutation.summary())
+        if self.seed_level is not None:
+            lines.append(self.seed_level.summary())
+        if self.bits_per_byte is not None:
+            bpb = self.bits_per_byte
+            lines.append(f"bits per byte: {bpb.baseline_mean:.4f} vs {bpb.variant_mean:.4f} "
+                         f"({fmt.format_delta_p(bpb.relative_change)}, mean over seeds)")
+        for item in self.breakdowns:
+            lines += ["", item.summary()]
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def analyze(paired: PairedLosses, *, samples: int = 2000, level: float = 0.95, seed: int = 0,
+            permutation_resamples: int = 10_000, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
+            progress: bool | None = False) -> ReviewerAnalysis:
+    """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`."""
+    comparison = compare(paired, samples=samples, level=level, seed=seed, progress=progress)
+    differences = metrics.document_differences(paired.baseline, paired.variant)
+    notes = []
+    try:
+        bca = interval_from_distribution(differences, paired.n_targets, comparison.bootstrap.bootstrap_distribution,
+                                         level=level, method="bca")
+    except ValueError as error:  # resampling's message for a degenerate sample (e.g. one document)
+        bca = None
+        notes.append(f"no BCa interval: {error}")
+    if paired.n_pairs >= 2:
+        seed_level = seed_uncertainty(paired, samples=samples, confidence=level, seed=seed, progress=progress)
+    else:
+        seed_level = None
+        notes.append("one seed pair: no seed-level interval, t interval or sign test (they need at least 2 pairs)")
+    return ReviewerAnalysis(
+        comparison=comparison,
+        bca_interval=bca,
+        permutation=sign_flip_test(differences, paired.n_targets, resamples=permutation_resamples, seed=seed,
+                                   progress=progress),
+        seed_level=seed_level,
+        bits_per_byte=_bits_per_byte(comparison),
+        breakdowns=tuple(breakdown(paired, column, bins=bins, min_docs=min_docs, samples=samples, level=level,
+                                   seed=seed) for column in by),
+        notes=tuple(notes),
+    )
+
+
+def _bits_per_byte(comparison: Comparison) -> BitsPerByte | None:
+    baseline, variant = comparison.baseline.bits_per_byte, comparison.variant.bits_per_byte
+    if baseline is None or variant is None:
+        return None
+    return BitsPerByte(baseline=tuple(float(v) for v in baseline), variant=tuple(float(v) for v in variant),
+                       baseline_mean=float(np.mean(baseline)), variant_mean=float(np.mean(variant)),
+                       relative_change=float(np.mean(variant) / np.mean(baseline) - 1.0))

@@ -1,0 +1,124 @@
+"""Corpus readers: the embedded standard library, JSONL / JSONL.gz / Parquet with urls, .txt directories."""
+
+import gzip
+import json
+import platform
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from gatedv_stats.errors import InputError
+from trainer.corpus import BUILTIN_STDLIB, ReadCounts, open_corpus, url_domain
+
+
+def test_stdlib_corpus_lists_library_sources_without_test_suites():
+    corpus = open_corpus(BUILTIN_STDLIB)
+    names = [name for name, _ in corpus.listing]
+    root = Path(sysconfig.get_paths()["stdlib"])
+    assert names == sorted(names)
+    assert 500 < len(names) < 1000
+    assert {"os.py", "json/decoder.py", "email/mime/text.py"} <= set(names)
+    for name in names:
+        parts = name.split("/")
+        assert name.endswith(".py")
+        assert not {"test", "tests", "idle_test", "site-packages"} & set(parts[:-1]), name
+    # Sizes are the files' sizes, and the listing hash depends on them.
+    assert dict(corpus.listing)["os.py"] == (root / "os.py").stat().st_size
+    assert corpus.python_version == platform.python_version()
+
+
+def test_stdlib_documents_have_top_level_domain_groups():
+    corpus = open_corpus(BUILTIN_STDLIB, max_docs=150)
+    documents = list(corpus.documents())
+    assert len(documents) == 150
+    by_id = {document.doc_id: document for document in documents}
+    assert by_id["ctypes/macholib/dyld.py"].domain == "ctypes"
+    assert by_id["abc.py"].domain == "abc"
+    root = Path(sysconfig.get_paths()["stdlib"])
+    assert by_id["abc.py"].text == (root / "abc.py").read_text(encoding="utf-8")
+    # Deterministic: a second pass gives the same documents.
+    assert [d.doc_id for d in corpus.documents()] == [d.doc_id for d in documents]
+
+
+@pytest.mark.parametrize("url, host", [
+    ("https://WWW.Example.COM:8080/a?b=c", "example.com"),
+    ("http://sub.www.example.org/", "sub.www.example.org"),
+    ("https://news.bbc.co.uk", "news.bbc.co.uk"),
+    ("not a url", None),
+])
+def test_url_domain(url, host):
+    assert url_domain(url) == host
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "gz", "parquet"])
+def test_record_files_give_ids_text_and_url_groups(web_corpus, kind):
+    documents = list(open_corpus(str(web_corpus[kind])).documents())
+    records = web_corpus["records"]
+    assert [d.doc_id for d in documents] == [r["id"] for r in records]
+    assert [d.text for d in documents] == [r["text"] for r in records]
+    expected = [r["url"].split("/")[2].lower().removeprefix("www.") for r in records]
+    assert [d.domain for d in documents] == expected
+    assert len(set(expected)) == 16
+
+
+def test_glob_reads_matching_files_in_sorted_order(tmp_path):
+    for name, text in [("b.jsonl", "second"), ("a.jsonl", "first"), ("c.txt.bak", "ignored")]:
+        (tmp_path / name).write_text(json.dumps({"text": text}) + "\n")
+    corpus = open_corpus(str(tmp_path / "*.jsonl"))
+    assert [d.text for d in corpus.documents()] == ["first", "second"]
+    # Without `id` or `url`: the id is file:line and each document is its own group.
+    assert [(d.doc_id, d.domain) for d in corpus.documents()] == [("a.jsonl:1",) * 2, ("b.jsonl:1",) * 2]
+    assert [name for name, _ in corpus.listing] == ["a.jsonl", "b.jsonl"]
+
+
+def test_txt_directory_groups_by_first_subdirectory(tmp_path):
+    (tmp_path / "news" / "2024").mkdir(parents=True)
+    (tmp_path / "news" / "2024" / "x.txt").write_text("one")
+    (tmp_path / "blog").mkdir()
+    (tmp_path / "blog" / "y.txt").write_text("two")
+    (tmp_path / "top.txt").write_text("three")
+    (tmp_path / "blog" / "empty.txt").write_text("  \n")
+    counts = ReadCounts()
+    documents = list(open_corpus(str(tmp_path)).documents(counts))
+    assert [(d.doc_id, d.domain, d.text) for d in documents] == [
+        ("blog/y.txt", "blog", "two"), ("news/2024/x.txt", "news", "one"), ("top.txt", "top.txt", "three")]
+    assert counts.empty == 1
+
+
+def test_undecodable_documents_are_skipped_and_counted_or_fail(tmp_path):
+    good = json.dumps({"text": "fine"}).encode() + b"\n"
+    bad = b'{"text": "caf\xe9"}\n'  # Latin-1 byte, not UTF-8
+    surrogate = b'{"text": "lone \\ud800 surrogate"}\n'
+    path = tmp_path / "mixed.jsonl.gz"
+    path.write_bytes(gzip.compress(good + bad + surrogate + good))
+    counts = ReadCounts()
+    assert [d.text for d in open_corpus(str(path)).documents(counts)] == ["fine", "fine"]
+    assert counts.undecodable == 2
+    with pytest.raises(InputError, match=r"mixed.jsonl.gz:2: undecodable UTF-8"):
+        list(open_corpus(str(path), on_decode_error="fail").documents())
+
+
+def test_parquet_undecodable_text_follows_the_policy(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "bytes.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"ok", b"\xff\xfe", b"also ok"], pa.binary())}), path)
+    counts = ReadCounts()
+    assert [d.text for d in open_corpus(str(path)).documents(counts)] == ["ok", "also ok"]
+    assert counts.undecodable == 1
+    with pytest.raises(InputError, match=r"bytes.parquet:2: undecodable"):
+        list(open_corpus(str(path), on_decode_error="fail").documents())
+
+
+def test_listing_hash_depends_on_names_and_sizes_not_location(tmp_path):
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.jsonl").write_text('{"text": "same"}\n')
+    first = open_corpus(str(tmp_path / "one" / "a.jsonl"))
+    second = open_corpus(str(tmp_path / "two" / "a.jsonl"))
+    assert first.listing_sha256 == second.listing_sha256
+    assert first.fingerprint_parts() != second.fingerprint_parts()  # different files on this machine
+    (tmp_path / "two" / "a.jsonl").write_text('{"text": "longer"}\n')
+    assert open_corpus(str(tmp_path / "two" / "a.jsonl")).listing_sha256 != first.listing_sha256

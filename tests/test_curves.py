@@ -1,0 +1,97 @@
+"""Curve files and the training-curve comparisons (Figures 2 and 3) against loops over the same table."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gatedv_stats.curvefiles import read_curve_file, read_curve_inputs
+from gatedv_stats.curves import curve_delta_p, final_quarter_ppl
+from gatedv_stats.errors import InputError
+
+
+def curve_table(seeds=(1, 2, 3), steps=(0, 100, 200, 300, 400), lrs=(0.001,)) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = [{"arm": arm, "seed": seed, "lr": lr, "step": step,
+             "dev_nll": 9.0 - step / 100 + offset + rng.uniform(-0.05, 0.05)}
+            for arm, offset in (("baseline", 0.0), ("gatedv", -0.02)) for lr in lrs for seed in seeds for step in steps]
+    return pd.DataFrame(rows)
+
+
+def test_curve_delta_p_matches_a_loop(tmp_path):
+    table = curve_table()
+    table.sample(frac=1.0, random_state=1).to_csv(tmp_path / "curve.csv", index=False)
+    curves = read_curve_file(tmp_path / "curve.csv")
+    result = curve_delta_p(curves, "baseline", "gatedv")
+    assert result.steps.tolist() == [0, 100, 200, 300, 400] and result.seeds.tolist() == [1, 2, 3]
+    for k, step in enumerate(result.steps):
+        def ppl(arm, seed):
+            row = table[(table.arm == arm) & (table.seed == seed) & (table.step == step)]
+            return math.exp(float(row["dev_nll"].iloc[0]))
+        expected = statistics.fmean(ppl("gatedv", s) for s in (1, 2, 3)) / statistics.fmean(
+            ppl("baseline", s) for s in (1, 2, 3)) - 1
+        assert result.delta_p[k] == pytest.approx(expected, rel=1e-12)
+        pair = result.per_pair[(result.per_pair.seed == 2) & (result.per_pair.step == step)]
+        assert float(pair["delta_p"].iloc[0]) == pytest.approx(ppl("gatedv", 2) / ppl("baseline", 2) - 1, rel=1e-12)
+    assert len(result.per_pair) == 15 and result.to_dict()["steps"] == [0, 100, 200, 300, 400]
+    assert list(result.frame().columns) == ["step", "baseline_ppl_mean", "variant_ppl_mean", "delta_p"]
+
+
+def test_only_steps_every_paired_run_recorded_are_compared():
+    table = curve_table()
+    table = table[~((table.arm == "gatedv") & (table.seed == 3) & (table.step == 200))]
+    assert curve_delta_p(table, "baseline", "gatedv").steps.tolist() == [0, 100, 300, 400]
+
+
+def test_several_rates_need_a_choice_and_seeds_must_pair():
+    table = curve_table(lrs=(0.001, 0.002))
+    with pytest.raises(InputError, match="arm baseline was trained at several learning rates"):
+        curve_delta_p(table, "baseline", "gatedv")
+    chosen = curve_delta_p(table, "baseline", "gatedv", baseline_lr=0.002, variant_lr=0.001)
+    assert (chosen.baseline_lr, chosen.variant_lr) == (0.002, 0.001)
+    unpaired = curve_table()
+    unpaired = unpaired[~((unpaired.arm == "gatedv") & (unpaired.seed == 1))]
+    with pytest.raises(InputError, match="seeds present in one arm only: 1"):
+        curve_delta_p(unpaired, "baseline", "gatedv")
+    assert curve_delta_p(unpaired, "baseline", "gatedv", allow_unpaired=True).seeds.tolist() == [2, 3]
+    with pytest.raises(InputError, match="no runs of arm 'q-silu'"):
+        curve_delta_p(unpaired, "baseline", "q-silu")
+
+
+def test_final_quarter_table_matches_a_loop():
+    table = curve_table(steps=tuple(range(0, 1001, 100)))
+    result = final_quarter_ppl(table, ["gatedv"])
+    assert result["step"].tolist() == [800, 900, 1000]  # steps ≥ 0.75 × 1000
+    for _, row in result.iterrows():
+        ppls = [math.exp(v) for v in table[(table.arm == "gatedv") & (table.step == row.step)]["dev_nll"]]
+        assert row.ppl_mean == pytest.approx(statistics.fmean(ppls), rel=1e-12)
+        assert row.ppl_sd == pytest.approx(statistics.stdev(ppls), rel=1e-9)
+        assert row.n_seeds == 3
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda f: f.drop(columns=["dev_nll"]), "missing column 'dev_nll'"),
+    (lambda f: f.assign(dev_nll=["x"] + [1.0] * (len(f) - 1)), "row 1: dev_nll 'x' is not a finite non-negative number"),
+    (lambda f: f.assign(step=[0.5] + [1] * (len(f) - 1)), "row 1: step 0.5 is not a non-negative integer"),
+    (lambda f: pd.concat([f, f.iloc[:1]]), "appears twice"),
+    (lambda f: f.iloc[:0], "no rows"),
+])
+def test_bad_curve_files(tmp_path, change, message):
+    change(curve_table()).to_csv(tmp_path / "curve.csv", index=False)
+    with pytest.raises(InputError, match=message):
+        read_curve_file(tmp_path / "curve.csv")
+
+
+def test_directories_are_searched_for_curve_files(tmp_path):
+    table = curve_table()
+    for arm in ("baseline", "gatedv"):
+        (tmp_path / arm).mkdir()
+        table[table.arm == arm].to_csv(tmp_path / arm / "curve.csv", index=False)
+    combined = read_curve_inputs([tmp_path])
+    assert len(combined) == len(table) and sorted(combined.arm.unique()) == ["baseline", "gatedv"]
+    with pytest.raises(InputError, match="appears twice"):
+        read_curve_inputs([tmp_path, tmp_path / "gatedv" / "curve.csv"])

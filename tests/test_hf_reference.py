@@ -1,0 +1,72 @@
+"""The baseline is a `transformers` LlamaForCausalLM: equal logits on the same weights; export-hf round-trips."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import LlamaForCausalLM
+from typer.testing import CliRunner
+
+from cli import app
+from trainer.checkpoint import save_checkpoint
+from trainer.hf_export import to_llama
+from trainer.model import build_model, model_config
+
+
+def _max_logit_diff(model, llama, idx) -> float:
+    with torch.no_grad():
+        return (model(idx) - llama(idx).logits).abs().max().item()
+
+
+def test_small_baseline_logits_equal_llama_in_fp32():
+    model = build_model(model_config("small"), seed=20270211).eval()
+    llama = to_llama(model)
+    assert llama.config._attn_implementation == "sdpa"
+    assert sum(p.numel() for p in llama.parameters()) == 2_328_192
+    idx = torch.randint(0, 8192, (2, 256), generator=torch.Generator().manual_seed(0))
+    assert _max_logit_diff(model, llama, idx) <= 1e-4
+    # The comparison is sensitive: a GatedV model with the same weights is far from Llama.
+    gatedv = build_model(model_config("small", "gatedv"), seed=20270211).eval()
+    assert _max_logit_diff(gatedv, llama, idx) > 1e-2
+
+
+def test_gqa_and_geglu_baselines_equal_llama():
+    for overrides in ({"n_kv_heads": 1}, {"ffn": "geglu"}):
+        model = build_model(model_config("tiny", **overrides), seed=1).eval()
+        idx = torch.randint(0, 8192, (1, 64), generator=torch.Generator().manual_seed(1))
+        assert _max_logit_diff(model, to_llama(model), idx) <= 1e-4, overrides
+
+
+def test_export_hf_round_trips_through_from_pretrained(tmp_path):
+    model = build_model(model_config("tiny", seq_len=64), seed=3).eval()
+    save_checkpoint(tmp_path / "checkpoint.pt", model, extra={"update": 0})
+    out = tmp_path / "hf"
+    result = CliRunner().invoke(app, ["export-hf", str(tmp_path / "checkpoint.pt"), str(out)])
+    assert result.exit_code == 0, result.output
+    assert {"config.json", "model.safetensors"} <= {p.name for p in out.iterdir()}
+    config = json.loads((out / "config.json").read_text())
+    assert config["tie_word_embeddings"] is True and config["rms_norm_eps"] == 1e-6
+    llama = LlamaForCausalLM.from_pretrained(out, local_files_only=True, attn_implementation="sdpa").eval()
+    idx = torch.randint(0, 8192, (2, 64), generator=torch.Generator().manual_seed(2))
+    assert _max_logit_diff(model, llama, idx) <= 1e-4
+
+
+def test_export_hf_refuses_what_llama_cannot_express(tmp_path):
+    runner = CliRunner()
+    gatedv = build_model(model_config("tiny", "gatedv", vocab_size=256, seq_len=16), seed=0)
+    save_checkpoint(tmp_path / "gatedv.pt", gatedv, extra={})
+    result = runner.invoke(app, ["export-hf", str(tmp_path / "gatedv.pt"), str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "error: variant 'gatedv': LlamaForCausalLM cannot express value_act=silu" in result.output
+    assert not (tmp_path / "out").exists()
+
+    baseline = build_model(model_config("tiny", vocab_size=256, seq_len=16), seed=0)
+    save_checkpoint(tmp_path / "baseline.pt", baseline, extra={})
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("x")
+    result = runner.invoke(app, ["export-hf", str(tmp_path / "baseline.pt"), str(tmp_path / "full")])
+    assert result.exit_code == 2 and "output directory exists and is not empty" in result.output
+
+    result = runner.invoke(app, ["export-hf", str(tmp_path / "nope.pt"), str(tmp_path / "x")])
+    assert result.exit_code == 2 and "nope.pt: checkpoint not found" in result.output

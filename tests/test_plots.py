@@ -1,0 +1,79 @@
+"""The report figures: rendered by vl_convert to a scenegraph and checked against the plotted data."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import vl_convert
+
+from gatedv_stats import plots
+
+
+def marks(spec: dict, marktype: str) -> list[dict]:
+    """Every mark group of this type in the rendered scenegraph (one per facet panel / layer)."""
+    found: list[dict] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("marktype") == marktype and node.get("role") == "mark":
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(vl_convert.vegalite_to_scenegraph(spec))
+    return found
+
+
+def test_doc_difference_histogram_counts_every_document_in_its_bin():
+    rng = np.random.default_rng(0)
+    diffs = pd.DataFrame({"comparison": ["gatedv vs baseline"] * 50 + ["q-silu vs baseline"] * 30,
+                          "diff": rng.normal(0.0, 0.1, size=80)})
+    spec = plots.chart_spec(plots.doc_difference_chart(diffs, title="differences"))
+    panels = marks(spec, "rect")
+    assert len(panels) == 2
+    for panel, (name, values) in zip(panels, diffs.groupby("comparison", sort=True)["diff"]):
+        total = 0
+        for bar in panel["items"]:
+            low, high, count = re.search(r": (\S+) – (\S+); documents: (\d+)", bar["description"]).groups()
+            low, high = float(low.replace("−", "-")), float(high.replace("−", "-"))
+            assert int(count) == int(np.sum((values >= low) & (values < high))), (name, low, high)
+            total += int(count)
+        assert total == len(values)
+
+
+def test_delta_p_curve_draws_one_thin_line_per_pair_and_one_mean_per_variant():
+    steps = np.arange(0, 1000, 100)
+    pairs = pd.DataFrame([{"variant": variant, "seed": seed, "step": step, "delta_p": -0.01 * seed}
+                          for variant in ("gatedv", "q-silu") for seed in range(3) for step in steps])
+    mean = pairs.groupby(["variant", "step"], as_index=False)["delta_p"].mean()
+    spec = plots.chart_spec(plots.delta_p_curve_chart(pairs, mean, title="ΔP"))
+    lines = marks(spec, "line")  # one mark group per drawn line, one item per point
+    assert sorted(line["items"][0]["strokeWidth"] for line in lines) == [1] * 6 + [2.5] * 2
+    assert all(len(line["items"]) == len(steps) for line in lines)
+    assert "ΔP" in vl_convert.vegalite_to_svg(spec)
+
+
+def test_final_quarter_band_is_mean_plus_minus_sd():
+    final = pd.DataFrame({"arm": ["baseline"] * 3 + ["gatedv"] * 3, "step": [750, 875, 1000] * 2,
+                          "ppl_mean": [60.0, 59.5, 59.0, 58.0, 57.5, 57.0], "ppl_sd": [0.5, 0.4, 0.3] + [np.nan] * 3})
+    spec = plots.chart_spec(plots.final_quarter_chart(final, title="final quarter"))
+    (values,) = [rows for rows in spec["datasets"].values() if rows and "low" in rows[0]]
+    for record, expected in zip(values, final.itertuples()):
+        sd = 0.0 if np.isnan(expected.ppl_sd) else expected.ppl_sd
+        assert record["low"] == expected.ppl_mean - sd and record["high"] == expected.ppl_mean + sd
+    assert len(marks(spec, "area")) == 2  # one band per arm
+
+
+def test_paired_seed_chart_shows_both_runs_of_every_pair():
+    per_seed = pd.DataFrame([{"comparison": comparison, "role": role, "arm": arm, "seed": seed, "ppl": 50 + seed}
+                             for comparison, arm in (("gatedv vs baseline", "gatedv"), ("q-silu vs baseline", "q-silu"))
+                             for role in ("reference", "variant") for seed in range(4)])
+    spec = plots.chart_spec(plots.paired_seed_chart(per_seed, title="per seed"))
+    assert [len(group["items"]) for group in marks(spec, "symbol")] == [8, 8]
+    lines = marks(spec, "line")
+    assert len(lines) == 2 * 4 and all(len(line["items"]) == 2 for line in lines)  # per panel and seed: ref → variant

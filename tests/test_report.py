@@ -1,0 +1,251 @@
+"""`gatedv report` in Markdown and LaTeX from loss files built to have the paper's per-arm means and SDs (SPEC §8)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+from gatedv_stats.lossfiles import write_loss_file
+from gatedv_stats.report import latex_escape
+from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
+
+SAMPLES = 200
+N_DOCS = 48
+runner = CliRunner()
+
+
+def write_runs(folder: Path, ppl_by_seed: dict[str, list[float]], *, eval_set: str | None, lr: float | None,
+               seeds: list[int] | None = None, extra: dict | None = None, seed: int = 1) -> None:
+    """Loss files with exactly the given per-seed PPLs, one Parquet file per run."""
+    for run in synthetic_runs(ppl_by_seed, n_docs=N_DOCS, seed=seed, seeds=seeds):
+        meta = {**run.meta, "eval_set": eval_set, "lr": lr, **(extra or {})}
+        tag = "-".join(str(meta.get(key)) for key in ("eval_set", "lr", "value_act"))
+        write_loss_file(folder / tag / f"{run.arm}_{run.seed}.parquet", run.docs, meta)
+
+
+def write_curves(path: Path, finals: dict[str, float], seeds: list[int], lr: float, steps: int = 800) -> None:
+    """A curve.csv whose runs fall from PPL ~8,000 to the given final PPL (seed-dependent wiggle)."""
+    rows = []
+    for arm, final in finals.items():
+        for seed in seeds:
+            for step in range(0, steps + 1, 100):
+                nll = math.log(final) * (1 + 0.003 * (seed % 3)) + 8.0 * math.exp(-step / 150)
+                rows.append({"arm": arm, "seed": seed, "lr": lr, "step": step, "dev_nll": nll})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+def small_experiment(root: Path) -> Path:
+    """Tables 3 (small), 4 and 5 of the paper."""
+    write_runs(root, {"baseline": ppls_with_moments(59.118, 0.530, 5), "gatedv": ppls_with_moments(57.916, 0.782, 5)},
+               eval_set="heldout", lr=0.0048)
+    qkv = ppls_with_moments(58.458, 0.485, 3)[::-1]  # reversed order: 2 of 3 pairs improve, as in Table 4
+    write_runs(root, {"baseline": ppls_with_moments(58.580, 0.557, 3), "gatedv": ppls_with_moments(58.039, 0.525, 3),
+                      "q-silu": ppls_with_moments(59.522, 0.337, 3), "qkv-silu": qkv},
+               eval_set="dev", lr=0.0048, seeds=[11, 12, 13])
+    write_runs(root, {"baseline": ppls_with_moments(56.180, 0.462, 3), "gatedv": ppls_with_moments(54.450, 0.140, 3),
+                      "affine-match": ppls_with_moments(55.551, 0.498, 3),
+                      "moment-silu": ppls_with_moments(55.983, 0.787, 3)},
+               eval_set="dev", lr=0.0024, seeds=[11, 12, 13])
+    return root
+
+
+def medium_experiment(root: Path) -> Path:
+    """Tables 2, 3 (medium) and 9 of the paper."""
+    for lr, base, gated in ((1e-5, 36.853, 37.451), (1e-4, 20.938, 20.632), (3e-4, 20.558, 20.062),
+                            (6e-4, 21.558, 21.005)):
+        write_runs(root, {"baseline": [base], "gatedv": [gated]}, eval_set="dev", lr=lr, seeds=[20270201])
+    seeds = [20270211, 20270212, 20270213]
+    write_runs(root, {"baseline": ppls_with_moments(20.233, 0.068, 3), "gatedv": ppls_with_moments(19.748, 0.047, 3)},
+               eval_set="heldout", lr=3e-4, seeds=seeds, extra={"config": {"n_layers": 12, "d_model": 384,
+                                                                            "n_heads": 6, "d_ff": 1152}})
+    write_runs(root, {"baseline": ppls_with_moments(102.565, 31.053, 3)}, eval_set="heldout", lr=3e-4, seeds=seeds,
+               extra={"value_act": "silu"})
+    write_runs(root, {"gatedv": ppls_with_moments(4300.232, 899.037, 3)}, eval_set="heldout", lr=3e-4, seeds=seeds,
+               extra={"value_act": "linear"})
+    return root
+
+
+def report(inputs: list[Path], out: Path, fmt: str, *extra: str) -> str:
+    result = runner.invoke(app, ["report", *map(str, inputs), "--format", fmt, "--out", str(out),
+                                 "--samples", str(SAMPLES), *extra])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out}" in result.output
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> dict:
+    root = small_experiment(tmp_path_factory.mktemp("small"))
+    out = tmp_path_factory.mktemp("small-out")
+    return {"root": root, "md": report([root], out / "report.md", "md"),
+            "latex": report([root], out / "report.tex", "latex"), "out": out}
+
+
+@pytest.fixture(scope="module")
+def medium(tmp_path_factory) -> dict:
+    root = medium_experiment(tmp_path_factory.mktemp("medium"))
+    return {"root": root, "md": report([root], root / "report.md", "md")}
+
+
+def md_row(text: str, *cells: str) -> bool:
+    """True when a Markdown table row starts with these cells."""
+    return ("| " + " | ".join(cells) + " |") in text
+
+
+def test_table3_small_in_markdown_and_latex(small):
+    assert md_row(small["md"], "gatedv", "59.118 ± 0.530", "57.916 ± 0.782", "−2.03%", "5/5")
+    assert "gatedv & 59.118 $\\pm$ 0.530 & 57.916 $\\pm$ 0.782 & $-$2.03\\% & 5/5 &" in small["latex"]
+
+
+def test_table3_nll_difference_matches_a_brute_force_loop(small):
+    """D printed in the table equals mean_s (NLL_var,s − NLL_base,s) computed here straight from the files."""
+    nll = {}
+    for path in (small["root"] / "heldout-0.0048-None").glob("*.parquet"):
+        frame = pd.read_parquet(path)
+        arm, seed = path.stem.rsplit("_", 1)
+        nll[(arm, int(seed))] = frame["loss_sum"].sum() / frame["n_targets"].sum()
+    assert math.isclose(np.mean([math.exp(nll[("baseline", s)]) for s in range(5)]), 59.118, rel_tol=1e-12)
+    d = np.mean([nll[("gatedv", s)] - nll[("baseline", s)] for s in range(5)])
+    printed = f"{d:.6f}".replace("-", "\u2212")
+    line = next(line for line in small["md"].splitlines() if line.startswith("| gatedv | 59.118"))
+    assert f"| {printed} |" in line
+    low, high = re.search(r"\[(\S+), (\S+)\]", line).groups()
+    as_float = lambda text: float(text.replace("\u2212", "-"))  # noqa: E731
+    assert as_float(low) < d < as_float(high)
+    assert f"B = {SAMPLES}" in small["md"]
+
+
+def test_table4_rows_in_markdown_and_latex(small):
+    md, tex = small["md"], small["latex"]
+    assert md_row(md, "q-silu", "58.580 ± 0.557", "59.522 ± 0.337", "+1.61%", "0/3")
+    assert md_row(md, "gatedv", "58.580 ± 0.557", "58.039 ± 0.525", "−0.92%", "3/3")
+    assert md_row(md, "qkv-silu", "58.580 ± 0.557", "58.458 ± 0.485", "−0.21%", "2/3")
+    assert "q-silu & 58.580 $\\pm$ 0.557 & 59.522 $\\pm$ 0.337 & +1.61\\% & 0/3" in tex
+    assert "qkv-silu & 58.580 $\\pm$ 0.557 & 58.458 $\\pm$ 0.485 & $-$0.21\\% & 2/3" in tex
+
+
+def test_table5_controls_against_baseline_and_gatedv(small):
+    md, tex = small["md"], small["latex"]
+    assert md_row(md, "affine-match", "56.180 ± 0.462", "55.551 ± 0.498", "−1.12%", "3/3", "+2.02%", "0/3")
+    assert md_row(md, "moment-silu", "56.180 ± 0.462", "55.983 ± 0.787", "−0.35%")
+    assert "| +2.82% | 0/3 |" in next(line for line in md.splitlines()
+                                      if line.startswith("| moment-silu") and "+2.82%" in line)
+    assert "affine-match & 56.180 $\\pm$ 0.462 & 55.551 $\\pm$ 0.498 & $-$1.12\\% & 3/3 & +2.02\\% & 0/3" in tex
+    assert "ΔP vs gatedv" in md and "$\\Delta_P$ vs gatedv" in tex
+
+
+def test_learning_rates_side_by_side(small):
+    assert md_row(small["md"], "0.0024", "56.180 ± 0.462", "54.450 ± 0.140", "−3.08%")
+    assert md_row(small["md"], "0.0048", "58.580 ± 0.557", "58.039 ± 0.525", "−0.92%")
+
+
+def test_latex_uses_booktabs_and_markdown_figures_exist(small):
+    tex = small["latex"]
+    assert tex.count("\\begin{tabular}") == tex.count("\\bottomrule") >= 4
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\usepackage{booktabs}" in tex
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", small["md"])
+    assert figures, "the Markdown report shows figures"
+    for name in figures:
+        svg = (small["out"] / name).read_text(encoding="utf-8")
+        assert svg.lstrip().startswith("<svg") and "Per-" in svg
+
+
+def test_sections_without_inputs_say_why(small):
+    md = small["md"]
+    assert "No curve files (curve.csv) among the inputs" in md
+    assert "No loss file was evaluated with an overridden value activation" in md
+
+
+def test_provenance_lists_every_file_with_its_sha256(small):
+    import hashlib
+
+    files = sorted(small["root"].rglob("*.parquet"))
+    assert len(files) == 10 + 12 + 12
+    for path in files:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert f"`{digest}`" in small["md"], path
+    assert re.search(r"\| Bootstrap resamples B \| 200 \|", small["md"])
+    assert re.search(r"\| Bootstrap RNG seed \| 0 \|", small["md"])
+    assert "gatedv-stats version (this report)" in small["md"]
+
+
+def test_medium_lr_selection_table3_and_inference_swap(medium):
+    md = medium["md"]
+    assert md_row(md, "baseline", "36.853", "20.938", "**20.558**", "21.558")
+    assert md_row(md, "gatedv", "37.451", "20.632", "**20.062**", "21.005")
+    assert "selection seed 20270201" in md
+    assert md_row(md, "gatedv", "20.233 ± 0.068", "19.748 ± 0.047", "−2.40%", "3/3")
+    assert md_row(md, "baseline (trained linear)", "20.233 ± 0.068", "102.565 ± 31.053")
+    assert md_row(md, "gatedv (trained silu)", "4,300.232 ± 899.037", "19.748 ± 0.047")
+    assert md_row(md, "baseline", "12 / 384", "6 / 64", "1,152")  # setup from the config metadata
+
+
+def test_default_output_inside_the_experiment_and_curves(tmp_path):
+    root = small_experiment(tmp_path / "exp")
+    write_curves(root / "runs" / "curve.csv", {"baseline": 59.0, "gatedv": 57.9}, [0, 1, 2, 3, 4], 0.0048)
+    result = runner.invoke(app, ["report", str(root), "--format", "md", "--samples", "50"])
+    assert result.exit_code == 0, result.output
+    md = (root / "report.md").read_text(encoding="utf-8")
+    assert "(report_figures/delta-p-curve-lr-0-0048.svg)" in md
+    assert "(report_figures/final-quarter-lr-0-0048.svg)" in md
+    assert (root / "report_figures" / "delta-p-curve-lr-0-0048.svg").stat().st_size > 1000
+    assert re.search(r"\| \S*/runs/curve\.csv \| curve file \| `[0-9a-f]{64}` \|", md)
+
+
+def test_without_reference_arm_sections_say_why_then_reference_option(tmp_path):
+    write_runs(tmp_path, {"alpha": ppls_with_moments(30.0, 0.2, 3), "beta": ppls_with_moments(29.0, 0.3, 3)},
+               eval_set="heldout", lr=0.001)
+    md = report([tmp_path], tmp_path / "a.md", "md")
+    assert "No reference arm: no loss file has arm 'baseline'; choose one with --reference." in md
+    assert "30.000 ± 0.200" not in md
+    md = report([tmp_path], tmp_path / "b.md", "md", "--reference", "alpha")
+    assert md_row(md, "beta", "30.000 ± 0.200", "29.000 ± 0.300", "−3.33%", "3/3")
+
+
+def test_mixed_evaluation_sets_leave_the_table_out_and_the_rest_renders(tmp_path):
+    write_runs(tmp_path / "a", {"baseline": [20.0, 21.0]}, eval_set="heldout", lr=0.001,
+               extra={"eval_set_sha256": "a" * 64})
+    write_runs(tmp_path / "b", {"gatedv": [19.0, 20.0]}, eval_set="heldout", lr=0.001,
+               extra={"eval_set_sha256": "b" * 64})
+    md = report([tmp_path], tmp_path / "r.md", "md")
+    assert "not one evaluation set" in md
+    assert "No evaluation set and learning rate holds the reference arm" in md
+    assert "## Provenance" in md
+
+
+def test_unreadable_and_missing_inputs_fail_with_one_line(tmp_path):
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not a parquet file")
+    for args, message in (([str(broken)], "broken.parquet: cannot read"),
+                          ([str(tmp_path / "absent")], "absent: no such file or directory"),
+                          ([str(tmp_path / "notes.txt")], "no such file")):
+        result = runner.invoke(app, ["report", *args, "--format", "md", "--out", str(tmp_path / "r.md")])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+    (tmp_path / "notes.txt").write_text("hello")
+    result = runner.invoke(app, ["report", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "r.md")])
+    assert result.exit_code == 2 and "notes.txt: not a loss file" in result.output
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_bad_options_fail_with_one_line(small, tmp_path):
+    for args, message in ((["--format", "pdf"], "--format pdf: expected one of html, md, latex"),
+                          (["--reference", "nope"], "--reference nope: no loss file has this arm"),
+                          (["--samples", "0"], "--samples 0: needs at least 1")):
+        result = runner.invoke(app, ["report", str(small["root"]), "--out", str(tmp_path / "r.md"), *args])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().startswith("error: ") and message in result.output
+
+
+def test_latex_escape():
+    assert latex_escape("a_b & 50% #1 {x} ~ ^") == r"a\_b \& 50\% \#1 \{x\} \textasciitilde{} \textasciicircum{}"
+    assert latex_escape("−2.03% ± ΔP P̄ \\") == r"$-$2.03\% $\pm$ $\Delta_P$ $\overline{P}$ \textbackslash{}"

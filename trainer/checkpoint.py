@@ -1,0 +1,80 @@
+"""Checkpoint files: one `torch.save` dict holding the model config, its state dict and the trainer's extras.
+
+Loading uses `torch.load(weights_only=True)`, so `extra` may hold tensors, numbers, strings, None and
+lists / tuples / dicts of those (optimizer state dicts and torch RNG states qualify; numpy arrays do not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gatedv_stats.atomic import atomic_path
+from gatedv_stats.errors import InputError
+from trainer.model import ModelConfig, Transformer, build_model
+
+FORMAT = "gatedv-checkpoint-1"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    model: Transformer
+    config: ModelConfig
+    extra: dict
+
+
+def save_checkpoint(path: str | os.PathLike, model: Transformer, *, extra: dict) -> None:
+    """Atomically write {"format", "model_config", "model", **extra} to `path`."""
+    reserved = {"format", "model_config", "model"} & set(extra)
+    if reserved:
+        raise ValueError(f"checkpoint extra: keys {sorted(reserved)} are reserved")
+    payload = {"format": FORMAT, "model_config": dataclasses.asdict(model.config), "model": model.state_dict(), **extra}
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict:
+    """The raw checkpoint dict, validated: a one-line InputError for a missing or foreign file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location=device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(f"{path}: not a readable checkpoint ({reason})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise InputError(f"{path}: not a gatedv checkpoint (format {found!r}, expected {FORMAT!r})")
+    return payload
+
+
+def config_from_dict(fields: dict, source: str) -> ModelConfig:
+    """A ModelConfig from its `asdict` form; unknown or bad fields are an InputError naming `source`."""
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise InputError(f"{source}: model_config has unknown field(s) {', '.join(unknown)}")
+    try:
+        return ModelConfig(**fields)
+    except InputError as error:
+        raise InputError(f"{source}: {error}") from None
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+    """The model (weights restored, on `device`), its config and every other key of the file as `extra`."""
+    payload = read_checkpoint_dict(path, device)
+    config = config_from_dict(payload["model_config"], str(path))
+    model = build_model(config, seed=0, device="meta").to_empty(device=device)
+    model.init_buffers()
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as error:
+        raise InputError(f"{path}: weights do not match the model config ({' '.join(str(error).split())[:300]})") from None
+    extra = {k: v for k, v in payload.items() if k not in ("format", "model_config", "model")}
+    return Checkpoint(model=model, config=config, extra=extra)

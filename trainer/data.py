@@ -1,0 +1,218 @@
+"""A prepared data directory (written by `trainer.prepare`): evaluation sets and the training-window sampler."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from gatedv_stats.atomic import atomic_path
+from gatedv_stats.errors import InputError
+
+WINDOW = 257  # 256 inputs + 256 targets
+DATA_FORMAT = "gatedv-data-1"
+EVAL_SET_NAMES = ("dev", "heldout")
+MANIFEST = "manifest.json"
+TOKENIZER = "tokenizer.json"
+TRAIN_TOKENS = "train.bin"
+TRAIN_OFFSETS = "train_docs.npy"
+_SAMPLER_STREAM = 0x57494E44  # separates window draws from any other use of the same seed
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """An evaluation set: each document's first window (257 tokens) and the UTF-8 bytes of its 256 targets."""
+
+    name: str
+    doc_ids: list[str]
+    domains: list[str]
+    tokens: np.ndarray  # (N, 257) int64
+    n_bytes: np.ndarray  # (N,) int64
+    sha256: str
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "documents": len(self), "sha256": self.sha256,
+                "target_bytes": int(self.n_bytes.sum())}
+
+
+def eval_set_sha256(doc_ids: list[str], domains: list[str], tokens: np.ndarray, n_bytes: np.ndarray) -> str:
+    """SHA-256 of an evaluation set's content (ids, domains, tokens, byte counts), independent of the file format."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([list(doc_ids), list(domains)], ensure_ascii=False).encode("utf-8"))
+    digest.update(np.ascontiguousarray(tokens, dtype="<i8").tobytes())
+    digest.update(np.ascontiguousarray(n_bytes, dtype="<i8").tobytes())
+    return digest.hexdigest()
+
+
+def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domains: list[str], tokens: np.ndarray,
+                   n_bytes: np.ndarray) -> EvalSet:
+    """Write an evaluation set as Parquet (doc_id, domain, tokens, n_bytes), atomically."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    n_bytes = np.asarray(n_bytes, dtype=np.int64)
+    table = pa.table({
+        "doc_id": pa.array(doc_ids, pa.string()),
+        "domain": pa.array(domains, pa.string()),
+        "tokens": pa.FixedSizeListArray.from_arrays(pa.array(tokens.reshape(-1), pa.int64()), WINDOW),
+        "n_bytes": pa.array(n_bytes, pa.int64()),
+    })
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return EvalSet(name, list(doc_ids), list(domains), tokens, n_bytes,
+                   eval_set_sha256(doc_ids, domains, tokens, n_bytes))
+
+
+def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
+    """Read and validate an evaluation-set Parquet file."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as error:
+        raise InputError(f"{path}: not a readable evaluation set ({error})") from None
+    missing = [column for column in ("doc_id", "domain", "tokens", "n_bytes") if column not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    rows = table.num_rows
+    if rows == 0:
+        raise InputError(f"{path}: the evaluation set holds no document")
+    token_lists = table.column("tokens").to_pylist()
+    bad = next((row for row, tokens in enumerate(token_lists) if tokens is None or len(tokens) != WINDOW), None)
+    if bad is not None:
+        raise InputError(f"{path}: row {bad}: `tokens` must hold {WINDOW} token ids")
+    tokens = np.asarray(token_lists, dtype=np.int64)
+    n_bytes = table.column("n_bytes").to_numpy(zero_copy_only=False).astype(np.int64)
+    doc_ids = [str(value) for value in table.column("doc_id").to_pylist()]
+    domains = [str(value) for value in table.column("domain").to_pylist()]
+    if len(set(doc_ids)) != rows:
+        raise InputError(f"{path}: `doc_id` values are not unique")
+    if tokens.min() < 0 or (n_bytes < 1).any():
+        raise InputError(f"{path}: negative token ids or non-positive `n_bytes`")
+    return EvalSet(name or path.stem, doc_ids, domains, tokens, n_bytes,
+                   eval_set_sha256(doc_ids, domains, tokens, n_bytes))
+
+
+class WindowSampler:
+    """Training windows as a pure function of (seed, update): starts uniform over all eligible starts.
+
+    A start s inside a document of length n is eligible when s + 257 <= n. The generator for an update is
+    seeded from (seed, update) alone, so paired runs see identical batches and a resumed run continues at any
+    update without replaying earlier ones. A batch of size B is the first B windows of any larger batch of the
+    same update, so data-parallel ranks can take slices of the global batch.
+    """
+
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray, seed: int) -> None:
+        if seed < 0:
+            raise InputError(f"seed: must be a non-negative integer, got {seed}")
+        self.seed = int(seed)
+        self._tokens = tokens
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        windows = np.maximum(np.diff(self._offsets) - WINDOW + 1, 0)
+        self._cumulative = np.cumsum(windows)
+        self.n_windows = int(self._cumulative[-1]) if len(windows) else 0
+        if self.n_windows == 0:
+            raise InputError(f"training store: no document holds {WINDOW} tokens, so there is no training window")
+
+    def starts(self, update: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(document index, token position in the store) of each window of `update`'s batch."""
+        if update < 0 or batch_size < 1:
+            raise InputError(f"sampler: need update >= 0 and batch_size >= 1, got {update}, {batch_size}")
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, int(update), _SAMPLER_STREAM])))
+        window = rng.integers(0, self.n_windows, size=batch_size, dtype=np.int64)
+        doc = np.searchsorted(self._cumulative, window, side="right")
+        before = np.where(doc > 0, self._cumulative[np.maximum(doc - 1, 0)], 0)
+        return doc, self._offsets[doc] + (window - before)
+
+    def batch(self, update: int, batch_size: int) -> torch.Tensor:
+        """(batch_size, 257) int64 token windows of update `update` (the global batch)."""
+        _, starts = self.starts(update, batch_size)
+        windows = self._tokens[starts[:, None] + np.arange(WINDOW)]
+        return torch.from_numpy(windows.astype(np.int64))
+
+    def state_dict(self) -> dict:
+        """What a checkpoint needs to rebuild this sampler (the update index is the trainer's)."""
+        return {"seed": self.seed, "n_windows": self.n_windows}
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """An opened data directory (see docs/architecture.md, "Data directory")."""
+
+    path: Path
+    manifest: dict
+    manifest_sha256: str
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> PreparedData:
+        path = Path(path)
+        manifest_path = path / MANIFEST
+        if not manifest_path.is_file():
+            raise InputError(f"{path}: not a prepared data directory (no {MANIFEST}; run `gatedv prepare`)")
+        raw = manifest_path.read_bytes()
+        try:
+            manifest = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{manifest_path}: invalid JSON ({error.msg})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != DATA_FORMAT:
+            raise InputError(f"{manifest_path}: not a {DATA_FORMAT} manifest")
+        for name in (TOKENIZER, TRAIN_TOKENS, TRAIN_OFFSETS, *(f"{set_name}.parquet" for set_name in EVAL_SET_NAMES)):
+            if not (path / name).is_file():
+                raise InputError(f"{path / name}: missing from the prepared data directory")
+        return cls(path, manifest, hashlib.sha256(raw).hexdigest())
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / TOKENIZER
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifest["tokenizer"]["vocab_size"])
+
+    @property
+    def tokenizer_sha256(self) -> str:
+        return str(self.manifest["tokenizer"]["sha256"])
+
+    def eval_set(self, name_or_path: str | os.PathLike) -> EvalSet:
+        """The `dev` or `heldout` set of this directory (checked against the manifest), or a set file by path."""
+        if str(name_or_path) in EVAL_SET_NAMES:
+            name = str(name_or_path)
+            eval_set = read_eval_set(self.path / f"{name}.parquet", name)
+            expected = self.manifest["eval_sets"][name]["sha256"]
+            if eval_set.sha256 != expected:
+                raise InputError(f"{self.path / f'{name}.parquet'}: content does not match the manifest's SHA-256")
+            return eval_set
+        return read_eval_set(name_or_path)
+
+    @cached_property
+    def train_offsets(self) -> np.ndarray:
+        """(D+1,) int64 document offsets into the training store."""
+        path = self.path / TRAIN_OFFSETS
+        offsets = np.load(path)
+        if offsets.ndim != 1 or len(offsets) < 2 or offsets[0] != 0 or (np.diff(offsets) < 0).any():
+            raise InputError(f"{path}: not a valid offsets array")
+        return offsets.astype(np.int64)
+
+    @cached_property
+    def train_tokens(self) -> np.ndarray:
+        """The training store, memory-mapped (uint16)."""
+        path = self.path / TRAIN_TOKENS
+        expected = int(self.train_offsets[-1])
+        if path.stat().st_size != 2 * expected:
+            raise InputError(f"{path}: holds {path.stat().st_size // 2} tokens, the offsets say {expected}")
+        return np.memmap(path, dtype=np.uint16, mode="r", shape=(expected,))
+
+    def sampler(self, seed: int) -> WindowSampler:
+        return WindowSampler(self.train_tokens, self.train_offsets, seed)
+
+
+__all__ = ["WINDOW", "EvalSet", "PreparedData", "WindowSampler", "eval_set_sha256", "read_eval_set",
+           "write_eval_set"]

@@ -1,0 +1,153 @@
+"""Per-document evaluation (SPEC §5): summed next-token loss of every evaluation window, written as a loss file."""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from gatedv_stats import __version__
+from gatedv_stats.errors import InputError
+from gatedv_stats.lossfiles import file_sha256, write_loss_file
+from trainer.checkpoint import load_checkpoint
+from trainer.data import EvalSet, PreparedData
+from trainer.device import Precision, select_device
+
+EVAL_BATCH_SIZE = 16
+
+
+@torch.no_grad()
+def document_loss_sums(
+    model: torch.nn.Module,
+    tokens: np.ndarray,
+    *,
+    device: torch.device,
+    precision: Precision = Precision(),
+    batch_size: int = EVAL_BATCH_SIZE,
+    progress: bool = False,
+) -> np.ndarray:
+    """Summed loss (nats, float64) of each window: targets tokens[:, 1:] given inputs tokens[:, :-1].
+
+    Windows go through the model `batch_size` at a time, so only one batch of logits is ever held.
+    """
+    was_training = model.training
+    model.eval()
+    sums = np.empty(len(tokens), dtype=np.float64)
+    starts = range(0, len(tokens), batch_size)
+    try:
+        for start in tqdm(starts, desc="evaluate", unit="batch", file=sys.stderr, disable=not progress, leave=False):
+            batch = torch.as_tensor(tokens[start : start + batch_size], dtype=torch.long, device=device)
+            with precision.autocast(device):
+                losses = model.loss(batch[:, :-1], batch[:, 1:], reduction="none")
+            sums[start : start + len(batch)] = losses.double().sum(dim=1).cpu().numpy()
+    finally:
+        model.train(was_training)
+    return sums
+
+
+def token_averaged_nll(loss_sums: np.ndarray, n_targets: np.ndarray) -> float:
+    """NLL = Σ loss sums / Σ targets (SPEC §5)."""
+    return float(np.sum(loss_sums) / np.sum(n_targets))
+
+
+def eval_set_frame(eval_set: EvalSet, loss_sums: np.ndarray) -> pd.DataFrame:
+    """The per-document rows of a loss file for `eval_set`."""
+    return pd.DataFrame(
+        {
+            "doc_id": eval_set.doc_ids,
+            "n_targets": np.full(len(eval_set.doc_ids), eval_set.tokens.shape[1] - 1, dtype=np.int64),
+            "loss_sum": loss_sums,
+            "domain": eval_set.domains,
+            "n_bytes": eval_set.n_bytes,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One checkpoint evaluated on one set."""
+
+    out: str
+    arm: str
+    seed: int
+    step: int
+    eval_set: str
+    value_act: str | None
+    n_docs: int
+    n_targets: int
+    nll: float
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "ppl": math.exp(self.nll)}
+
+    def summary(self) -> str:
+        override = f", values {self.value_act} at inference" if self.value_act else ""
+        return (f"{self.arm} seed {self.seed} step {self.step} on {self.eval_set}{override}: {self.n_docs} documents, "
+                f"{self.n_targets} targets, NLL {self.nll:.6f}, PPL {math.exp(self.nll):.3f} -> {self.out}")
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path,
+    eval_set: str,
+    out: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    value_act: str | None = None,
+    device: str = "auto",
+    precision: Precision = Precision(),
+    batch_size: int = EVAL_BATCH_SIZE,
+    progress: bool = True,
+) -> Evaluation:
+    """Evaluate a training checkpoint on `eval_set` (dev, heldout or a path) and write the loss file `out`.
+
+    The data directory defaults to the one the run trained on; `value_act` overrides the value activation
+    of every layer (the inference-time swap of Table 9).
+    """
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise InputError(f"{checkpoint}: no such checkpoint")
+    if batch_size < 1:
+        raise InputError(f"--batch-size: must be at least 1, got {batch_size}")
+    torch_device = select_device(device)
+    loaded = load_checkpoint(checkpoint, device=torch_device)
+    run = loaded.extra.get("run")
+    if not isinstance(run, dict):
+        raise InputError(f"{checkpoint}: not a `gatedv train` checkpoint (no run record)")
+    data = PreparedData.open(data_dir if data_dir is not None else run["data"])
+    if data.manifest_sha256 != loaded.extra["data_manifest_sha256"]:
+        raise InputError(f"{data.path}: data manifest differs from the one {checkpoint} was trained on "
+                         "(its tokens would not match the model's)")
+    windows = data.eval_set(eval_set)
+    model = loaded.model
+    model.set_value_activation(value_act)
+    loss_sums = document_loss_sums(model, windows.tokens, device=torch_device, precision=precision,
+                                   batch_size=batch_size, progress=progress)
+    docs = eval_set_frame(windows, loss_sums)
+    meta = {
+        "arm": run["variant"],
+        "seed": run["seed"],
+        "lr": run["lr"],
+        "step": loaded.extra["update"],
+        "eval_set": windows.name,
+        "eval_set_sha256": windows.sha256,
+        "tokenizer_sha256": data.tokenizer_sha256,
+        "checkpoint_sha256": file_sha256(checkpoint),
+        "data_manifest_sha256": data.manifest_sha256,
+        "value_act": value_act,
+        "trained_value_act": loaded.config.value_act,
+        "config": loaded.config.to_dict(),
+        "precision": precision.to_dict(),
+        "gatedv_version": __version__,
+    }
+    write_loss_file(out, docs, meta)
+    return Evaluation(
+        out=str(out), arm=run["variant"], seed=int(run["seed"]), step=int(loaded.extra["update"]),
+        eval_set=windows.name, value_act=value_act, n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
+        nll=token_averaged_nll(loss_sums, docs["n_targets"].to_numpy()),
+    )

@@ -1,0 +1,132 @@
+"""Baseline-family models as `transformers` `LlamaForCausalLM` (the numerical reference of SPEC §2).
+
+Llama expresses linear values, queries and keys, no value or output gate, no QK-norm, equal query and
+value head widths and a gated feed-forward whose gate activation Llama names (SwiGLU, GEGLU, GLU, ReGLU);
+GQA is fine. Anything else is refused with a one-line InputError.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from gatedv_stats.errors import InputError
+from trainer.model import ModelConfig, Transformer
+
+# Our gated feed-forward kinds and the `hidden_act` Llama applies to its gate projection.
+_LLAMA_ACT = {"swiglu": "silu", "geglu": "gelu", "glu": "sigmoid", "reglu": "relu"}
+
+
+def llama_incompatibilities(cfg: ModelConfig) -> list[str]:
+    """The knobs of `cfg` a LlamaForCausalLM cannot express (empty when it can)."""
+    problems = [
+        f"{knob}={getattr(cfg, knob)}"
+        for knob, plain in (
+            ("value_act", "linear"),
+            ("query_act", "linear"),
+            ("key_act", "linear"),
+            ("value_gate", "none"),
+            ("output_gate", "none"),
+            ("qk_norm", False),
+        )
+        if getattr(cfg, knob) != plain
+    ]
+    if cfg.v_head_dim != cfg.head_dim:
+        problems.append(f"value_head_dim={cfg.value_head_dim}")
+    if cfg.ffn not in _LLAMA_ACT:
+        problems.append(f"ffn={cfg.ffn}")
+    return problems
+
+
+def llama_config(cfg: ModelConfig):
+    """The `transformers.LlamaConfig` of a baseline-family config (tied embeddings, bias-free)."""
+    from transformers import LlamaConfig
+
+    problems = llama_incompatibilities(cfg)
+    if problems:
+        raise InputError(f"variant {cfg.variant!r}: LlamaForCausalLM cannot express {', '.join(problems)}")
+    return LlamaConfig(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim,
+        hidden_act=_LLAMA_ACT[cfg.ffn],
+        max_position_embeddings=cfg.seq_len,
+        rms_norm_eps=cfg.norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_base},
+        tie_word_embeddings=True,
+        attention_bias=False,
+        mlp_bias=False,
+        attention_dropout=0.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        use_cache=False,
+    )
+
+
+def llama_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
+    """Our logical weights under Llama's parameter names (contiguous copies, lm_head tied to the embedding)."""
+    weights = model.logical_weights()
+    names = {"embed": "model.embed_tokens.weight", "norm": "model.norm.weight"}
+    hf_suffix = {
+        "attn_norm": "input_layernorm.weight",
+        "attn.w_q": "self_attn.q_proj.weight",
+        "attn.w_k": "self_attn.k_proj.weight",
+        "attn.w_v": "self_attn.v_proj.weight",
+        "attn.w_o": "self_attn.o_proj.weight",
+        "ffn_norm": "post_attention_layernorm.weight",
+        "ffn.w_1": "mlp.gate_proj.weight",
+        "ffn.w_2": "mlp.up_proj.weight",
+        "ffn.w_3": "mlp.down_proj.weight",
+    }
+    for i in range(model.config.n_layers):
+        names |= {f"layers.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in hf_suffix.items()}
+    return {names[name]: tensor.detach().clone().contiguous() for name, tensor in weights.items()}
+
+
+def to_llama(model: Transformer):
+    """A `LlamaForCausalLM` (FP32, SDPA attention, eval mode) holding the weights of `model`."""
+    from transformers import LlamaForCausalLM
+
+    config = llama_config(model.config)
+    config._attn_implementation = "sdpa"
+    device = model.embed.weight.device
+    with torch.device("meta"):
+        llama = LlamaForCausalLM(config)
+    llama.to_empty(device=device)
+    missing, unexpected = llama.load_state_dict(llama_state_dict(model), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise RuntimeError(f"Llama weight mapping mismatch: missing {missing}, unexpected {unexpected}")
+    llama.tie_weights()
+    # Non-persistent buffers (the rotary inverse frequencies) were left empty by to_empty.
+    llama.model.rotary_emb = type(llama.model.rotary_emb)(config).to(device)
+    return llama.eval()
+
+
+def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Write a baseline-family checkpoint as a Llama directory (config.json + model.safetensors).
+
+    The directory appears whole or not at all: it is written beside the target and renamed into place.
+    """
+    from trainer.checkpoint import load_checkpoint
+
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out}: output directory exists and is not empty")
+    llama = to_llama(load_checkpoint(checkpoint).model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        llama.save_pretrained(tmp, safe_serialization=True)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,415 @@
+"""`prepare(corpus, out)`: tokenizer, domain-disjoint evaluation sets, training token store and manifest (SPEC §3).
+
+The corpus is streamed three times and never held whole:
+
+1. metadata: each document's domain group and UTF-8 length;
+2. tokenizer training (unless a tokenizer is given) on every document outside the *candidate* groups —
+   the groups, in an order fixed by the split seed, from which the evaluation documents will be drawn;
+3. tokenisation in parallel batches: documents outside the candidate groups go straight into the training
+   store, those inside wait in a side store until the evaluation documents are chosen.
+
+A document is eligible for evaluation when it has >= 257 tokens; each candidate group (in seeded order) that
+holds one contributes one, chosen by the split seed, first to `dev` and then to `heldout`. The chosen
+documents (and by default their whole groups) stay out of the training store; unused candidate groups join it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from gatedv_stats import __version__
+from gatedv_stats.atomic import atomic_path, write_text_atomic
+from gatedv_stats.errors import InputError
+from trainer.corpus import Corpus, ReadCounts, open_corpus
+from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
+                          write_eval_set)
+from trainer.tokenizer import (DEFAULT_VOCAB_SIZE, encode_batch, load_tokenizer, save_tokenizer,
+                               token_byte_lengths, train_tokenizer)
+
+DEFAULT_EVAL_DOCS = 2048
+# Candidate groups beyond the 2N needed, for groups whose long-looking documents turn out shorter than 257 tokens.
+_CANDIDATE_SLACK = 1.25
+_CANDIDATE_EXTRA = 8
+# An evaluation set takes at most this share of the eligible groups, so that half of them remain for training.
+_MAX_GROUP_SHARE = 4
+_SPLIT_STREAM = 0x53504C54
+
+
+class PrepareWarning(UserWarning):
+    """The evaluation sets were made smaller than asked (too few domain groups)."""
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    path: Path
+    manifest: dict
+    reused: bool
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "reused": self.reused, "manifest": self.manifest}
+
+    def summary(self) -> str:
+        counts, train = self.manifest["counts"], self.manifest["counts"]["train"]
+        sets = self.manifest["eval_sets"]
+        lines = [
+            f"{'reused' if self.reused else 'prepared'} {self.path} from {self.manifest['corpus']['spec']}",
+            f"corpus: {counts['documents']:,} documents, {counts['tokens']:,} tokens, "
+            f"{counts['domain_groups']:,} domain groups ({counts['undecodable_documents']:,} undecodable, "
+            f"{counts['empty_documents']:,} empty documents skipped)",
+            f"tokenizer: {self.manifest['tokenizer']['vocab_size']:,} entries, sha256 "
+            f"{self.manifest['tokenizer']['sha256'][:12]}",
+            *(f"{name}: {sets[name]['documents']:,} documents from distinct domain groups, "
+              f"{sets[name]['target_bytes']:,} target bytes, sha256 {sets[name]['sha256'][:12]}"
+              for name in EVAL_SET_NAMES),
+            f"train: {train['documents']:,} documents, {train['tokens']:,} tokens, "
+            f"{train['eligible_windows']:,} eligible windows ({counts['excluded_documents']:,} documents excluded)",
+        ]
+        return "\n".join(lines)
+
+
+def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVAL_DOCS, split_seed: int = 0,
+            tokenizer: str | None = None, vocab_size: int = DEFAULT_VOCAB_SIZE, remove_eval_groups: bool = True,
+            on_decode_error: str = "skip", max_docs: int | None = None, batch_size: int = 512,
+            force: bool = False, progress: bool = True) -> PrepareResult:
+    """Prepare `corpus` into the data directory `out`; reuse it when the inputs are unchanged (unless `force`).
+
+    `tokenizer`: an existing `tokenizer.json` (its size checked against `vocab_size`), or a corpus spec whose
+    text trains the BPE; default: the training split of `corpus`.
+    """
+    if eval_docs < 1:
+        raise InputError(f"--eval-docs: must be at least 1, got {eval_docs}")
+    if split_seed < 0:
+        raise InputError(f"--split-seed: must be a non-negative integer, got {split_seed}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory")
+    source = open_corpus(corpus, on_decode_error=on_decode_error, max_docs=max_docs)
+    tokenizer_source = _tokenizer_source(tokenizer, on_decode_error)
+    fingerprint = _fingerprint(source, tokenizer_source, eval_docs=eval_docs, split_seed=split_seed,
+                               vocab_size=vocab_size, remove_eval_groups=remove_eval_groups)
+    if not force:
+        previous = _reusable_manifest(out, fingerprint)
+        if previous is not None:
+            return PrepareResult(out, previous, reused=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)  # a half-rewritten directory must not look prepared
+    run = _Preparation(source, out, split_seed, batch_size, progress)
+    run.read_metadata()
+    n_per_set = run.choose_candidates(eval_docs)
+    if isinstance(tokenizer_source, Path):
+        bpe = load_tokenizer(tokenizer_source, vocab_size)
+        tokenizer_info = {"source": "given", "file": tokenizer_source.name}
+    else:
+        bpe, trained_on = run.train_tokenizer(vocab_size, tokenizer_source)
+        tokenizer_info = {"source": tokenizer_source.spec if tokenizer_source else "training split",
+                          "documents": trained_on}
+    tokenizer_sha256 = save_tokenizer(bpe, out / TOKENIZER)
+    manifest = run.tokenize_and_split(bpe, n_per_set, eval_docs, remove_eval_groups)
+    manifest["tokenizer"] = {"vocab_size": vocab_size, "sha256": tokenizer_sha256, "file": TOKENIZER,
+                             **tokenizer_info}
+    manifest["input_fingerprint"] = fingerprint
+    manifest = {"format": DATA_FORMAT, **manifest}
+    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return PrepareResult(out, manifest, reused=False)
+
+
+def _tokenizer_source(tokenizer: str | None, on_decode_error: str) -> Path | Corpus | None:
+    if tokenizer is None:
+        return None
+    if tokenizer.endswith(".json"):
+        path = Path(tokenizer)
+        if not path.is_file():
+            raise InputError(f"{tokenizer}: no such tokenizer file")
+        return path
+    return open_corpus(tokenizer, on_decode_error=on_decode_error)
+
+
+def _fingerprint(source: Corpus, tokenizer_source: Path | Corpus | None, **options) -> str:
+    if isinstance(tokenizer_source, Path):
+        tokenizer_part = {"file_sha256": hashlib.sha256(tokenizer_source.read_bytes()).hexdigest()}
+    elif tokenizer_source is not None:
+        tokenizer_part = {"corpus": tokenizer_source.fingerprint_parts()}
+    else:
+        tokenizer_part = None
+    parts = {"format": DATA_FORMAT, "corpus": source.fingerprint_parts(), "tokenizer": tokenizer_part, **options}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _reusable_manifest(out: Path, fingerprint: str) -> dict | None:
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("input_fingerprint") != fingerprint:
+        return None
+    files = [TOKENIZER, TRAIN_OFFSETS, *(f"{name}.parquet" for name in EVAL_SET_NAMES)]
+    if not all((out / name).is_file() for name in files):
+        return None
+    train = out / TRAIN_TOKENS
+    if not train.is_file() or train.stat().st_size != 2 * manifest["counts"]["train"]["tokens"]:
+        return None
+    return manifest
+
+
+class _Preparation:
+    """The state carried between the passes of one `prepare` call."""
+
+    def __init__(self, source: Corpus, out: Path, split_seed: int, batch_size: int, progress: bool) -> None:
+        self.source, self.out, self.split_seed = source, out, split_seed
+        self.batch_size, self.progress = batch_size, progress
+        self.rng = np.random.default_rng([split_seed, _SPLIT_STREAM])
+        self.warnings: list[str] = []
+
+    def _bar(self, **kwargs) -> tqdm:
+        # disable=None: bars only on a terminal, so logs and error output stay clean; leave=False clears them.
+        return tqdm(file=sys.stderr, disable=None if self.progress else True, leave=False, dynamic_ncols=True,
+                    **kwargs)
+
+    # pass 1
+    def read_metadata(self) -> None:
+        group_code: dict[str, int] = {}
+        codes, sizes = [], []
+        self.read_counts = ReadCounts()
+        with self._bar(desc="reading corpus", unit=" doc") as bar:
+            for batch in self.source.batches(self.batch_size, self.read_counts):
+                for document in batch:
+                    codes.append(group_code.setdefault(document.domain, len(group_code)))
+                    sizes.append(len(document.text.encode("utf-8")))
+                bar.update(len(batch))
+        if not codes:
+            raise InputError(f"{self.source.spec}: the corpus holds no document ({self.read_counts.empty} empty, "
+                             f"{self.read_counts.undecodable} undecodable skipped)")
+        self.group_names = sorted(group_code, key=group_code.get)
+        self.doc_group = np.asarray(codes, dtype=np.int64)
+        self.doc_bytes = np.asarray(sizes, dtype=np.int64)
+
+    def choose_candidates(self, eval_docs: int) -> int:
+        """Order the groups that may hold an eligible document by the split seed; return N per set (capped)."""
+        n_groups = len(self.group_names)
+        longest = np.zeros(n_groups, dtype=np.int64)
+        np.maximum.at(longest, self.doc_group, self.doc_bytes)
+        # Tokens never outnumber bytes, so a group whose documents are all shorter than 257 bytes has no eligible one.
+        possible = np.flatnonzero(longest >= WINDOW)
+        possible = possible[np.argsort([self.group_names[g] for g in possible], kind="stable")]
+        order = possible[self.rng.permutation(len(possible))]
+        cap = len(order) // _MAX_GROUP_SHARE
+        if cap < 1:
+            raise InputError(f"{self.source.spec}: only {len(order)} domain group(s) hold a document of at least "
+                             f"{WINDOW} bytes; the evaluation sets need at least {_MAX_GROUP_SHARE} such groups")
+        n_per_set = min(eval_docs, cap)
+        if n_per_set < eval_docs:
+            self._warn(f"{self.source.spec}: only {len(order)} domain groups can hold an evaluation document; "
+                       f"evaluation sets capped at {n_per_set} documents each (asked for {eval_docs})")
+        # At most half of the groups become candidates: the rest train the tokenizer (2N <= half by the cap).
+        n_candidates = min(len(order) // 2, math.ceil(2 * n_per_set * _CANDIDATE_SLACK) + _CANDIDATE_EXTRA)
+        self.candidate_order = order[:n_candidates]
+        self.is_candidate_group = np.zeros(n_groups, dtype=bool)
+        self.is_candidate_group[self.candidate_order] = True
+        return n_per_set
+
+    # pass 2
+    def train_tokenizer(self, vocab_size: int, text_corpus: Corpus | None):
+        """BPE trained on `text_corpus`, or on every document outside the candidate groups; (tokenizer, documents)."""
+        if text_corpus is not None:
+            texts = (document.text for document in text_corpus.documents())
+            spec, length = text_corpus.spec, None
+        else:
+            texts = self._training_split_texts()
+            spec = f"{self.source.spec} (training split)"
+            length = int((~self.is_candidate_group[self.doc_group]).sum())
+        counted = _Counter(texts)
+        with self._bar(desc="training tokenizer", unit=" doc", total=length) as bar:
+            bpe = train_tokenizer(_progress(counted, bar), vocab_size, source=spec, length=length)
+        return bpe, counted.count
+
+    def _training_split_texts(self) -> Iterator[str]:
+        index = 0
+        for batch in self.source.batches(self.batch_size):
+            for document in batch:
+                if not self.is_candidate_group[self.doc_group[index]]:
+                    yield document.text
+                index += 1
+
+    # pass 3
+    def tokenize_and_split(self, bpe, n_per_set: int, eval_docs: int, remove_eval_groups: bool) -> dict:
+        n_docs = len(self.doc_group)
+        n_tokens = np.zeros(n_docs, dtype=np.int64)
+        side_path = self.out / ".candidate-groups.bin.tmp"
+        side_docs: list[int] = []
+        side_offsets = [0]
+        side_names: dict[int, tuple[str, str]] = {}  # corpus position -> (doc_id, domain)
+        train_docs: list[int] = []
+        train_offsets = [0]
+        try:
+            with atomic_path(self.out / TRAIN_TOKENS) as train_tmp, open(train_tmp, "wb") as train_file, \
+                    open(side_path, "w+b") as side_file:
+                index = 0
+                with self._bar(desc="tokenizing", unit=" doc", total=n_docs, position=0) as doc_bar, \
+                        self._bar(desc="tokens", unit=" tok", unit_scale=True, position=1) as token_bar:
+                    for batch in self.source.batches(self.batch_size):
+                        for document, ids in zip(batch, encode_batch(bpe, [document.text for document in batch])):
+                            array = np.asarray(ids, dtype=np.uint16)
+                            n_tokens[index] = len(array)
+                            if self.is_candidate_group[self.doc_group[index]]:
+                                side_file.write(array.tobytes())
+                                side_docs.append(index)
+                                side_names[index] = (document.doc_id, document.domain)
+                                side_offsets.append(side_offsets[-1] + len(array))
+                            else:
+                                train_file.write(array.tobytes())
+                                train_docs.append(index)
+                                train_offsets.append(train_offsets[-1] + len(array))
+                            index += 1
+                        doc_bar.update(len(batch))
+                        token_bar.update(int(n_tokens[index - len(batch):index].sum()))
+                if index != n_docs:
+                    raise InputError(f"{self.source.spec}: the corpus changed while being read "
+                                     f"({index} documents now, {n_docs} before)")
+                side_file.flush()
+                side = np.memmap(side_path, dtype=np.uint16, mode="r") if side_offsets[-1] else np.zeros(0, np.uint16)
+                chosen = self._choose_eval_docs(side_docs, side_offsets, n_tokens, n_per_set, eval_docs)
+                eval_sets = self._write_eval_sets(bpe, chosen, side, side_docs, side_offsets, side_names)
+                excluded = self._excluded(chosen, remove_eval_groups)
+                for position, index in enumerate(side_docs):
+                    if not excluded[index]:
+                        train_file.write(side[side_offsets[position]:side_offsets[position + 1]].tobytes())
+                        train_docs.append(index)
+                        train_offsets.append(train_offsets[-1] + int(n_tokens[index]))
+                del side
+                train_lengths = np.diff(np.asarray(train_offsets, dtype=np.int64))
+                windows = int(np.maximum(train_lengths - WINDOW + 1, 0).sum())
+                if windows == 0:
+                    raise InputError(f"{self.source.spec}: no training document of at least {WINDOW} tokens remains "
+                                     "after removing the evaluation documents")
+                train_file.flush()
+            with atomic_path(self.out / TRAIN_OFFSETS) as offsets_tmp, open(offsets_tmp, "wb") as handle:
+                np.save(handle, np.asarray(train_offsets, dtype=np.int64))
+        finally:
+            side_path.unlink(missing_ok=True)
+
+        counts = self.read_counts
+        eligible = n_tokens >= WINDOW
+        return {
+            "corpus": {"spec": self.source.spec, "listing_sha256": self.source.listing_sha256,
+                       "files": len(self.source.listing), "on_decode_error": self.source.on_decode_error,
+                       "max_docs": self.source.max_docs},
+            "python_version": self.source.python_version,
+            "gatedv_version": __version__,
+            "split_seed": self.split_seed,
+            "eval_docs_requested": eval_docs,
+            "remove_eval_groups": remove_eval_groups,
+            "warnings": self.warnings,
+            "counts": {
+                "documents": n_docs,
+                "tokens": int(n_tokens.sum()),
+                "domain_groups": len(self.group_names),
+                "eligible_documents": int(eligible.sum()),
+                "eligible_domain_groups": int(len(np.unique(self.doc_group[eligible]))),
+                "undecodable_documents": counts.undecodable,
+                "empty_documents": counts.empty,
+                "excluded_documents": int(excluded.sum()),
+                "train": {"documents": len(train_docs), "tokens": int(train_offsets[-1]),
+                          "eligible_documents": int((train_lengths >= WINDOW).sum()),
+                          "eligible_windows": windows},
+            },
+            "eval_sets": {name: {"file": f"{name}.parquet", **eval_set.to_dict()} for name, eval_set in eval_sets.items()},
+            "train": {"tokens_file": TRAIN_TOKENS, "offsets_file": TRAIN_OFFSETS, "dtype": "uint16",
+                      "sha256": _file_sha256(self.out / TRAIN_TOKENS)},
+        }
+
+    def _choose_eval_docs(self, side_docs: list[int], side_offsets: list[int], n_tokens: np.ndarray, n_per_set: int,
+                          eval_docs: int) -> list[int]:
+        """Document indices: the first N for dev, the next N for held-out, one per candidate group in seeded order."""
+        eligible_by_group: dict[int, list[int]] = {}
+        for index in side_docs:
+            if n_tokens[index] >= WINDOW:
+                eligible_by_group.setdefault(int(self.doc_group[index]), []).append(index)
+        chosen = []
+        for group in self.candidate_order:
+            members = eligible_by_group.get(int(group))
+            if members:
+                chosen.append(members[int(self.rng.integers(len(members)))])
+            if len(chosen) == 2 * n_per_set:
+                break
+        if len(chosen) < 2:
+            raise InputError(f"{self.source.spec}: fewer than 2 domain groups hold a document of at least {WINDOW} "
+                             "tokens; the development and held-out sets need one each")
+        if len(chosen) < 2 * n_per_set:
+            n_per_set = len(chosen) // 2
+            self._warn(f"{self.source.spec}: only {len(chosen)} candidate domain groups hold a document of at least "
+                       f"{WINDOW} tokens; evaluation sets capped at {n_per_set} documents each (asked for {eval_docs})")
+        return chosen[:2 * n_per_set]
+
+    def _write_eval_sets(self, bpe, chosen: list[int], side: np.ndarray, side_docs: list[int],
+                         side_offsets: list[int], side_names: dict[int, tuple[str, str]]) -> dict:
+        doc_ids = [side_names[index][0] for index in chosen]
+        if len(set(doc_ids)) != len(doc_ids):
+            raise InputError(f"{self.source.spec}: evaluation documents share `id` values "
+                             f"({len(doc_ids) - len(set(doc_ids))} duplicates); document ids must be unique")
+        position_of = {index: position for position, index in enumerate(side_docs)}
+        byte_lengths = token_byte_lengths(bpe)
+        n_per_set = len(chosen) // 2
+        eval_sets = {}
+        for set_number, name in enumerate(EVAL_SET_NAMES):
+            members = chosen[set_number * n_per_set:(set_number + 1) * n_per_set]
+            tokens = np.stack([side[side_offsets[position_of[i]]:side_offsets[position_of[i]] + WINDOW]
+                               for i in members]).astype(np.int64)
+            eval_sets[name] = write_eval_set(self.out / f"{name}.parquet", name,
+                                             [side_names[i][0] for i in members], [side_names[i][1] for i in members],
+                                             tokens, byte_lengths[tokens[:, 1:]].sum(axis=1))
+        return eval_sets
+
+    def _excluded(self, chosen: list[int], remove_eval_groups: bool) -> np.ndarray:
+        excluded = np.zeros(len(self.doc_group), dtype=bool)
+        excluded[chosen] = True
+        if remove_eval_groups:
+            excluded |= np.isin(self.doc_group, self.doc_group[chosen])
+        return excluded
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        warnings.warn(message, PrepareWarning, stacklevel=3)
+
+
+class _Counter:
+    """An iterator that counts what it yields."""
+
+    def __init__(self, items: Iterator) -> None:
+        self.items, self.count = iter(items), 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = next(self.items)
+        self.count += 1
+        return item
+
+
+def _progress(items: Iterator, bar: tqdm) -> Iterator:
+    for item in items:
+        bar.update(1)
+        yield item
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+__all__ = ["DEFAULT_EVAL_DOCS", "PrepareResult", "PrepareWarning", "prepare"]

@@ -1,0 +1,339 @@
+"""Grids of paired runs from a TOML experiment file, and learning-rate selection over a grid (SPEC §5).
+
+An experiment names a data directory, a size, variants, seeds and learning rates (one list for every
+variant, or a table of lists per variant). Each (variant, lr, seed) trains into
+`OUT/<variant>/lr<lr>/seed<seed>/` and is evaluated on the experiment's sets; finished runs are skipped,
+interrupted ones resumed, diverged ones recorded and left alone. Paths in the file are relative to it.
+
+    name = "small-confirmation"
+    data = "../data/fineweb-edu-small"
+    config = "small"
+    variants = ["baseline", "gatedv"]
+    seeds = [1, 2, 3, 4, 5]
+    lrs = [0.0048]                       # or: [lrs] baseline = [0.0048]  gatedv = [0.0024]
+    eval_sets = ["dev", "heldout"]       # optional; these are the defaults
+    out = "runs/small-confirmation"
+    # optional: updates, warmup, eval_every, batch_size (default: the size's recipe)
+
+    [select]                             # optional, for `gatedv select-lr`
+    seed = 20270201                      # the selection seed (default: the smallest seed of the grid)
+    confirm_seeds = [20270211, 20270212, 20270213]
+    confirm_out = "runs/medium-confirmation"
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import tomllib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from gatedv_stats.atomic import write_text_atomic
+from gatedv_stats.errors import InputError
+from gatedv_stats.lr_selection import LRSelection, select_lr
+from trainer.evaluate import evaluate_checkpoint
+from trainer.train import DivergenceError, Runtime, RunSpec, read_run_record, train
+
+_KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out", "updates", "warmup",
+         "eval_every", "batch_size", "select"}
+_SELECT_KEYS = {"seed", "confirm_seeds", "confirm_out"}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A grid of variants × learning rates × seeds (see the module docstring for the file format)."""
+
+    name: str
+    data: Path
+    size: str
+    variants: tuple[str, ...]
+    seeds: tuple[int, ...]
+    lrs: dict  # variant -> tuple of peak learning rates
+    out: Path
+    eval_sets: tuple[str, ...] = ("dev", "heldout")
+    updates: int | None = None
+    warmup: int | None = None
+    eval_every: int | None = None
+    batch_size: int | None = None
+    selection_seed: int | None = None
+    confirm_seeds: tuple[int, ...] = ()
+    confirm_out: Path | None = None
+
+    def runs(self) -> list[GridRun]:
+        """Every run of the grid, variant-major, then learning rate, then seed."""
+        return [GridRun(variant, lr, seed, run_directory(self.out, variant, lr, seed), self.spec(variant, lr, seed),
+                        self.eval_sets)
+                for variant in self.variants for lr in self.lrs[variant] for seed in self.seeds]
+
+    def spec(self, variant: str, lr: float, seed: int) -> RunSpec:
+        optional = {key: getattr(self, key) for key in ("updates", "warmup", "eval_every", "batch_size")
+                    if getattr(self, key) is not None}
+        return RunSpec.make(self.data, self.size, variant, seed, lr=lr, **optional)
+
+
+@dataclass(frozen=True)
+class GridRun:
+    variant: str
+    lr: float
+    seed: int
+    run_dir: Path
+    spec: RunSpec
+    eval_sets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    variant: str
+    lr: float
+    seed: int
+    run_dir: str
+    action: str  # trained | resumed | evaluated | skipped | diverged
+    status: str  # finished | diverged
+    dev_nll: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    experiment: str
+    outcomes: tuple[RunOutcome, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {"experiment": self.experiment, "runs": [outcome.to_dict() for outcome in self.outcomes]}
+
+    def summary(self) -> str:
+        lines = [f"{self.experiment}: {len(self.outcomes)} runs",
+                 f"{'variant':<14}{'lr':>10}{'seed':>10}  {'action':<10}{'dev NLL':>10}  run directory"]
+        lines += [f"{o.variant:<14}{o.lr:>10g}{o.seed:>10}  {o.action:<10}"
+                  f"{('diverged' if o.status == 'diverged' else f'{o.dev_nll:.6f}'):>10}  {o.run_dir}"
+                  for o in self.outcomes]
+        return "\n".join(lines)
+
+
+def run_directory(out: Path, variant: str, lr: float, seed: int) -> Path:
+    return Path(out) / variant / f"lr{lr:g}" / f"seed{seed}"
+
+
+def loss_file_path(run_dir: Path, eval_set: str) -> Path:
+    """RUN_DIR/<set>.parquet (a set given by path is named after its file)."""
+    return Path(run_dir) / f"{Path(eval_set).stem}.parquet"
+
+
+# --- reading and writing experiment files ---------------------------------------------------------------
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and check an experiment TOML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such experiment file")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: invalid TOML ({error})") from None
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise InputError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})")
+    for key in ("data", "config", "variants", "seeds", "lrs", "out"):
+        if key not in raw:
+            raise InputError(f"{path}: missing key {key!r}")
+    base = path.parent
+    variants = tuple(_list_of(raw, "variants", str, path))
+    seeds = tuple(_list_of(raw, "seeds", int, path))
+    lrs = _learning_rates(raw["lrs"], variants, path)
+    select = raw.get("select", {})
+    if not isinstance(select, dict) or set(select) - _SELECT_KEYS:
+        raise InputError(f"{path}: [select] may hold only {', '.join(sorted(_SELECT_KEYS))}")
+    experiment = Experiment(
+        name=_typed(raw, "name", str, path) if "name" in raw else path.stem,
+        data=base / _typed(raw, "data", str, path),
+        size=_typed(raw, "config", str, path),
+        variants=variants,
+        seeds=seeds,
+        lrs=lrs,
+        out=base / _typed(raw, "out", str, path),
+        eval_sets=tuple(_list_of(raw, "eval_sets", str, path)) if "eval_sets" in raw else ("dev", "heldout"),
+        **{key: _typed(raw, key, int, path) for key in ("updates", "warmup", "eval_every", "batch_size") if key in raw},
+        selection_seed=_typed(select, "seed", int, path, "select.") if "seed" in select else None,
+        confirm_seeds=tuple(_list_of(select, "confirm_seeds", int, path, "select.")) if "confirm_seeds" in select else (),
+        confirm_out=base / _typed(select, "confirm_out", str, path, "select.") if "confirm_out" in select else None,
+    )
+    if "dev" not in experiment.eval_sets:
+        raise InputError(f"{path}: eval_sets must include 'dev' (learning-rate selection reads it)")
+    for variant in variants:  # every spec checks size, variant, lr and lengths before anything trains
+        for lr in lrs[variant]:
+            try:
+                experiment.spec(variant, lr, seeds[0])
+            except InputError as error:
+                raise InputError(f"{path}: {error}") from None
+    return experiment
+
+
+def _typed(table: dict, key: str, kind: type, path: Path, prefix: str = ""):
+    value = table[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InputError(f"{path}: {prefix}{key} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _list_of(table: dict, key: str, kind: type, path: Path, prefix: str = "") -> list:
+    values = table[key]
+    if not isinstance(values, list) or not values:
+        raise InputError(f"{path}: {prefix}{key} must be a non-empty list")
+    checked = [_typed({key: value}, key, kind, path, prefix) for value in values]
+    if len(set(checked)) != len(checked):
+        raise InputError(f"{path}: {prefix}{key} lists a value twice")
+    return checked
+
+
+def _learning_rates(raw: object, variants: tuple[str, ...], path: Path) -> dict:
+    if isinstance(raw, list):
+        rates = tuple(_list_of({"lrs": raw}, "lrs", float, path))
+        return {variant: rates for variant in variants}
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: lrs must be a list or a table of lists per variant")
+    missing = [variant for variant in variants if variant not in raw]
+    extra = sorted(set(raw) - set(variants))
+    if missing or extra:
+        raise InputError(f"{path}: lrs must name exactly the variants (missing {missing}, not a variant {extra})")
+    return {variant: tuple(_list_of(raw, variant, float, path, "lrs.")) for variant in variants}
+
+
+def experiment_toml(experiment: Experiment, relative_to: Path) -> str:
+    """The experiment as TOML text, with paths relative to the directory the file will live in."""
+    def path(value: Path) -> str:
+        return json.dumps(os.path.relpath(Path(value).resolve(), Path(relative_to).resolve()))
+
+    def array(values) -> str:
+        return "[" + ", ".join(json.dumps(value) for value in values) + "]"
+
+    lines = [f"name = {json.dumps(experiment.name)}", f"data = {path(experiment.data)}",
+             f"config = {json.dumps(experiment.size)}", f"variants = {array(experiment.variants)}",
+             f"seeds = {array(experiment.seeds)}", f"eval_sets = {array(experiment.eval_sets)}",
+             f"out = {path(experiment.out)}"]
+    lines += [f"{key} = {getattr(experiment, key)}" for key in ("updates", "warmup", "eval_every", "batch_size")
+              if getattr(experiment, key) is not None]
+    lines += ["", "[lrs]"] + [f"{json.dumps(variant)} = {array(experiment.lrs[variant])}"
+                              for variant in experiment.variants]
+    return "\n".join(lines) + "\n"
+
+
+# --- running a grid -------------------------------------------------------------------------------------
+
+
+def run_experiment(experiment: Experiment, *, jobs: int = 1, runtime: Runtime = Runtime()) -> SweepResult:
+    """Train and evaluate every run of the grid that is not finished; `jobs` runs at a time (processes)."""
+    if jobs < 1:
+        raise InputError(f"--jobs: must be at least 1, got {jobs}")
+    runs = experiment.runs()
+    if jobs == 1:
+        outcomes = [run_one(run, runtime) for run in tqdm(runs, desc=experiment.name, unit="run", disable=not runtime.progress)]
+    else:
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        quiet = replace(runtime, progress=False)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_run_in_worker, run, quiet, threads) for run in runs]
+            outcomes = [future.result() for future in tqdm(futures, desc=experiment.name, unit="run",
+                                                           disable=not runtime.progress)]
+    return SweepResult(experiment.name, tuple(outcomes))
+
+
+def _run_in_worker(run: GridRun, runtime: Runtime, threads: int) -> RunOutcome:
+    torch.set_num_threads(threads)
+    return run_one(run, runtime)
+
+
+def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
+    """Bring one grid run to `finished` with its loss files: train, resume, or only evaluate as needed."""
+    record = read_run_record(run.run_dir)
+    status = record.get("status") if record else None
+    if record is not None and status in ("finished", "diverged") and record_spec(record) != run.spec.to_dict():
+        raise InputError(f"{run.run_dir}: holds a different run than the experiment asks for; move it away")
+    action = "skipped"
+    if status == "diverged":
+        return _outcome(run, "skipped", "diverged")
+    if status != "finished":
+        resume = (run.run_dir / "checkpoint.pt").is_file()
+        try:
+            train(run.spec, run.run_dir, runtime=runtime, resume=resume)
+        except DivergenceError:
+            return _outcome(run, "diverged", "diverged")
+        action = "resumed" if resume else "trained"
+    for eval_set in run.eval_sets:
+        out = loss_file_path(run.run_dir, eval_set)
+        if not out.is_file():
+            evaluate_checkpoint(run.run_dir / "checkpoint.pt", eval_set, out, device=runtime.device,
+                                precision=runtime.precision, batch_size=runtime.eval_batch_size, progress=False)
+            action = "evaluated" if action == "skipped" else action
+    return _outcome(run, action, "finished")
+
+
+def record_spec(record: dict) -> dict:
+    """The RunSpec fields of a run.json record."""
+    return {key: record.get(key) for key in RunSpec.__dataclass_fields__}
+
+
+def _outcome(run: GridRun, action: str, status: str) -> RunOutcome:
+    return RunOutcome(run.variant, run.lr, run.seed, str(run.run_dir), action, status,
+                      final_dev_nll(run.run_dir) if status == "finished" else math.inf)
+
+
+def final_dev_nll(run_dir: Path) -> float:
+    """The development NLL at the final update (the last row of the run's curve)."""
+    curve = pd.read_csv(Path(run_dir) / "curve.csv")
+    return float(curve["dev_nll"].iloc[-1])
+
+
+# --- learning-rate selection ----------------------------------------------------------------------------
+
+
+def development_table(experiment: Experiment, seed: int) -> pd.DataFrame:
+    """Final development NLL of every (variant, lr) on `seed`; a diverged run counts as +inf."""
+    rows = []
+    for run in experiment.runs():
+        if run.seed != seed:
+            continue
+        record = read_run_record(run.run_dir)
+        status = record.get("status") if record else None
+        if status not in ("finished", "diverged"):
+            raise InputError(f"{run.run_dir}: run is {status or 'not started'}; finish the grid with `gatedv sweep` first")
+        dev_nll = final_dev_nll(run.run_dir) if status == "finished" else math.inf
+        rows.append({"arm": run.variant, "lr": run.lr, "seed": seed, "dev_nll": dev_nll})
+    return pd.DataFrame(rows)
+
+
+def select_learning_rates(experiment: Experiment, seed: int | None = None) -> LRSelection:
+    """SPEC §5: per variant, the grid rate with the lowest final development NLL on the selection seed."""
+    seed = seed if seed is not None else experiment.selection_seed if experiment.selection_seed is not None \
+        else min(experiment.seeds)
+    if seed not in experiment.seeds:
+        raise InputError(f"--seed: {seed} is not a seed of the grid ({', '.join(map(str, experiment.seeds))})")
+    return select_lr(development_table(experiment, seed), selection_seed=seed)
+
+
+def confirmation_experiment(experiment: Experiment, selection: LRSelection, *, seeds: tuple[int, ...] = (),
+                            out: Path | None = None) -> Experiment:
+    """The confirmation grid: every variant at its selected rate, on the confirmation seeds."""
+    seeds = tuple(seeds) or experiment.confirm_seeds
+    if not seeds:
+        raise InputError("select-lr: no confirmation seeds (give --seeds or [select] confirm_seeds)")
+    out = out or experiment.confirm_out or experiment.out.with_name(experiment.out.name + "-confirm")
+    return replace(experiment, name=f"{experiment.name}-confirm", seeds=seeds, out=out,
+                   lrs={variant: (selection.selected[variant],) for variant in experiment.variants},
+                   selection_seed=None, confirm_seeds=(), confirm_out=None)
+
+
+def write_experiment(path: str | Path, experiment: Experiment) -> None:
+    write_text_atomic(path, experiment_toml(experiment, Path(path).parent))

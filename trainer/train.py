@@ -1,0 +1,399 @@
+"""The SPEC §4 training loop: paired runs, development curve, atomic checkpoints, bit-for-bit resume, DDP.
+
+A run is a pure function of its `RunSpec`: the initial weights depend on (seed, tensor name, shape), the
+batch of update u on (seed, u) only, so a baseline and a variant with the same seed see the same windows,
+and a resumed run continues exactly where it stopped (the sampler position is the update index).
+Under `torchrun` every process takes its slice of the same global batch; rank 0 evaluates and writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from gatedv_stats import __version__
+from gatedv_stats.atomic import atomic_path, write_text_atomic
+from gatedv_stats.errors import InputError
+from trainer.checkpoint import load_checkpoint, save_checkpoint
+from trainer.data import PreparedData
+from trainer.device import Precision, select_device
+from trainer.evaluate import document_loss_sums, token_averaged_nll
+from trainer.model import Transformer, build_model, count_parameters, model_config
+from trainer.moments import compute_moments
+
+BETAS = (0.9, 0.95)
+EPS = 1e-8
+WEIGHT_DECAY = 0.1
+CLIP_NORM = 1.0
+FINAL_LR_FRACTION = 0.1
+CURVE_COLUMNS = ("arm", "seed", "lr", "step", "dev_nll", "train_loss", "tokens")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Default length, warmup, peak LR and curve interval of a size (Table 1; `tiny` for CPU demos and tests)."""
+
+    updates: int
+    warmup: int
+    lr: float
+    eval_every: int
+
+
+RECIPES = {
+    "tiny": Recipe(updates=300, warmup=30, lr=0.003, eval_every=50),
+    "small": Recipe(updates=32_768, warmup=512, lr=0.0048, eval_every=1024),
+    "medium": Recipe(updates=327_680, warmup=5_120, lr=0.0003, eval_every=10_240),
+}
+BATCH_SIZE = 8
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run's numbers; a resumed run must match it field for field."""
+
+    data: str
+    size: str
+    variant: str
+    seed: int
+    lr: float
+    updates: int
+    warmup: int
+    eval_every: int
+    batch_size: int = BATCH_SIZE
+
+    @classmethod
+    def make(cls, data: str | Path, size: str, variant: str, seed: int, *, lr: float | None = None,
+             updates: int | None = None, warmup: int | None = None, eval_every: int | None = None,
+             batch_size: int = BATCH_SIZE) -> RunSpec:
+        """A spec with the size's recipe filling whatever is not given; checks every field."""
+        if size not in RECIPES:
+            raise InputError(f"--config: unknown size {size!r} (choose from {', '.join(RECIPES)})")
+        recipe = RECIPES[size]
+        updates = recipe.updates if updates is None else updates
+        if warmup is None:  # the size's warmup, at most a tenth of a shortened run
+            warmup = min(recipe.warmup, updates // 10)
+        spec = cls(data=str(Path(data).resolve()), size=size, variant=variant, seed=int(seed),
+                   lr=float(recipe.lr if lr is None else lr), updates=int(updates), warmup=int(warmup),
+                   eval_every=int(min(recipe.eval_every, updates) if eval_every is None else eval_every),
+                   batch_size=int(batch_size))
+        spec.validate()
+        return spec
+
+    def validate(self) -> None:
+        model_config(self.size, self.variant)  # names the bad size or variant
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise InputError(f"--lr: must be a positive number, got {self.lr}")
+        for name, value, minimum in (("updates", self.updates, 1), ("warmup", self.warmup, 0),
+                                     ("eval-every", self.eval_every, 1), ("batch-size", self.batch_size, 1)):
+            if value < minimum:
+                raise InputError(f"--{name}: must be at least {minimum}, got {value}")
+        if self.warmup >= self.updates:
+            raise InputError(f"--warmup: {self.warmup} must be below --updates {self.updates}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a run executes; none of it changes the numbers on a given device in FP32."""
+
+    device: str = "auto"
+    precision: Precision = Precision()
+    compile: bool = False
+    progress: bool = True
+    eval_batch_size: int = 16
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: str
+    status: str  # finished | stopped
+    update: int
+    dev_nll: float
+    tokens: int
+    train_seconds: float
+    tokens_per_second: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def summary(self) -> str:
+        return (f"{self.status} at update {self.update}: dev NLL {self.dev_nll:.6f} (PPL {math.exp(self.dev_nll):.3f}), "
+                f"{self.tokens:,} training tokens at {self.tokens_per_second:,.0f} tokens/s -> {self.run_dir}")
+
+
+class DivergenceError(RuntimeError):
+    """The training loss became NaN or infinite; the run directory keeps its last good checkpoint."""
+
+
+def learning_rate(update: int, *, peak: float, warmup: int, updates: int) -> float:
+    """LR of update `update` (0-based): linear warmup, (u + 1) / warmup × peak over the first `warmup`
+    updates, then cosine from the peak down to 0.1 × peak at the final update."""
+    if update < warmup:
+        return peak * (update + 1) / warmup
+    span = updates - 1 - warmup
+    progress = 1.0 if span <= 0 else (update - warmup) / span
+    return peak * (FINAL_LR_FRACTION + (1 - FINAL_LR_FRACTION) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: Transformer, lr: float, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on every matrix (embedding included) and none on the norm gains."""
+    matrices = [p for p in model.parameters() if p.ndim >= 2]
+    gains = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": matrices, "weight_decay": WEIGHT_DECAY}, {"params": gains, "weight_decay": 0.0}]
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=lr, betas=BETAS, eps=EPS, fused=fused, foreach=None if fused else True)
+
+
+def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of a (B, 257) batch of windows (through `forward`, as DDP needs)."""
+    logits = model(batch[:, :-1])
+    return F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())
+
+
+@dataclass(frozen=True)
+class _Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls) -> _Dist:
+        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
+                   int(os.environ.get("LOCAL_RANK", 0)))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _rng_state() -> dict:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": [kind, keys.tolist(), pos, has_gauss, cached]}
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([cuda_state.cpu() for cuda_state in state["cuda"]])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+def write_curve(path: Path, rows: list[dict]) -> None:
+    """The curve file (atomic): one row per recorded update."""
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows, columns=list(CURVE_COLUMNS)).to_csv(tmp, index=False)
+
+
+def read_run_record(run_dir: str | Path) -> dict | None:
+    """RUN_DIR/run.json, or None when the run has not started."""
+    path = Path(run_dir) / "run.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _write_run_record(run_dir: Path, spec: RunSpec, **fields) -> None:
+    record = read_run_record(run_dir) or {}
+    record.update(spec.to_dict(), gatedv_version=__version__, **fields)
+    write_text_atomic(run_dir / "run.json", json.dumps(record, indent=2) + "\n")
+
+
+def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), resume: bool = False,
+          stop_after: int | None = None) -> TrainResult:
+    """Train (or, with `resume`, continue) the run `spec` in `run_dir`; `stop_after` ends this call after
+    that update with a checkpoint, as an interruption would. Under `torchrun` this runs data parallel."""
+    spec.validate()
+    where = _Dist.from_env()
+    if spec.batch_size % where.world:
+        raise InputError(f"--batch-size: {spec.batch_size} is not divisible by {where.world} processes")
+    if stop_after is not None and not 0 < stop_after <= spec.updates:
+        raise InputError(f"--stop-after: must be in 1..{spec.updates}, got {stop_after}")
+    device = select_device(runtime.device, local_rank=where.local_rank)
+    runtime.precision.apply(device)
+    started_group = where.world > 1 and not dist.is_initialized()
+    if started_group:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        return _Loop(spec, Path(run_dir), runtime, where, device).run(resume, stop_after or spec.updates)
+    finally:
+        if started_group:
+            dist.destroy_process_group()
+
+
+class _Loop:
+    """State of one training call: model, optimizer, curve rows and the window of training losses."""
+
+    def __init__(self, spec: RunSpec, run_dir: Path, runtime: Runtime, where: _Dist, device: torch.device) -> None:
+        self.spec, self.run_dir, self.runtime, self.where, self.device = spec, run_dir, runtime, where, device
+        self.checkpoint_path = run_dir / "checkpoint.pt"
+        self.data = PreparedData.open(spec.data)
+        self.dev = self.data.eval_set("dev")
+        self.sampler = self.data.sampler(spec.seed)
+        self.curve: list[dict] = []
+        self.window = [0.0, 0]  # Σ training loss, updates since the last curve row
+        self.train_seconds = 0.0
+        self.saved_update = 0
+
+    def run(self, resume: bool, stop_at: int) -> TrainResult:
+        self._start(resume)
+        model = self.model
+        if self.where.world > 1:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None, broadcast_buffers=False)
+        if self.runtime.compile:
+            model = torch.compile(model)
+        local = self.spec.batch_size // self.where.world
+        tokens_per_update = self.spec.batch_size * (self.model.config.seq_len)
+        bar = tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
+                   desc=f"{self.spec.variant} seed {self.spec.seed}",
+                   disable=not (self.runtime.progress and self.where.main))
+        trained_from = self.update
+        while self.update < stop_at:
+            began = time.perf_counter()
+            batch = self.sampler.batch(self.update, self.spec.batch_size)
+            batch = batch[self.where.rank * local : (self.where.rank + 1) * local].to(self.device, non_blocking=True)
+            lr = learning_rate(self.update, peak=self.spec.lr, warmup=self.spec.warmup, updates=self.spec.updates)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            with self.runtime.precision.autocast(self.device):
+                loss = next_token_loss(model, batch)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)
+            value = loss.detach()
+            if self.where.world > 1:
+                dist.all_reduce(value)
+                value /= self.where.world
+            value = value.item()
+            if not math.isfinite(value):
+                self._diverged(value)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.update += 1
+            self.window[0] += value
+            self.window[1] += 1
+            self.train_seconds += time.perf_counter() - began
+            rate = (self.update - trained_from) * tokens_per_update / self.train_seconds
+            bar.set_postfix_str(f"loss {value:.3f}, {rate:,.0f} tok/s", refresh=False)
+            bar.update()
+            if self.update % self.spec.eval_every == 0 or self.update == self.spec.updates:
+                self._record()
+            elif self.update == stop_at:
+                self._save()
+        bar.close()
+        trained = self.update - trained_from
+        result = TrainResult(run_dir=str(self.run_dir),
+                             status="finished" if self.update == self.spec.updates else "stopped",
+                             update=self.update, dev_nll=self.curve[-1]["dev_nll"],
+                             tokens=self.update * tokens_per_update, train_seconds=self.train_seconds,
+                             tokens_per_second=trained * tokens_per_update / self.train_seconds if trained else 0.0)
+        if self.where.main:
+            _write_run_record(self.run_dir, self.spec, status=result.status, update=self.update,
+                              train_seconds=result.train_seconds, tokens_per_second=result.tokens_per_second)
+        return result
+
+    def _start(self, resume: bool) -> None:
+        exists = self.checkpoint_path.is_file()
+        if resume and not exists:
+            raise InputError(f"{self.checkpoint_path}: no checkpoint to resume")
+        if not resume and exists:
+            raise InputError(f"{self.run_dir}: already holds a run; pass --resume to continue it or choose another --out")
+        if resume:
+            self._load()
+            return
+        self.model = build_model(model_config(self.spec.size, self.spec.variant), self.spec.seed, self.device)
+        if self.model.config.uses_moments:
+            moments = compute_moments(self.data, self.spec.size, self.spec.seed, device=self.device)
+            self.model.set_moments(moments.tensor())
+            if self.where.main:
+                moments.write(self.run_dir / "moments.json")
+        if self.where.main:
+            _write_run_record(self.run_dir, self.spec, status="running", update=0,
+                              model_config=self.model.config.to_dict(), parameters=count_parameters(self.model),
+                              data_manifest_sha256=self.data.manifest_sha256)
+        self.optimizer = make_optimizer(self.model, self.spec.lr, self.device)
+        self.update = 0
+        self._record()
+
+    def _load(self) -> None:
+        loaded = load_checkpoint(self.checkpoint_path, device=self.device)
+        extra = loaded.extra
+        saved = extra.get("run", {})
+        differing = [key for key, value in self.spec.to_dict().items() if saved.get(key) != value]
+        if differing:
+            shown = ", ".join(f"{key} {saved.get(key)!r} != {getattr(self.spec, key)!r}" for key in differing)
+            raise InputError(f"{self.checkpoint_path}: the checkpoint's run differs ({shown})")
+        if extra["data_manifest_sha256"] != self.data.manifest_sha256:
+            raise InputError(f"{self.spec.data}: data manifest differs from the one the checkpoint was trained on")
+        self.model = loaded.model
+        self.optimizer = make_optimizer(self.model, self.spec.lr, self.device)
+        self.optimizer.load_state_dict(extra["optimizer"])
+        self.update = extra["update"]
+        self.curve = list(extra["curve"])
+        self.window = list(extra["train_loss_window"])
+        self.saved_update = self.update
+        _set_rng_state(extra["rng"])
+
+    def _record(self) -> None:
+        """Development NLL of the current weights → curve row (every rank), curve file and checkpoint (rank 0)."""
+        row = [None]
+        if self.where.main:
+            sums = document_loss_sums(self.model, self.dev.tokens, device=self.device,
+                                      precision=self.runtime.precision, batch_size=self.runtime.eval_batch_size)
+            n_targets = np.full(len(sums), self.dev.tokens.shape[1] - 1)
+            count = self.window[1]
+            row[0] = {
+                "arm": self.spec.variant, "seed": self.spec.seed, "lr": self.spec.lr, "step": self.update,
+                "dev_nll": token_averaged_nll(sums, n_targets),
+                "train_loss": self.window[0] / count if count else math.nan,
+                "tokens": self.update * self.spec.batch_size * self.model.config.seq_len,
+            }
+        if self.where.world > 1:
+            dist.broadcast_object_list(row, src=0)
+        self.curve.append(row[0])
+        self.window = [0.0, 0]
+        if self.where.main:
+            write_curve(self.run_dir / "curve.csv", self.curve)
+        self._save()
+
+    def _save(self) -> None:
+        if self.where.main:
+            save_checkpoint(self.checkpoint_path, self.model, extra={
+                "run": self.spec.to_dict(),
+                "data_manifest_sha256": self.data.manifest_sha256,
+                "update": self.update,
+                "optimizer": self.optimizer.state_dict(),
+                "schedule": {"update": self.update, "warmup": self.spec.warmup, "updates": self.spec.updates,
+                             "peak_lr": self.spec.lr},
+                "sampler": {"seed": self.spec.seed, "update": self.update},
+                "rng": _rng_state(),
+                "curve": self.curve,
+                "train_loss_window": self.window,
+                "gatedv_version": __version__,
+            })
+        self.saved_update = self.update
+        if self.where.world > 1:
+            dist.barrier()
+
+    def _diverged(self, value: float) -> None:
+        saved = f"last good checkpoint {self.checkpoint_path} (update {self.saved_update})"
+        if self.where.main:
+            _write_run_record(self.run_dir, self.spec, status="diverged", update=self.update)
+        raise DivergenceError(f"training loss is {value} at update {self.update + 1}; stopped, {saved}")
