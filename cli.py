@@ -141,6 +141,8 @@ def analyze_command(
         raise InputError(f"--samples: must be at least 2 (got {samples})")
     if not 0.0 < level < 1.0:
         raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+    if permutations < 1:
+        raise InputError(f"--permutations: must be at least 1 (got {permutations})")
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
                          variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
     result = analyze(paired, samples=samples, level=level, seed=seed, permutation_resamples=permutations,
@@ -167,6 +169,8 @@ def arms_command(
 
     if not 0.0 < alpha < 1.0:
         raise InputError(f"--alpha: must lie strictly between 0 and 1 (got {alpha})")
+    if permutations < 1:
+        raise InputError(f"--permutations: must be at least 1 (got {permutations})")
     runs = select_runs(read_loss_inputs(files), eval_set=eval_set)
     pairs = pair_with_reference(runs, reference, allow_unpaired=allow_unpaired)
     result = compare_arms(pairs, alpha=alpha, resamples=permutations, seed=seed)
@@ -470,6 +474,35 @@ def report_command(
 
 
 # --- cost benchmark commands (issue 7) ---
+
+
+@app.command("bench")
+def bench_command(
+    baseline: list[str] = typer.Argument(..., help="Baseline checkpoints, one per seed."),
+    variant: list[str] = typer.Option(..., "--variant", help="Variant checkpoint of the same seed; repeat per seed, in order."),
+    rounds: int = typer.Option(7, "--rounds", help="Alternation rounds R."),
+    warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up calls W per round and mode."),
+    calls: int = typer.Option(10, "--calls", help="Timed calls K per round and mode."),
+    batch: int = typer.Option(8, "--batch", help="Sequences per call (each of the model's seq_len tokens)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    out: str = typer.Option(None, "--out", help="Also write the JSON result here (e.g. EXP/bench.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
+    """SPEC §7 cost benchmark (Table 6): forward and training-step time ratios and peak memory."""
+    import json
+
+    from gatedv_stats.atomic import write_text_atomic
+    from trainer.bench import run_bench
+    from trainer.device import select_device
+
+    if batch < 1:
+        raise InputError(f"--batch: must be at least 1, got {batch}")
+    result = run_bench(baseline, variant, rounds=rounds, warmup=warmup, calls=calls, batch_size=batch,
+                       device=select_device(device))
+    text = json.dumps(result.to_dict(), indent=2)
+    if out:
+        write_text_atomic(out, text + "\n")
+    typer.echo(text if as_json else result.summary())
 
 
 if __name__ == "__main__":

@@ -59,20 +59,19 @@ class Comparison:
     def summary(self) -> str:
         """A readable table: per-seed PPL of both arms, P̄ ± SD, ΔP, improved pairs, D and its interval, wins."""
         base, var = self.baseline, self.variant
-        width = max(12, len(base.arm), len(var.arm)) + 2
+        width = max(18, len(base.arm), len(var.arm)) + 2
         lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {fmt.format_count(self.win.n_docs)} documents",
                  "", f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
         for seed, base_ppl, var_ppl in zip(base.seeds, base.ppl, var.ppl):
             lines.append(f"{seed:<12}{fmt.format_ppl(base_ppl):>{width}}{fmt.format_ppl(var_ppl):>{width}}")
-        width_sd = max(width, 20)
         lines += [
-            f"{'mean ± SD':<12}{fmt.format_ppl(base.ppl_mean, base.ppl_sd):>{width_sd}}"
-            f"{fmt.format_ppl(var.ppl_mean, var.ppl_sd):>{width_sd}}",
+            f"{'mean ± SD':<12}{fmt.format_ppl(base.ppl_mean, base.ppl_sd):>{width}}"
+            f"{fmt.format_ppl(var.ppl_mean, var.ppl_sd):>{width}}",
             "",
             f"ΔP                 {fmt.format_delta_p(self.delta_p)}",
             f"improved pairs     {fmt.format_pairs(self.improved_pairs, self.n_pairs)}",
             f"mean NLL diff D    {fmt.format_nll_diff(self.nll_diff_mean)}",
-            f"{fmt.format_percent(self.bootstrap.level, 0)} interval       "
+            f"{f'{self.bootstrap.level * 100:g}% interval':<19}"
             f"{fmt.format_interval(*self.bootstrap.confidence_interval)} (document bootstrap, "
             f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.samples)}, seed {self.bootstrap.seed})",
             f"wins               {fmt.format_count(self.win.wins)} of {fmt.format_count(self.win.n_docs)} "

@@ -7,6 +7,7 @@ embeds and that `vl_convert` renders to SVG / PDF for the Markdown and LaTeX rep
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 WIDTH = 420
@@ -59,20 +60,28 @@ def final_quarter_chart(final: pd.DataFrame, *, title: str) -> alt.LayerChart:
     return alt.layer(band, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
 
 
-def doc_difference_chart(diffs: pd.DataFrame, *, title: str) -> alt.FacetChart:
+def doc_difference_chart(diffs: pd.DataFrame, *, title: str, bins: int = 40) -> alt.FacetChart:
     """Distribution of per-document NLL differences (variant − reference, averaged over seeds, per target).
 
-    `diffs`: columns comparison, diff; one panel per comparison.
+    `diffs`: columns comparison, diff; one panel per comparison. Binned here (shared edges), so the chart
+    carries `bins` rows per panel however many documents there are.
     """
+    edges = np.histogram_bin_edges(diffs["diff"].to_numpy(dtype=np.float64), bins=bins)
+    counts = [
+        pd.DataFrame({"comparison": name, "low": edges[:-1], "high": edges[1:],
+                      "documents": np.histogram(values.to_numpy(dtype=np.float64), bins=edges)[0]})
+        for name, values in diffs.groupby("comparison", sort=False)["diff"]
+    ]
     histogram = alt.Chart().mark_bar(color="#4c78a8").encode(
-        x=alt.X("diff:Q", bin=alt.Bin(maxbins=40), title="per-document NLL difference (nats / target)"),
-        y=alt.Y("count():Q", title="documents"),
+        x=alt.X("low:Q", title="per-document NLL difference (nats / target)"), x2="high:Q",
+        y=alt.Y("documents:Q", title="documents"),
+        tooltip=[alt.Tooltip("low:Q", format=".4f"), alt.Tooltip("high:Q", format=".4f"), "documents:Q"],
     )
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
     return (
-        alt.layer(histogram, zero, data=diffs)
+        alt.layer(histogram, zero, data=pd.concat(counts, ignore_index=True))
         .properties(width=FACET_WIDTH, height=FACET_HEIGHT)
-        .facet(facet=alt.Facet("comparison:N", title=None), columns=2)
+        .facet(facet=alt.Facet("comparison:N", title=None, sort=None), columns=2)
         .properties(title=title)
     )
 
@@ -102,5 +111,9 @@ def paired_seed_chart(per_seed: pd.DataFrame, *, title: str) -> alt.FacetChart:
 
 
 def chart_spec(chart: alt.TopLevelMixin) -> dict:
-    """The chart's Vega-Lite specification (data inlined), ready for JSON embedding or `vl_convert`."""
-    return chart.to_dict()
+    """The chart's Vega-Lite specification (data inlined), ready for JSON embedding or `vl_convert`.
+
+    Altair's 5,000-row guard is lifted for this call: long training curves are meant to be inlined.
+    """
+    with alt.data_transformers.disable_max_rows():
+        return chart.to_dict()

@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,12 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.formatting import (format_count, format_delta_p, format_interval, format_nll_diff, format_pairs,
                                      format_percent, format_ppl)
 from gatedv_stats.lossfiles import LOSS_FILE_SUFFIXES, LossRun, file_sha256, read_loss_inputs
-from gatedv_stats.metrics import ArmSummary, delta_p, improved_pairs, perplexity, sample_sd, token_nll
+from gatedv_stats.metrics import (ArmSummary, delta_p, document_differences, improved_pairs, perplexity, sample_sd,
+                                  token_nll)
+
+if TYPE_CHECKING:  # imported lazily at run time: scipy (resampling) loads only when a comparison is made
+    from gatedv_stats.comparison import Comparison
+    from gatedv_stats.pairing import PairedLosses
 
 CURVE_FILE_NAME = "curve.csv"
 RUN_FILE_NAME = "run.json"
@@ -252,7 +257,12 @@ def eval_groups(runs: tuple[LossRun, ...]) -> list[EvalGroup]:
     grouped: dict = defaultdict(lambda: defaultdict(list))
     for run in runs:
         if not is_override(run):
-            grouped[(run.eval_set, _lr_of(run))][run.arm].append(run)
+            same = grouped[(run.eval_set, _lr_of(run))][run.arm]
+            twin = next((other for other in same if other.seed == run.seed), None)
+            if twin is not None:
+                raise InputError(f"arm {run.arm} seed {run.seed} on eval set {run.eval_set} at LR "
+                                 f"{format_lr(_lr_of(run))} appears twice: {twin.source} and {run.source}")
+            same.append(run)
     keys = sorted(grouped, key=lambda key: (_eval_set_sort_key(key[0]), -1.0 if key[1] is None else key[1]))
     return [EvalGroup(eval_set, lr, dict(grouped[(eval_set, lr)])) for eval_set, lr in keys]
 
@@ -497,7 +507,7 @@ def comparison_section(ctx: ReportContext) -> Section:
                 ctx.comparisons[(eval_set, group.lr, variant)] = result
                 rows.append(_comparison_row(variant, result))
                 diffs.append(pd.DataFrame({"comparison": label, "diff": _per_token_differences(paired)}))
-                per_seed += _per_seed_rows(label, paired, result)
+                per_seed += _per_seed_rows(label, result)
             if rows:
                 row_groups.append(RowGroup(group.label, tuple(rows)))
         if not row_groups:
@@ -529,7 +539,7 @@ def comparison_section(ctx: ReportContext) -> Section:
     return Section(key, title, intro=tuple(notes), tables=tuple(tables), figures=tuple(figures))
 
 
-def _comparison_row(variant: str, result) -> tuple[Cell, ...]:
+def _comparison_row(variant: str, result: Comparison) -> tuple[Cell, ...]:
     return row(
         variant,
         format_ppl(result.baseline.ppl_mean, result.baseline.ppl_sd),
@@ -542,11 +552,11 @@ def _comparison_row(variant: str, result) -> tuple[Cell, ...]:
     )
 
 
-def _per_token_differences(paired) -> np.ndarray:
-    return np.mean(paired.variant - paired.baseline, axis=0) / paired.n_targets
+def _per_token_differences(paired: PairedLosses) -> np.ndarray:
+    return document_differences(paired.baseline, paired.variant) / paired.n_targets
 
 
-def _per_seed_rows(label: str, paired, result) -> list[dict]:
+def _per_seed_rows(label: str, result: Comparison) -> list[dict]:
     return [
         {"comparison": label, "role": role, "arm": summary.arm, "seed": int(seed), "ppl": float(ppl)}
         for role, summary in (("reference", result.baseline), ("variant", result.variant))
@@ -683,6 +693,41 @@ def inference_swap_section(ctx: ReportContext) -> Section:
     return Section(key, title, tables=tuple(tables))
 
 
+BENCH_FORMAT = "gatedv-bench-1"
+GIB = 1024**3
+
+
+def cost_section(ctx: ReportContext) -> Section:
+    """Table 6: paired time ratios (full-context forward, training step) and peak memory from `gatedv bench`."""
+    key, title = "cost", "Computational cost"
+    if not ctx.inputs.bench:
+        return omitted(key, title, f"No benchmark results ({BENCH_GLOB}, written by gatedv bench --out) among the "
+                                   "inputs, so there is no cost table.")
+    tables = []
+    for i, result in enumerate(ctx.inputs.bench, start=1):
+        source = result["source"]
+        if result.get("format") != BENCH_FORMAT:
+            raise InputError(f"{source}: not a gatedv bench result (format {result.get('format')!r}, expected "
+                             f"{BENCH_FORMAT!r})")
+        try:
+            summary, base, variant = result["summary"], result["baseline_arm"], result["variant_arm"]
+            rows = (
+                row("Full-context forward time ratio", "1.000000", f"{float(summary['forward_ratio']):.6f}"),
+                row("Training-step time ratio", "1.000000", f"{float(summary['step_ratio']):.6f}"),
+                row(f"Peak memory, {result['memory_kind']} (GiB)",
+                    f"{summary['peak_memory_baseline_bytes'] / GIB:.4f}",
+                    f"{summary['peak_memory_variant_bytes'] / GIB:.4f}"),
+            )
+            caption = (f"Cost of {variant} against {base} ({len(result['pairs'])} seed pair(s), {result['rounds']} "
+                       f"alternating rounds × ({result['warmup']} warm-up + {result['calls']} timed) calls per mode, "
+                       f"batch {result['batch_size']} × {result['seq_len']}, {result['device_name']}): per round the "
+                       f"median call time, the ratio {variant} / {base}, its median over rounds, the mean over seeds.")
+        except (KeyError, TypeError, ValueError) as error:
+            raise InputError(f"{source}: bench result lacks or mangles {error}") from None
+        tables.append(Table(f"cost-{i}", caption, ("Measure", base, variant), "lrr", (RowGroup(None, rows),)))
+    return Section(key, title, tables=tuple(tables))
+
+
 def curves_section(ctx: ReportContext) -> Section:
     """Figures 2 and 3: training-curve ΔP(t) with per-pair curves, and absolute PPL over the final quarter."""
     key, title = "curves", "Training curves"
@@ -765,6 +810,7 @@ SECTION_BUILDERS: tuple[Callable[[ReportContext], Section], ...] = (
     ablation_section,
     learning_rates_section,
     inference_swap_section,
+    cost_section,
     curves_section,
     provenance_section,
 )

@@ -15,6 +15,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats import metrics
 from gatedv_stats.breakdowns import Breakdown, breakdown
 from gatedv_stats.comparison import Comparison, compare
+from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.permutation import SignFlipTest, sign_flip_test
 from gatedv_stats.resampling import interval_from_distribution
@@ -91,11 +92,14 @@ def analyze(paired: PairedLosses, *, samples: int = 2000, level: float = 0.95, s
     except ValueError as error:  # resampling's message for a degenerate sample (e.g. one document)
         bca = None
         notes.append(f"no BCa interval: {error}")
-    if paired.n_pairs >= 2:
-        seed_level = seed_uncertainty(paired, samples=samples, confidence=level, seed=seed, progress=progress)
-    else:
-        seed_level = None
+    seed_level = None
+    if paired.n_pairs < 2:
         notes.append("one seed pair: no seed-level interval, t interval or sign test (they need at least 2 pairs)")
+    else:
+        try:
+            seed_level = seed_uncertainty(paired, samples=samples, confidence=level, seed=seed, progress=progress)
+        except InputError as error:  # e.g. identical arms: no spread over seeds, every pair tied
+            notes.append(f"no seed-level statistics: {error}")
     return ReviewerAnalysis(
         comparison=comparison,
         bca_interval=bca,

@@ -129,7 +129,9 @@ def seed_document_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_targets
     resampled documents and ΔP = mean PPL_variant / mean PPL_baseline − 1 over the resampled pairs.
     """
     baseline, variant, n = _check_arrays(baseline, variant, n_targets)
-    _check_level(samples, confidence)
+    if samples < 1:
+        raise InputError(f"samples must be ≥ 1, got {samples}")
+    _check_confidence(confidence)
     n_seeds, n_docs = baseline.shape
     observed = metrics.delta_p(metrics.perplexity(metrics.token_nll(baseline, n)).mean(),
                                metrics.perplexity(metrics.token_nll(variant, n)).mean())
@@ -167,7 +169,7 @@ def paired_t_interval(log_ratios: np.ndarray, *, confidence: float = 0.95) -> Pa
         raise InputError("paired t interval: per-seed log PPL ratios must be finite")
     if np.ptp(r) == 0:
         raise InputError("paired t interval: every seed pair has the same log PPL ratio, so its spread is zero")
-    _check_level(1, confidence)
+    _check_confidence(confidence)
     result = stats.ttest_1samp(r, 0.0)
     interval = result.confidence_interval(confidence)
     mean = float(r.mean())
@@ -260,8 +262,6 @@ def _check_arrays(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarr
     return baseline, variant, n
 
 
-def _check_level(samples: int, confidence: float) -> None:
-    if samples < 1:
-        raise InputError(f"samples must be ≥ 1, got {samples}")
+def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise InputError(f"confidence must lie strictly between 0 and 1, got {confidence}")

@@ -3,6 +3,7 @@
 import gzip
 import json
 import platform
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -122,3 +123,20 @@ def test_listing_hash_depends_on_names_and_sizes_not_location(tmp_path):
     assert first.fingerprint_parts() != second.fingerprint_parts()  # different files on this machine
     (tmp_path / "two" / "a.jsonl").write_text('{"text": "longer"}\n')
     assert open_corpus(str(tmp_path / "two" / "a.jsonl")).listing_sha256 != first.listing_sha256
+
+
+def test_hugging_face_reader_streams_rows_through_datasets(monkeypatch, web_corpus):
+    import types
+
+    calls = []
+
+    def load_dataset(name, config, split, streaming):
+        calls.append((name, config, split, streaming))
+        return iter(web_corpus["records"][:5])
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    corpus = open_corpus("hf:HuggingFaceFW/fineweb-edu:sample-10BT", max_docs=4)
+    documents = list(corpus.documents())
+    assert calls == [("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", True)]
+    assert [d.doc_id for d in documents] == [r["id"] for r in web_corpus["records"][:4]]
+    assert documents[0].domain == "host0.example.com"

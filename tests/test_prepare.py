@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 from cli import app
+from gatedv_stats.errors import InputError
 from trainer.corpus import open_corpus
 from trainer.data import PreparedData
 from trainer.prepare import prepare
@@ -131,6 +132,22 @@ def test_stdlib_fixture_manifest(prepared_data):
     assert manifest["tokenizer"]["sha256"] == hashlib.sha256(data.tokenizer_path.read_bytes()).hexdigest()
     assert data.manifest_sha256 == hashlib.sha256((prepared_data / "manifest.json").read_bytes()).hexdigest()
     assert manifest["eval_sets"]["dev"]["sha256"] == data.eval_set("dev").sha256
+
+
+def test_eval_set_files_are_checked_against_the_manifest(web_data, tmp_path):
+    import pyarrow.parquet as pq
+
+    by_path = web_data.eval_set(web_data.path / "heldout.parquet")
+    assert by_path.sha256 == web_data.eval_set("heldout").sha256 == web_data.manifest["eval_sets"]["heldout"]["sha256"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for item in web_data.path.iterdir():
+        (copy / item.name).write_bytes(item.read_bytes())
+    table = pq.read_table(copy / "dev.parquet")
+    pq.write_table(table.set_column(3, "n_bytes", [[n + 1 for n in table.column("n_bytes").to_pylist()]]),
+                   copy / "dev.parquet")
+    with pytest.raises(InputError, match=r"dev.parquet: content does not match the manifest's SHA-256"):
+        PreparedData.open(copy).eval_set("dev")
 
 
 def test_cli_prepares_caps_with_a_warning_and_prints_json(web_corpus, tmp_path):

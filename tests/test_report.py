@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -70,7 +71,20 @@ def medium_experiment(root: Path) -> Path:
                extra={"value_act": "silu"})
     write_runs(root, {"gatedv": ppls_with_moments(4300.232, 899.037, 3)}, eval_set="heldout", lr=3e-4, seeds=seeds,
                extra={"value_act": "linear"})
+    write_bench(root / "bench.json")
     return root
+
+
+def write_bench(path: Path, **overrides) -> None:
+    """A `gatedv bench --out` result with the paper's Table 6 summary."""
+    gib = 1024**3
+    result = {"format": "gatedv-bench-1", "baseline_arm": "baseline", "variant_arm": "gatedv", "rounds": 7,
+              "warmup": 3, "calls": 10, "batch_size": 8, "seq_len": 256, "device_name": "NVIDIA GB10",
+              "memory_kind": "CUDA peak allocated", "pairs": [{}, {}, {}],
+              "summary": {"forward_ratio": 1.007003, "step_ratio": 1.011433,
+                          "peak_memory_baseline_bytes": round(1.7525 * gib), "peak_memory_variant_bytes": round(1.8569 * gib),
+                          "peak_memory_ratio": 1.8569 / 1.7525}, **overrides}
+    path.write_text(json.dumps(result), encoding="utf-8")
 
 
 def report(inputs: list[Path], out: Path, fmt: str, *extra: str) -> str:
@@ -186,11 +200,21 @@ def test_medium_lr_selection_table3_and_inference_swap(medium):
     assert md_row(md, "baseline (trained linear)", "20.233 ± 0.068", "102.565 ± 31.053")
     assert md_row(md, "gatedv (trained silu)", "4,300.232 ± 899.037", "19.748 ± 0.047")
     assert md_row(md, "baseline", "12 / 384", "6 / 64", "1,152")  # setup from the config metadata
+    assert md_row(md, "Full-context forward time ratio", "1.000000", "1.007003")
+    assert md_row(md, "Training-step time ratio", "1.000000", "1.011433")
+    assert md_row(md, "Peak memory, CUDA peak allocated (GiB)", "1.7525", "1.8569")
 
 
 def test_default_output_inside_the_experiment_and_curves(tmp_path):
     root = small_experiment(tmp_path / "exp")
     write_curves(root / "runs" / "curve.csv", {"baseline": 59.0, "gatedv": 57.9}, [0, 1, 2, 3, 4], 0.0048)
+    for variant in ("baseline", "gatedv"):  # trainer run records (gatedv train): the Table 1 analogue
+        record = {"size": "small", "variant": variant, "seed": 0, "lr": 0.0048, "updates": 32768, "warmup": 512,
+                  "batch_size": 8, "parameters": 2328192,
+                  "model_config": {"n_layers": 6, "d_model": 128, "n_heads": 4, "d_ff": 384, "vocab_size": 8192,
+                                   "seq_len": 256}}
+        (root / "runs" / f"{variant}-0").mkdir(parents=True)
+        (root / "runs" / f"{variant}-0" / "run.json").write_text(json.dumps(record), encoding="utf-8")
     result = runner.invoke(app, ["report", str(root), "--format", "md", "--samples", "50"])
     assert result.exit_code == 0, result.output
     md = (root / "report.md").read_text(encoding="utf-8")
@@ -198,6 +222,9 @@ def test_default_output_inside_the_experiment_and_curves(tmp_path):
     assert "(report_figures/final-quarter-lr-0-0048.svg)" in md
     assert (root / "report_figures" / "delta-p-curve-lr-0-0048.svg").stat().st_size > 1000
     assert re.search(r"\| \S*/runs/curve\.csv \| curve file \| `[0-9a-f]{64}` \|", md)
+    assert md_row(md, "baseline", "6 / 128", "4 / 32", "384", "8,192", "2,328,192", "32,768", "512", "8", "67,108,864",
+                  "0.0024, 0.0048")
+    assert "No benchmark results (bench\\*.json" in md  # Markdown-escaped star
 
 
 def test_without_reference_arm_sections_say_why_then_reference_option(tmp_path):
@@ -231,10 +258,19 @@ def test_unreadable_and_missing_inputs_fail_with_one_line(tmp_path):
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+    write_bench(tmp_path / "bench.json", format="something-else")
+    result = runner.invoke(app, ["report", str(tmp_path / "bench.json"), str(small_input(tmp_path)), "--out",
+                                 str(tmp_path / "r.md")])
+    assert result.exit_code == 2 and "bench.json: not a gatedv bench result" in result.output, result.output
     (tmp_path / "notes.txt").write_text("hello")
     result = runner.invoke(app, ["report", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "r.md")])
     assert result.exit_code == 2 and "notes.txt: not a loss file" in result.output
     assert not (tmp_path / "r.md").exists()
+
+
+def small_input(folder: Path) -> Path:
+    write_runs(folder / "runs", {"baseline": [20.0, 21.0], "gatedv": [19.0, 20.0]}, eval_set="heldout", lr=0.001)
+    return folder / "runs"
 
 
 def test_bad_options_fail_with_one_line(small, tmp_path):

@@ -18,6 +18,7 @@ import platform
 import sysconfig
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -111,21 +112,19 @@ def open_corpus(spec: str, *, on_decode_error: str = "skip", max_docs: int | Non
         root = Path(sysconfig.get_paths()["stdlib"])
         files = _stdlib_files(root)
         return Corpus(listing=_listing(root, files), _stamps=_stamps(files),
-                      _reader=lambda counts: _read_stdlib(root, files, on_decode_error, counts), **common)
+                      _reader=partial(_read_stdlib, root, files, on_decode_error), **common)
     if spec.startswith("builtin:"):
         raise InputError(f"{spec}: unknown built-in corpus (available: {BUILTIN_STDLIB})")
     if spec.startswith(HF_PREFIX):
         name, _, config = spec[len(HF_PREFIX):].partition(":")
         if not name:
             raise InputError(f"{spec}: expected hf:NAME or hf:NAME:CONFIG")
-        return Corpus(listing=((spec, 0),), _reader=lambda counts: _read_hf(spec, name, config or None, on_decode_error, counts),
+        return Corpus(listing=((spec, 0),), _reader=partial(_read_hf, spec, name, config or None, on_decode_error),
                       **common)
     root, files = _resolve_files(spec)
-    if all(path.suffix == ".txt" for path in files):
-        reader = lambda counts: _read_txt(root, files, on_decode_error, counts)  # noqa: E731
-    else:
-        reader = lambda counts: _read_records(root, files, on_decode_error, counts)  # noqa: E731
-    return Corpus(listing=_listing(root, files), _stamps=_stamps(files), _reader=reader, **common)
+    read = _read_txt if all(path.suffix == ".txt" for path in files) else _read_records
+    return Corpus(listing=_listing(root, files), _stamps=_stamps(files),
+                  _reader=partial(read, root, files, on_decode_error), **common)
 
 
 def url_domain(url: str) -> str | None:

@@ -138,10 +138,6 @@ class WindowSampler:
         windows = self._tokens[starts[:, None] + np.arange(WINDOW)]
         return torch.from_numpy(windows.astype(np.int64))
 
-    def state_dict(self) -> dict:
-        """What a checkpoint needs to rebuild this sampler (the update index is the trainer's)."""
-        return {"seed": self.seed, "n_windows": self.n_windows}
-
 
 @dataclass(frozen=True)
 class PreparedData:

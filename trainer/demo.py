@@ -16,7 +16,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.lossfiles import read_loss_inputs, select_runs
 from gatedv_stats.pairing import pair_runs
 from gatedv_stats.report import write_report
-from trainer.data import EVAL_SET_NAMES
+from trainer.data import EVAL_SET_NAMES, MANIFEST, PreparedData
 from trainer.device import select_device
 from trainer.prepare import PrepareWarning, prepare
 from trainer.sweep import Experiment, run_experiment
@@ -77,7 +77,8 @@ def demo_experiment(out: Path, *, updates: int, seeds: int) -> Experiment:
 
 def run_demo(out: str | Path = "gatedv-demo", *, updates: int = UPDATES, seeds: int = SEEDS, device: str = "auto",
              jobs: int | None = None, corpus: str = CORPUS, progress: bool = True) -> DemoResult:
-    """Run the demo into `out` (data, runs, report); a prepared `out/data` and finished runs are reused.
+    """Run the demo into `out` (data, runs, report); `out/data` is prepared from `corpus` unless it already
+    holds a prepared data directory, and finished runs are reused.
 
     On a CPU the runs go two at a time in separate processes (one thread each), which suits small models.
     """
@@ -86,9 +87,12 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int = UPDATES, seeds: 
     experiment = demo_experiment(out, updates=updates, seeds=seeds)
     if jobs is None:
         jobs = 2 if select_device(device).type == "cpu" and (os.cpu_count() or 1) >= 2 else 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrepareWarning)  # small evaluation sets: said in the summary instead
-        prepared = prepare(corpus, out / "data", progress=progress)
+    if (experiment.data / MANIFEST).is_file():  # a data directory already there is used as it is
+        manifest = PreparedData.open(experiment.data).manifest
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrepareWarning)  # small evaluation sets: said in the summary instead
+            manifest = prepare(corpus, experiment.data, progress=progress).manifest
     run_experiment(experiment, jobs=jobs, runtime=Runtime(device=device, progress=progress))
     runs = read_loss_inputs([experiment.out])
     comparisons: dict[str, Comparison] = {}
@@ -97,8 +101,8 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int = UPDATES, seeds: 
         comparisons[name] = compare(paired, seed=0)
     reports = tuple(str(write_report([experiment.out], out / file, fmt)) for fmt, file in REPORT_FORMATS.items())
     rates = [read_run_record(run.run_dir).get("tokens_per_second", math.nan) for run in experiment.runs()]
-    return DemoResult(out=str(out), corpus=prepared.manifest["corpus"]["spec"], updates=updates,
+    return DemoResult(out=str(out), corpus=manifest["corpus"]["spec"], updates=updates,
                       seeds=experiment.seeds,
-                      eval_docs={name: prepared.manifest["eval_sets"][name]["documents"] for name in EVAL_SET_NAMES},
+                      eval_docs={name: manifest["eval_sets"][name]["documents"] for name in EVAL_SET_NAMES},
                       comparisons=comparisons, reports=reports, wall_seconds=time.perf_counter() - began,
                       tokens_per_second=sum(rates) / len(rates))

@@ -210,8 +210,9 @@ class _Preparation:
                              f"{WINDOW} bytes; the evaluation sets need at least {_MAX_GROUP_SHARE} such groups")
         n_per_set = min(eval_docs, cap)
         if n_per_set < eval_docs:
-            self._warn(f"{self.source.spec}: only {len(order)} domain groups can hold an evaluation document; "
-                       f"evaluation sets capped at {n_per_set} documents each (asked for {eval_docs})")
+            self._warn(f"{self.source.spec}: only {len(order)} domain groups can hold an evaluation document and "
+                       f"each set takes at most a quarter of them; evaluation sets capped at {n_per_set} documents "
+                       f"each (asked for {eval_docs})")
         # At most half of the groups become candidates: the rest train the tokenizer (2N <= half by the cap).
         n_candidates = min(len(order) // 2, math.ceil(2 * n_per_set * _CANDIDATE_SLACK) + _CANDIDATE_EXTRA)
         self.candidate_order = order[:n_candidates]

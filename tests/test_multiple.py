@@ -1,0 +1,94 @@
+"""Many arms against a reference: Holm / BH against hand-written step procedures, raw tests against scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gatedv_stats import metrics
+from gatedv_stats.errors import InputError
+from gatedv_stats.multiple import adjust_p_values, compare_arms, pair_with_reference
+from gatedv_stats.permutation import sign_flip_test
+from gatedv_stats.synthetic import synthetic_runs
+
+
+def holm_by_hand(p):
+    p = np.asarray(p)
+    order = np.argsort(p)
+    m = p.size
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, (m - rank) * p[index])
+        adjusted[index] = min(1.0, running)
+    return adjusted
+
+
+def bh_by_hand(p):
+    p = np.asarray(p)
+    order = np.argsort(p)[::-1]
+    m = p.size
+    adjusted = np.empty(m)
+    running = 1.0
+    for position, index in enumerate(order):
+        rank = m - position
+        running = min(running, m * p[index] / rank)
+        adjusted[index] = running
+    return adjusted
+
+
+@pytest.mark.parametrize("p", [[0.01, 0.04, 0.03, 0.2], [0.001, 0.5, 0.049, 0.012, 0.9, 0.02], [0.3]])
+def test_adjustments_match_the_step_procedures(p):
+    adjusted = adjust_p_values(p)
+    assert adjusted["holm"] == pytest.approx(holm_by_hand(p), rel=1e-12)
+    assert adjusted["bh"] == pytest.approx(bh_by_hand(p), rel=1e-12)
+
+
+@pytest.fixture
+def runs():
+    return synthetic_runs({"baseline": [30.0, 30.5, 29.8, 30.2], "gatedv": [29.4, 29.9, 29.6, 29.7],
+                           "q-silu": [30.4, 30.9, 30.1, 30.3], "v-tanh": [30.1, 30.4, 29.7, 30.3]},
+                          n_docs=30, seed=9, seeds=[1, 2, 3, 4])
+
+
+def test_every_arm_is_tested_against_the_reference_and_adjusted(runs):
+    pairs = pair_with_reference(runs, "baseline")
+    assert [pair.variant_arm for pair in pairs] == ["gatedv", "q-silu", "v-tanh"]
+    result = compare_arms(pairs, resamples=2000, seed=1)
+    t_raw, perm_raw = [], []
+    for pair, row in zip(pairs, result.arms):
+        nll_b = metrics.token_nll(pair.baseline, pair.n_targets)
+        nll_v = metrics.token_nll(pair.variant, pair.n_targets)
+        assert row.t_p_value == pytest.approx(stats.ttest_rel(nll_v, nll_b).pvalue, rel=1e-10)
+        expected_perm = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_targets,
+                                       resamples=2000, seed=1).p_value
+        assert row.permutation_p_value == expected_perm
+        assert row.delta_p == pytest.approx(np.exp(nll_v).mean() / np.exp(nll_b).mean() - 1, rel=1e-12)
+        t_raw.append(row.t_p_value)
+        perm_raw.append(row.permutation_p_value)
+    assert [row.t_p_holm for row in result.arms] == pytest.approx(holm_by_hand(t_raw))
+    assert [row.t_p_bh for row in result.arms] == pytest.approx(bh_by_hand(t_raw))
+    assert [row.permutation_p_holm for row in result.arms] == pytest.approx(holm_by_hand(perm_raw))
+    assert [row.permutation_p_bh for row in result.arms] == pytest.approx(bh_by_hand(perm_raw))
+    assert result.arms[0].improved_pairs == 4 and result.arms[1].improved_pairs == 0
+    frame = result.to_frame()
+    assert list(frame["arm"]) == ["gatedv", "q-silu", "v-tanh"] and "t_p_holm" in frame
+    text = result.summary()
+    assert "every arm against baseline (3 comparisons" in text and "4/4" in text and "0/4" in text
+
+
+def test_one_seed_arms_get_no_t_test_but_keep_the_permutation_family(runs):
+    single = [run for run in runs if run.seed == 1]
+    result = compare_arms(pair_with_reference(single, "baseline"), resamples=500)
+    assert all(row.t_p_value is None and row.t_p_holm is None for row in result.arms)
+    assert all(0 < row.permutation_p_holm <= 1 for row in result.arms)
+    assert "no seed-level t test" in result.notes[0]
+    assert "n/a" in result.summary()
+
+
+def test_reference_errors(runs):
+    with pytest.raises(InputError, match="no runs of arm 'lstm'"):
+        pair_with_reference(runs, "lstm")
+    with pytest.raises(InputError, match="only the reference arm"):
+        pair_with_reference([run for run in runs if run.arm == "baseline"], "baseline")

@@ -1,0 +1,315 @@
+"""SPEC §7 cost benchmark (paper Table 6): paired time ratios and peak memory of two model checkpoints.
+
+Protocol. Fixed synthetic inputs (batch 8 × 256). Over R rounds the two models alternate (baseline first
+in even rounds, variant first in odd rounds, so neither always runs on a warmer machine); per round and mode
+(full-context forward; training step) each model makes W untimed warm-up calls and then K timed calls, with
+the device synchronised before and after each timed call. Per round the median call time of each model and
+their ratio variant / baseline; per seed the median ratio over rounds; the reported ratio is the mean over
+seeds. Peak memory is measured per model on its own: CUDA peak allocated memory (counters reset between the
+two models), or on a CPU the peak resident set size of a fresh process that runs only that model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gatedv_stats.errors import InputError
+
+MODES = ("forward", "step")
+FORMAT = "gatedv-bench-1"
+GIB = 1024**3
+
+
+def time_calls(
+    calls: dict[str, dict[str, Callable[[], object]]],
+    *,
+    rounds: int,
+    warmup: int,
+    timed: int,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[], None] = lambda: None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Run the alternating protocol over `calls[model][mode]`; return `[model][mode]` → (rounds,) medians (s).
+
+    Models alternate order every round (the first model of `calls` leads even rounds); within a round each
+    mode runs for each model in turn: `warmup` untimed calls, then `timed` calls each bracketed by `sync`.
+    """
+    if rounds < 1 or warmup < 0 or timed < 1:
+        raise InputError(f"bench: need rounds ≥ 1, warmup ≥ 0, calls ≥ 1 (got {rounds}, {warmup}, {timed})")
+    names = list(calls)
+    modes = list(calls[names[0]])
+    medians = {name: {mode: np.empty(rounds) for mode in modes} for name in names}
+    for r in range(rounds):
+        for mode in modes:
+            for name in names if r % 2 == 0 else names[::-1]:
+                fn = calls[name][mode]
+                for _ in range(warmup):
+                    fn()
+                times = np.empty(timed)
+                for k in range(timed):
+                    sync()
+                    start = clock()
+                    fn()
+                    sync()
+                    times[k] = clock() - start
+                medians[name][mode][r] = np.median(times)
+    return medians
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """One mode of one seed pair: per-round median call times and their ratios."""
+
+    baseline_s: tuple[float, ...]
+    variant_s: tuple[float, ...]
+
+    @property
+    def ratios(self) -> np.ndarray:
+        return np.asarray(self.variant_s) / np.asarray(self.baseline_s)
+
+    @property
+    def ratio(self) -> float:
+        """Median over rounds of the per-round ratio variant / baseline."""
+        return float(np.median(self.ratios))
+
+    def to_dict(self) -> dict:
+        return {"baseline_s": list(self.baseline_s), "variant_s": list(self.variant_s),
+                "ratios": self.ratios.tolist(), "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One seed: the two checkpoints, the modes' results and each model's peak memory (bytes)."""
+
+    seed: int | None
+    baseline: dict  # path, sha256, variant name
+    variant: dict
+    modes: dict[str, ModeResult]
+    peak_memory_bytes: dict[str, int]  # "baseline" / "variant"
+
+    def to_dict(self) -> dict:
+        return {"seed": self.seed, "baseline": self.baseline, "variant": self.variant,
+                "modes": {mode: result.to_dict() for mode, result in self.modes.items()},
+                "peak_memory_bytes": self.peak_memory_bytes}
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The benchmark: settings, one PairResult per seed, and the Table 6 summary."""
+
+    settings: dict
+    pairs: tuple[PairResult, ...]
+
+    def mode_ratio(self, mode: str) -> float:
+        """Mean over seeds of the per-seed median ratio."""
+        return float(np.mean([pair.modes[mode].ratio for pair in self.pairs]))
+
+    def peak_memory(self, arm: str) -> int:
+        """Median over seeds of the arm's peak memory (bytes)."""
+        return int(np.median([pair.peak_memory_bytes[arm] for pair in self.pairs]))
+
+    def summary_dict(self) -> dict:
+        return {
+            "forward_ratio": self.mode_ratio("forward"),
+            "step_ratio": self.mode_ratio("step"),
+            "peak_memory_baseline_bytes": self.peak_memory("baseline"),
+            "peak_memory_variant_bytes": self.peak_memory("variant"),
+            "peak_memory_ratio": self.peak_memory("variant") / self.peak_memory("baseline"),
+        }
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, **self.settings, "pairs": [pair.to_dict() for pair in self.pairs],
+                "summary": self.summary_dict()}
+
+    def summary(self) -> str:
+        s = self.summary_dict()
+        arms = (self.settings["baseline_arm"], self.settings["variant_arm"])
+        memory = self.settings["memory_kind"]
+        lines = [
+            f"{'':30}{arms[0]:>14}{arms[1]:>14}",
+            f"{'full-context forward ratio':30}{1.0:>14.6f}{s['forward_ratio']:>14.6f}",
+            f"{'training-step ratio':30}{1.0:>14.6f}{s['step_ratio']:>14.6f}",
+            f"{'peak memory (GiB, ' + memory + ')':30}"
+            f"{s['peak_memory_baseline_bytes'] / GIB:>14.4f}{s['peak_memory_variant_bytes'] / GIB:>14.4f}",
+            "",
+            f"{len(self.pairs)} seed pair(s); {self.settings['rounds']} rounds × ({self.settings['warmup']} warm-up + "
+            f"{self.settings['calls']} timed) calls per mode; batch {self.settings['batch_size']} × "
+            f"{self.settings['seq_len']}; {self.settings['device_name']}",
+        ]
+        for pair in self.pairs:
+            lines.append(f"  seed {pair.seed}: forward {pair.modes['forward'].ratio:.4f} "
+                         f"(rounds {', '.join(f'{x:.3f}' for x in pair.modes['forward'].ratios)}), "
+                         f"step {pair.modes['step'].ratio:.4f}")
+        return "\n".join(lines)
+
+
+# --- the two modes on a real model -----------------------------------------------------------------------
+
+
+def synthetic_batch(vocab_size: int, batch_size: int, seq_len: int, device: torch.device) -> torch.Tensor:
+    """Fixed token windows (batch_size, seq_len + 1): inputs and next-token targets, the same for every model."""
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=generator).to(device)
+
+
+def mode_calls(model: torch.nn.Module, batch: torch.Tensor, device: torch.device) -> dict[str, Callable[[], object]]:
+    """The two timed calls of one model: a full-context forward, and a training step (forward, backward,
+    gradient clipping, AdamW) exactly as `gatedv train` takes it."""
+    from trainer.train import CLIP_NORM, make_optimizer, next_token_loss
+
+    optimizer = make_optimizer(model, 1e-4, device)
+    inputs = batch[:, :-1]
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(inputs)
+
+    def step() -> None:
+        loss = next_token_loss(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return {"forward": forward, "step": step}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _run_seed(extra: dict) -> int | None:
+    run = extra.get("run")
+    return run.get("seed") if isinstance(run, dict) else None
+
+
+def peak_memory_bytes(checkpoint: Path, device: torch.device, batch_size: int) -> int:
+    """Peak memory of one model doing one forward and one training step, measured apart from any other model.
+
+    CUDA: peak allocated memory after resetting the counters. CPU: peak RSS of a fresh Python process that
+    loads only this checkpoint (`python -m trainer.bench --peak-rss`), so the two models never mix.
+    """
+    if device.type == "cuda":
+        from trainer.checkpoint import load_checkpoint
+
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        model = load_checkpoint(checkpoint, device).model
+        calls = mode_calls(model, synthetic_batch(model.config.vocab_size, batch_size, model.config.seq_len, device),
+                           device)
+        calls["forward"]()
+        calls["step"]()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        del model, calls
+        torch.cuda.empty_cache()
+        return int(peak)
+    command = [sys.executable, "-m", "trainer.bench", "--peak-rss", str(checkpoint), "--batch", str(batch_size)]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    if done.returncode != 0:
+        raise RuntimeError(f"peak-RSS subprocess failed for {checkpoint}: {done.stderr.strip()[-500:]}")
+    return int(json.loads(done.stdout)["peak_rss_bytes"])
+
+
+def run_bench(
+    baseline_checkpoints: list[Path],
+    variant_checkpoints: list[Path],
+    *,
+    rounds: int = 7,
+    warmup: int = 3,
+    calls: int = 10,
+    batch_size: int = 8,
+    device: torch.device | None = None,
+    progress: bool = True,
+) -> BenchResult:
+    """SPEC §7 over seed pairs (baseline_checkpoints[i], variant_checkpoints[i])."""
+    from tqdm import tqdm
+
+    from trainer.checkpoint import load_checkpoint
+
+    device = device or torch.device("cpu")
+    if not baseline_checkpoints or len(baseline_checkpoints) != len(variant_checkpoints):
+        raise InputError(f"bench: need one --variant checkpoint per baseline checkpoint "
+                         f"(got {len(baseline_checkpoints)} baseline, {len(variant_checkpoints)} variant)")
+    pairs, arms = [], set()
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    for base_path, var_path in tqdm(list(zip(map(Path, baseline_checkpoints), map(Path, variant_checkpoints))),
+                                    desc="bench seed pairs", unit="pair", file=sys.stderr, disable=not progress):
+        base, var = load_checkpoint(base_path, device), load_checkpoint(var_path, device)
+        for what in ("vocab_size", "seq_len"):
+            if getattr(base.config, what) != getattr(var.config, what):
+                raise InputError(f"{var_path}: {what} {getattr(var.config, what)} differs from "
+                                 f"{base_path} ({getattr(base.config, what)})")
+        seed_b, seed_v = _run_seed(base.extra), _run_seed(var.extra)
+        if seed_b is not None and seed_v is not None and seed_b != seed_v:
+            raise InputError(f"{var_path}: seed {seed_v} is not the seed {seed_b} of {base_path} (pair by seed)")
+        arms.add((base.config.variant, var.config.variant))
+        batch = synthetic_batch(base.config.vocab_size, batch_size, base.config.seq_len, device)
+        medians = time_calls(
+            {"baseline": mode_calls(base.model, batch, device), "variant": mode_calls(var.model, batch, device)},
+            rounds=rounds, warmup=warmup, timed=calls, sync=sync,
+        )
+        del base, var
+        pairs.append(PairResult(
+            seed=seed_b if seed_b is not None else seed_v,
+            baseline={"path": str(base_path), "sha256": _sha256(base_path)},
+            variant={"path": str(var_path), "sha256": _sha256(var_path)},
+            modes={mode: ModeResult(tuple(medians["baseline"][mode]), tuple(medians["variant"][mode]))
+                   for mode in MODES},
+            peak_memory_bytes={"baseline": peak_memory_bytes(base_path, device, batch_size),
+                               "variant": peak_memory_bytes(var_path, device, batch_size)},
+        ))
+    if len(arms) != 1:
+        raise InputError(f"bench: the pairs mix architectures {sorted(arms)}; give one baseline and one variant")
+    (baseline_arm, variant_arm), = arms
+    settings = {
+        "baseline_arm": baseline_arm, "variant_arm": variant_arm,
+        "rounds": rounds, "warmup": warmup, "calls": calls, "batch_size": batch_size,
+        "seq_len": int(batch.shape[1] - 1), "precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32",
+        "device": str(device), "device_name": _device_name(device),
+        "memory_kind": "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss",
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+    }
+    return BenchResult(settings=settings, pairs=tuple(pairs))
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def _peak_rss_main(argv: list[str]) -> None:
+    """Child process of `peak_memory_bytes` on a CPU: one model, one forward and one step, print peak RSS."""
+    from trainer.checkpoint import load_checkpoint
+
+    checkpoint, batch_size = Path(argv[argv.index("--peak-rss") + 1]), int(argv[argv.index("--batch") + 1])
+    device = torch.device("cpu")
+    model = load_checkpoint(checkpoint, device).model
+    calls = mode_calls(model, synthetic_batch(model.config.vocab_size, batch_size, model.config.seq_len, device),
+                       device)
+    calls["forward"]()
+    calls["step"]()
+    # ru_maxrss is in KiB on Linux.
+    print(json.dumps({"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+
+
+if __name__ == "__main__":
+    _peak_rss_main(sys.argv)
