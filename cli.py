@@ -74,10 +74,10 @@ class _ManyFilesCommand(typer.core.TyperCommand):
 
 @app.command("bootstrap", cls=_ManyFilesCommand)
 def bootstrap_command(
-    tables: list[str] = typer.Argument(None, help="Long tables or directories holding both arms (name them with "
+    tables: list[str] = typer.Argument(None, metavar="LONG_TABLE", help="Long tables or directories holding both arms (name them with "
                                         "--baseline-arm / --variant-arm).", show_default=False),
-    baseline: list[str] = typer.Option(None, "--baseline", help="Baseline loss files (or directories).", show_default=False),
-    variant: list[str] = typer.Option(None, "--variant", help="Variant loss files (or directories).", show_default=False),
+    baseline: list[str] = typer.Option(None, "--baseline", metavar="FILE...", help="Baseline loss files (or directories).", show_default=False),
+    variant: list[str] = typer.Option(None, "--variant", metavar="FILE...", help="Variant loss files (or directories).", show_default=False),
     baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
     variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
     eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set (dev, heldout, ...).",

@@ -39,7 +39,7 @@ def measure(which: str, n_docs: int, method: str, varying_targets: bool) -> dict
 
     d, n_targets = make_sample(n_docs, varying_targets)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if which == "ours":
         result = document_bootstrap(d, n_targets, samples=SAMPLES, seed=0, method=method)
         interval = result.confidence_interval
@@ -50,9 +50,9 @@ def measure(which: str, n_docs: int, method: str, varying_targets: bool) -> dict
         result = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=SAMPLES,
                                  method="BCa" if method == "bca" else "percentile", rng=np.random.default_rng(0))
         interval = tuple(result.confidence_interval)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": seconds, "peak_rss_mib": peak, "rss_after_imports_mib": rss_before,
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_mib": peak, "rss_after_imports_mib": rss_before,
             "interval": [float(x) for x in interval]}
 
 
@@ -66,8 +66,10 @@ def in_subprocess(which: str, n_docs: int, method: str = "percentile", varying_t
 
 def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"B = {SAMPLES:,} resamples; times are one run each, peak RSS per process (MiB)\n")
+    print(f"B = {SAMPLES:,} resamples; one run each: wall and CPU seconds (CPU time is steadier on a shared"
+          " machine), peak RSS per process (MiB)\n")
     header = f"{'N':>9} {'targets':>8} {'method':>10} {'ours s':>8} {'scipy s':>8} {'ratio':>7} " \
+             f"{'ours cpu':>9} {'scipy cpu':>10} {'ratio':>7} " \
              f"{'ours MiB':>9} {'scipy MiB':>10} {'imports MiB':>12}  intervals (ours | scipy)"
     print(header)
     cases = [(2048, "percentile", False), (2048, "percentile", True), (2048, "bca", False),
@@ -76,12 +78,13 @@ def main() -> None:
         ours = in_subprocess("ours", n_docs, method, varying)
         theirs = in_subprocess("scipy", n_docs, method, varying)
         print(f"{n_docs:>9,} {'varying' if varying else '256':>8} {method:>10} {ours['seconds']:>8.3f} "
-              f"{theirs['seconds']:>8.3f} {theirs['seconds'] / ours['seconds']:>6.1f}x {ours['peak_rss_mib']:>9.0f} "
+              f"{theirs['seconds']:>8.3f} {theirs['seconds'] / ours['seconds']:>6.1f}x {ours['cpu_seconds']:>9.3f} "
+              f"{theirs['cpu_seconds']:>10.3f} {theirs['cpu_seconds'] / ours['cpu_seconds']:>6.1f}x {ours['peak_rss_mib']:>9.0f} "
               f"{theirs['peak_rss_mib']:>10.0f} {ours['rss_after_imports_mib']:>12.0f}  "
               f"[{ours['interval'][0]:.6f}, {ours['interval'][1]:.6f}] | "
               f"[{theirs['interval'][0]:.6f}, {theirs['interval'][1]:.6f}]", flush=True)
     big = in_subprocess("ours", 1_000_000, "percentile", True)
-    print(f"\nN = 1,000,000 (varying targets), ours only: {big['seconds']:.2f} s, peak RSS {big['peak_rss_mib']:.0f} MiB "
+    print(f"\nN = 1,000,000 (varying targets), ours only: {big['seconds']:.2f} s ({big['cpu_seconds']:.2f} s CPU), peak RSS {big['peak_rss_mib']:.0f} MiB "
           f"({big['rss_after_imports_mib']:.0f} MiB after imports and data); target < 1 GiB")
 
 

@@ -66,12 +66,7 @@ def read_loss_file(path: str | Path, *, arm: str | None = None, seed: int | None
 
 def read_long_table(path: str | Path) -> list[LossRun]:
     """Read a table holding many runs (columns `arm`, `seed`, `doc_id`, `n_targets`, `loss_sum`)."""
-    path = Path(path)
-    frame, _ = _read_table(path)
-    missing = [column for column in RUN_KEYS if column not in frame.columns]
-    if missing:
-        raise InputError(f"{path}: a long table needs the columns arm and seed; missing {', '.join(missing)}")
-    return _read_runs(path)
+    return _read_runs(Path(path), long_table=True)
 
 
 def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...]) -> list[LossRun]:
@@ -116,7 +111,7 @@ def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     docs = validate_docs(docs, str(path))
     table = pa.Table.from_pandas(docs, preserve_index=False)
     kv = dict(table.schema.metadata or {})
-    kv.update({key.encode(): json.dumps(value).encode() for key, value in meta.items()})
+    kv.update({key.encode(): json.dumps(value, default=_json_default).encode() for key, value in meta.items()})
     with atomic_path(path) as tmp:
         pq.write_table(table.replace_schema_metadata(kv), tmp)
 
@@ -160,6 +155,13 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _json_default(value: object) -> object:
+    """numpy scalars and arrays in metadata (a seed from an array, a config of numpy ints)."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")
 
 
 def _numeric(series: pd.Series, column: str, source: str) -> np.ndarray:
@@ -260,13 +262,16 @@ def _decode_parquet_metadata(raw: dict) -> dict:
     return meta
 
 
-def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None) -> list[LossRun]:
+def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None, long_table: bool = False) -> list[LossRun]:
     frame, file_meta = _read_table(path)
+    missing = [column for column in RUN_KEYS if column not in frame.columns]
+    if long_table and missing:
+        raise InputError(f"{path}: a long table needs the columns arm and seed; missing {', '.join(missing)}")
     if len(frame) == 0:
         raise InputError(f"{path}: no rows")
     sha256 = file_sha256(path)
     meta_columns = [column for column in META_KEYS if column in frame.columns]
-    if "arm" in frame.columns and "seed" in frame.columns:
+    if not missing:
         groups = list(frame.groupby([frame["arm"].astype(str), frame["seed"].astype(str)], sort=True))
     else:
         groups = [((None, None), frame)]

@@ -67,7 +67,8 @@ def sign_flip_test(
     d = np.asarray(differences, dtype=np.float64)
     n = np.asarray(n_targets, dtype=np.float64)
     if d.ndim != 1 or d.shape != n.shape or d.size == 0:
-        raise InputError(f"sign-flip test: differences {d.shape} and n_targets {n.shape} must be equal 1-D shapes with ≥ 1 document")
+        raise InputError(f"sign-flip test: differences {d.shape} and n_targets {n.shape} must be equal 1-D shapes "
+                         "with ≥ 1 document")
     if not np.all(np.isfinite(d)):
         raise InputError("sign-flip test: per-document differences must be finite")
     if alternative not in ALTERNATIVES:

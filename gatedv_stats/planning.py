@@ -29,6 +29,7 @@ from gatedv_stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.lossfiles import LossRun, select_runs
 from gatedv_stats.pairing import PairedLosses, pair_runs
+from gatedv_stats.seed_uncertainty import paired_arrays
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ class StudyPlan:
         many_docs = ("not estimable: the pilot shows no seed variation beyond document noise (σ_seed² = 0)"
                      if self.seeds_required_many_docs is None else f"{self.seeds_required_many_docs}")
         lines = [
-            f"pilot: {self.n_seeds} paired seeds × {self.n_docs} documents, mean log PPL ratio {fmt.format_nll_diff(c.mean_log_ratio)}",
+            f"pilot: {self.n_seeds} paired seeds × {self.n_docs} documents, "
+            f"mean log PPL ratio {fmt.format_nll_diff(c.mean_log_ratio)}",
             "variance components (per-token log loss, nats²):",
             f"  seed (σ_seed²)      {c.seed_var:.3e}   observed var of r_s over seeds: {c.seed_ratio_var:.3e}",
             f"  document (σ_doc²)   {c.doc_var:.3e}   observed var of d_i/n_i over documents: {c.doc_diff_var:.3e}",
@@ -85,7 +87,8 @@ class StudyPlan:
             f"α = {self.alpha:g} two-sided, power {self.power:g} (statsmodels TTestPower)",
             f"  paired seeds needed on {self.n_docs} documents: {self.seeds_required}",
             f"  paired seeds needed with unlimited documents: {many_docs}",
-            f"  evaluation documents needed for the document-level test with {self.n_seeds} seeds: {self.docs_required:,}",
+            f"  evaluation documents needed for the document-level test with {self.n_seeds} seeds: "
+            f"{fmt.format_count(self.docs_required)}",
             f"minimum detectable |ΔP| of the pilot design: seed level {100 * self.seed_level_mde:.2f}% "
             f"({self.n_seeds} seeds), document level {100 * self.doc_level_mde:.2f}% ({self.n_docs} documents)",
             "  the seed-level test generalises to new training seeds; the document-level test holds the trained "
@@ -103,14 +106,11 @@ def variance_components(baseline: np.ndarray, variant: np.ndarray, n_targets: np
     PPL ratios r_s (token-weighted, as the paired t test uses them) and of the seed-averaged per-token
     document differences d_i / n_i.
     """
-    baseline = np.asarray(baseline, dtype=np.float64)
-    variant = np.asarray(variant, dtype=np.float64)
-    n = np.asarray(n_targets, dtype=np.float64)
-    if baseline.ndim != 2 or baseline.shape != variant.shape or n.shape != (baseline.shape[1],):
-        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_targets {n.shape} must be (S, N), (S, N), (N,)")
+    baseline, variant, n = paired_arrays(baseline, variant, n_targets)
     n_seeds, n_docs = baseline.shape
     if n_seeds < 2 or n_docs < 2:
-        raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 documents, got {n_seeds} × {n_docs}")
+        raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 documents, "
+                         f"got {n_seeds} × {n_docs}")
     x = (variant - baseline) / n
     grand = x.mean()
     seed_means = x.mean(axis=1)
@@ -136,8 +136,9 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
     """Paired seeds and documents detecting a relative ΔP of `effect`, and the pilot design's detectable ΔP."""
     if not math.isfinite(effect) or effect <= -1.0 or effect == 0.0:
         raise InputError(f"--effect: a relative ΔP must be non-zero and greater than −1 (e.g. 0.02), got {effect}")
-    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
-        raise InputError(f"alpha and power must lie strictly between 0 and 1, got {alpha} and {power}")
+    for name, value in (("--alpha", alpha), ("--power", power)):
+        if not 0.0 < value < 1.0:
+            raise InputError(f"{name}: must lie strictly between 0 and 1 (got {value})")
     log_effect = abs(math.log1p(effect))
     # The pilot's own design rests on the observed variances; the components project to other designs.
     seed_sd = math.sqrt(components.seed_ratio_var)

@@ -40,7 +40,8 @@ _LATEX_SYMBOLS = {
     "ΔP": r"$\Delta_P$", "P\u0304": r"$\overline{P}$", "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%",
     "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}", "\u2212": "$-$", "±": r"$\pm$", "×": r"$\times$", "Δ": r"$\Delta$",
-    "≥": r"$\geq$", "≤": r"$\leq$", "<": r"\textless{}", ">": r"\textgreater{}",
+    "≥": r"$\geq$", "≤": r"$\leq$", "<": r"\textless{}", ">": r"\textgreater{}", "→": r"$\rightarrow$",
+    "≈": r"$\approx$", "·": r"$\cdot$",
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -170,7 +171,8 @@ def discover_inputs(inputs: list[Path]) -> ExperimentInputs:
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
-    runs = read_loss_inputs(loss_paths) if loss_paths else []
+    # A file named twice (itself and through its directory) counts once.
+    runs = list({run.source: run for run in read_loss_inputs(loss_paths)}.values()) if loss_paths else []
     if not runs:
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
@@ -771,18 +773,23 @@ def curves_section(ctx: ReportContext) -> Section:
 
 def provenance_section(ctx: ReportContext) -> Section:
     """Every input file with its SHA-256, the runs with their seeds and hashes, configurations and settings."""
-    files = Table("provenance-files", "Input files.", ("File", "Kind", "SHA-256"), "lll",
-                  (RowGroup(None, tuple(row(file.path, file.kind, Cell(file.sha256, mono=True))
+    root = os.path.commonpath([os.path.abspath(file.path) for file in ctx.inputs.files])
+    if os.path.isfile(root):
+        root = os.path.dirname(root)
+    files = Table("provenance-files", f"Input files (paths relative to {root}).", ("File", "Kind", "SHA-256"), "lll",
+                  (RowGroup(None, tuple(row(_relative(file.path, root), file.kind, Cell(file.sha256, mono=True))
                                         for file in ctx.inputs.files)),))
     runs = sorted(ctx.inputs.runs, key=lambda run: (_eval_set_sort_key(run.eval_set), run.arm, run.seed, run.source))
     run_table = Table(
         "provenance-runs", "Evaluated runs.",
-        ("Arm", "Seed", "Peak LR", "Eval set", "Value act", "Step", "Documents", "Source", "Eval set SHA-256"),
-        "lrllllrll",
+        ("Arm", "Seed", "Peak LR", "Eval set", "Value act", "Step", "Documents", "File", "Eval set SHA-256",
+         "Checkpoint SHA-256"),
+        "lrllllrlll",
         (RowGroup(None, tuple(row(
             run.arm, str(run.seed), format_lr(_lr_of(run)), str(run.eval_set or "—"),
             str(run.meta.get("value_act") or "—"), str(run.meta.get("step", "—")), format_count(len(run.docs)),
-            run.source, Cell(str(run.meta.get("eval_set_sha256") or "—")[:16], mono=True)) for run in runs)),))
+            _relative(run.source, root), Cell(str(run.meta.get("eval_set_sha256") or "—"), mono=True),
+            Cell(str(run.meta.get("checkpoint_sha256") or "—"), mono=True)) for run in runs)),))
     versions = sorted({str(run.meta["gatedv_version"]) for run in ctx.inputs.runs if run.meta.get("gatedv_version")})
     hashes = {key: sorted({str(run.meta[key]) for run in ctx.inputs.runs if run.meta.get(key)})
               for key in ("tokenizer_sha256", "data_manifest_sha256")}
@@ -801,6 +808,12 @@ def provenance_section(ctx: ReportContext) -> Section:
                if config}
     blocks = tuple(Block(f"Configuration {i}", text) for i, text in enumerate(configs, start=1))
     return Section("provenance", "Provenance", tables=(files, run_table, settings), blocks=blocks)
+
+
+def _relative(source: str, root: str) -> str:
+    """A run's source ("path" or "path[arm=A,seed=S]") with the path relative to `root`."""
+    path, bracket, rest = source.partition("[")
+    return os.path.relpath(os.path.abspath(path), root) + bracket + rest
 
 
 SECTION_BUILDERS: tuple[Callable[[ReportContext], Section], ...] = (

@@ -15,6 +15,8 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from tqdm import tqdm
 
+from gatedv_stats.errors import InputError
+
 METHODS = ("percentile", "bca")
 CHUNK_ELEMENTS = 1 << 16  # indices per chunk: 512 KiB of int64 plus a 512 KiB gather buffer
 
@@ -119,7 +121,7 @@ def _bca_probabilities(d: np.ndarray, n: np.ndarray, statistic: float, distribut
     below = np.count_nonzero(distribution < statistic) + np.count_nonzero(distribution <= statistic)
     z0 = ndtri(below / (2.0 * distribution.size))
     if d.size < 2:
-        raise ValueError("the BCa interval needs at least two documents")
+        raise InputError("the BCa interval needs at least two documents")
     jackknife = (d.sum() - d) / (n.sum() - n)
     spread = jackknife.mean() - jackknife
     scale = np.sum(spread ** 2) ** 1.5
@@ -129,5 +131,5 @@ def _bca_probabilities(d: np.ndarray, n: np.ndarray, statistic: float, distribut
         shifted = z0 + z_alpha
         probabilities.append(float(ndtr(z0 + shifted / (1.0 - acceleration * shifted))))
     if any(math.isnan(p) for p in probabilities):
-        raise ValueError("the BCa interval is undefined for this sample (a degenerate bootstrap distribution)")
+        raise InputError("the BCa interval is undefined for this sample (a degenerate bootstrap distribution)")
     return probabilities[0], probabilities[1]

@@ -111,7 +111,8 @@ class SeedUncertainty:
             f"[{fmt.format_delta_p(b.low)}, {fmt.format_delta_p(b.high)}]",
             f"paired t on per-seed log PPL ratios (df {t.df}): mean {fmt.format_nll_diff(t.mean_log_ratio)}, "
             f"{pct} interval {fmt.format_interval(t.low, t.high)}, p = {t.p_value:.4g}; as a PPL ratio "
-            f"{fmt.format_delta_p(t.ratio_change)} [{fmt.format_delta_p(t.ratio_low)}, {fmt.format_delta_p(t.ratio_high)}]",
+            f"{fmt.format_delta_p(t.ratio_change)} "
+            f"[{fmt.format_delta_p(t.ratio_low)}, {fmt.format_delta_p(t.ratio_high)}]",
             f"sign test: {fmt.format_pairs(s.improved, s.n_pairs)} pairs improved"
             + (f" ({s.ties} tied)" if s.ties else "")
             + f", one-sided exact p = {s.p_value:.4g}",
@@ -128,7 +129,9 @@ def seed_document_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_targets
     Each resample draws S seed pairs and N documents with replacement; per-seed PPLs are recomputed on the
     resampled documents and ΔP = mean PPL_variant / mean PPL_baseline − 1 over the resampled pairs.
     """
-    baseline, variant, n = _check_arrays(baseline, variant, n_targets)
+    baseline, variant, n = paired_arrays(baseline, variant, n_targets)
+    if baseline.shape[0] < 2:
+        raise InputError(f"seed × document bootstrap: needs at least 2 paired seeds, got {baseline.shape[0]}")
     if samples < 1:
         raise InputError(f"samples must be ≥ 1, got {samples}")
     _check_confidence(confidence)
@@ -210,6 +213,7 @@ def percentile_seed_coverage(n_seeds: int, confidence: float = 0.95) -> float:
 def few_seed_limits(n_seeds: int, confidence: float = 0.95) -> tuple[str, ...]:
     """Plain statements of what S paired seeds can and cannot show."""
     pct = round(100 * confidence)
+    coverage = round(100 * percentile_seed_coverage(n_seeds, confidence))
     alpha = 1.0 - confidence
     critical = stats.t.ppf(1 - alpha / 2, n_seeds - 1)
     z = stats.norm.ppf(1 - alpha / 2)
@@ -227,7 +231,7 @@ def few_seed_limits(n_seeds: int, confidence: float = 0.95) -> tuple[str, ...]:
         f"with {n_seeds} seeds",
         sign,
         f"two-level bootstrap: only {math.comb(2 * n_seeds - 1, n_seeds)} distinct seed resamples, and when seed "
-        f"variation dominates its {pct}% interval covers only about {100 * percentile_seed_coverage(n_seeds, confidence):.0f}% "
+        f"variation dominates its {pct}% interval covers only about {coverage}% "
         "(it ignores the t correction); read it as a lower bound on the uncertainty",
     )
 
@@ -251,14 +255,15 @@ def seed_uncertainty(paired: PairedLosses, *, samples: int = 2000, confidence: f
     )
 
 
-def _check_arrays(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray):
+def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
+                  n_targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (S, N), (S, N), (N,) float64 arrays of a paired comparison, shapes checked."""
     baseline = np.asarray(baseline, dtype=np.float64)
     variant = np.asarray(variant, dtype=np.float64)
     n = np.asarray(n_targets, dtype=np.float64)
     if baseline.ndim != 2 or baseline.shape != variant.shape or n.shape != (baseline.shape[1],):
-        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_targets {n.shape} must be (S, N), (S, N), (N,)")
-    if baseline.shape[0] < 2:
-        raise InputError(f"seed × document bootstrap: needs at least 2 paired seeds, got {baseline.shape[0]}")
+        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_targets {n.shape} "
+                         "must be (S, N), (S, N), (N,)")
     return baseline, variant, n
 
 

@@ -207,6 +207,13 @@ def test_bad_options(run_files, option, value, message):
     assert_input_error(invoke("--baseline", *baseline, "--variant", *variant, option, value), message)
 
 
+def test_bca_needs_two_documents(tmp_path):
+    baseline = write_csv(tmp_path / "b.csv", good_frame(1, n_docs=1))
+    variant = write_csv(tmp_path / "v.csv", good_frame(1, "gatedv", n_docs=1))
+    assert_input_error(invoke("--baseline", baseline, "--variant", variant, "--method", "bca"),
+                       "the BCa interval needs at least two documents")
+
+
 def test_long_table_needs_the_arm_names(run_files, tmp_path):
     assert_input_error(invoke(str(tmp_path), "--baseline-arm", "baseline"),
                        "--variant-arm", "arms found: baseline, gatedv")

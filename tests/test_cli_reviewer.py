@@ -92,7 +92,8 @@ def test_analyze_text_and_long_table_mode(run_dir, tmp_path):
     assert result.exit_code == 0, result.stderr
     text = result.stdout
     for fragment in ("reviewer statistics:", "BCa interval for D", "sign-flip permutation test", "0/3 pairs improved",
-                     "critical t = 4.30", "cannot reach one-sided p ≤ 0.05", "bits per byte:", "D by n_bytes (quantile bins)"):
+                     "critical t = 4.30", "cannot reach one-sided p ≤ 0.05", "bits per byte:",
+                     "D by n_bytes (quantile bins)"):
         assert fragment in text, fragment
 
 
@@ -169,6 +170,8 @@ def test_plan_prints_a_plan_and_its_json(run_dir):
 
 @pytest.mark.parametrize("arms, extra, fragments", [
     (["baseline", "gatedv"], ["--effect", "0"], ["--effect"]),
+    (["baseline", "gatedv"], ["--effect", "0.02", "--power", "1.5"], ["--power: must lie strictly between 0 and 1"]),
+    (["baseline", "gatedv"], ["--effect", "0.02", "--alpha", "0"], ["--alpha: must lie strictly between 0 and 1"]),
     (["baseline"], ["--effect", "0.02"], ["a baseline and one variant arm"]),
     (["baseline", "gatedv", "q-silu"], ["--effect", "0.02"], ["--variant-arm", "baseline, gatedv, q-silu"]),
     (["gatedv", "q-silu"], ["--effect", "0.02"], ["--baseline-arm"]),

@@ -30,8 +30,8 @@ def docs_frame(n_docs: int = 5, seed: int = 0) -> pd.DataFrame:
 def test_parquet_round_trip_keeps_documents_metadata_and_hash(tmp_path):
     path = tmp_path / "run.parquet"
     docs = docs_frame()
-    meta = {"arm": "gatedv", "seed": 20270211, "lr": 3e-4, "step": 100, "eval_set": "heldout",
-            "config": {"d_model": 128, "n_layers": 6}, "value_act": None}
+    meta = {"arm": "gatedv", "seed": np.int64(20270211), "lr": np.float64(3e-4), "step": 100, "eval_set": "heldout",
+            "config": {"d_model": np.int64(128), "n_layers": 6}, "value_act": None}  # numpy values are welcome
     write_loss_file(path, docs, meta)
     run = read_loss_file(path)
     assert (run.arm, run.seed) == ("gatedv", 20270211)

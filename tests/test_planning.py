@@ -33,7 +33,7 @@ def test_components_match_a_two_way_anova_from_statsmodels():
     x = (study.variant - study.baseline) / study.n_targets
     frame = pd.DataFrame({"x": x.ravel(), "seed": np.repeat(np.arange(4), 15), "doc": np.tile(np.arange(15), 4)})
     table = anova_lm(smf.ols("x ~ C(seed) + C(doc)", data=frame).fit())
-    ms_seed, ms_doc, ms_resid = table.loc["C(seed)", "mean_sq"], table.loc["C(doc)", "mean_sq"], table.loc["Residual", "mean_sq"]
+    ms_seed, ms_doc, ms_resid = (table.loc[term, "mean_sq"] for term in ("C(seed)", "C(doc)", "Residual"))
     assert result.residual_var == pytest.approx(ms_resid, rel=1e-9)
     assert result.seed_var == pytest.approx(max(0.0, (ms_seed - ms_resid) / 15), rel=1e-9, abs=1e-15)
     assert result.doc_var == pytest.approx(max(0.0, (ms_doc - ms_resid) / 4), rel=1e-9, abs=1e-15)

@@ -165,6 +165,8 @@ def test_latex_uses_booktabs_and_markdown_figures_exist(small):
     tex = small["latex"]
     assert tex.count("\\begin{tabular}") == tex.count("\\bottomrule") >= 4
     assert "\\toprule" in tex and "\\midrule" in tex and "\\usepackage{booktabs}" in tex
+    pdfs = re.findall(r"\\includegraphics\[[^\]]*\]\{([^}]+)\}", tex)
+    assert len(pdfs) == 4 and all((small["out"] / name).read_bytes().startswith(b"%PDF") for name in pdfs)
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", small["md"])
     assert figures, "the Markdown report shows figures"
     for name in figures:
@@ -221,7 +223,7 @@ def test_default_output_inside_the_experiment_and_curves(tmp_path):
     assert "(report_figures/delta-p-curve-lr-0-0048.svg)" in md
     assert "(report_figures/final-quarter-lr-0-0048.svg)" in md
     assert (root / "report_figures" / "delta-p-curve-lr-0-0048.svg").stat().st_size > 1000
-    assert re.search(r"\| \S*/runs/curve\.csv \| curve file \| `[0-9a-f]{64}` \|", md)
+    assert re.search(r"\| runs/curve\.csv \| curve file \| `[0-9a-f]{64}` \|", md)
     assert md_row(md, "baseline", "6 / 128", "4 / 32", "384", "8,192", "2,328,192", "32,768", "512", "8", "67,108,864",
                   "0.0024, 0.0048")
     assert "No benchmark results (bench\\*.json" in md  # Markdown-escaped star
@@ -262,6 +264,12 @@ def test_unreadable_and_missing_inputs_fail_with_one_line(tmp_path):
     result = runner.invoke(app, ["report", str(tmp_path / "bench.json"), str(small_input(tmp_path)), "--out",
                                  str(tmp_path / "r.md")])
     assert result.exit_code == 2 and "bench.json: not a gatedv bench result" in result.output, result.output
+    twice = small_input(tmp_path / "twice")
+    copy = tmp_path / "copy" / "baseline_0.parquet"
+    copy.parent.mkdir()
+    copy.write_bytes(next(twice.rglob("baseline_0.parquet")).read_bytes())
+    result = runner.invoke(app, ["report", str(twice), str(copy), "--out", str(tmp_path / "r.md")])
+    assert result.exit_code == 2 and "arm baseline seed 0 on eval set heldout at LR 0.001 appears twice" in result.output
     (tmp_path / "notes.txt").write_text("hello")
     result = runner.invoke(app, ["report", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "r.md")])
     assert result.exit_code == 2 and "notes.txt: not a loss file" in result.output
@@ -285,3 +293,4 @@ def test_bad_options_fail_with_one_line(small, tmp_path):
 def test_latex_escape():
     assert latex_escape("a_b & 50% #1 {x} ~ ^") == r"a\_b \& 50\% \#1 \{x\} \textasciitilde{} \textasciicircum{}"
     assert latex_escape("−2.03% ± ΔP P̄ \\") == r"$-$2.03\% $\pm$ $\Delta_P$ $\overline{P}$ \textbackslash{}"
+    assert latex_escape("1.2 → 1.1 × 2 ≥ 1") == r"1.2 $\rightarrow$ 1.1 $\times$ 2 $\geq$ 1"

@@ -25,7 +25,7 @@ def test_paired_t_interval_matches_statsmodels():
     assert result.p_value == pytest.approx(p_value, rel=1e-10)
     assert result.df == df == 4
     assert result.mean_log_ratio == pytest.approx(r.mean())
-    assert result.ratio_low == pytest.approx(math.exp(low) - 1) and result.ratio_high == pytest.approx(math.exp(high) - 1)
+    assert (result.ratio_low, result.ratio_high) == pytest.approx((math.exp(low) - 1, math.exp(high) - 1))
     assert result.critical_t == pytest.approx(2.1318468, rel=1e-6)  # t_0.95 with 4 df
 
 

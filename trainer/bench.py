@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -200,32 +199,43 @@ def _run_seed(extra: dict) -> int | None:
     return run.get("seed") if isinstance(run, dict) else None
 
 
-def peak_memory_bytes(checkpoint: Path, device: torch.device, batch_size: int) -> int:
-    """Peak memory of one model doing one forward and one training step, measured apart from any other model.
+def peak_memory_bytes(checkpoints: dict[str, Path], device: torch.device, batch_size: int) -> dict[str, int]:
+    """Peak memory of each model doing one forward and one training step, each measured apart from the others.
 
-    CUDA: peak allocated memory after resetting the counters. CPU: peak RSS of a fresh Python process that
-    loads only this checkpoint (`python -m trainer.bench --peak-rss`), so the two models never mix.
+    CUDA: peak allocated memory, counters reset before each model. CPU: peak RSS of a fresh Python process
+    per checkpoint (`python -m trainer.bench --peak-rss`; run side by side, so the models never mix).
     """
     if device.type == "cuda":
         from trainer.checkpoint import load_checkpoint
 
+        peaks = {}
+        for arm, checkpoint in checkpoints.items():
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+            model = load_checkpoint(checkpoint, device).model
+            batch = synthetic_batch(model.config.vocab_size, batch_size, model.config.seq_len, device)
+            calls = mode_calls(model, batch, device)
+            calls["forward"]()
+            calls["step"]()
+            torch.cuda.synchronize(device)
+            peaks[arm] = int(torch.cuda.max_memory_allocated(device))
+            del model, calls, batch
         torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-        model = load_checkpoint(checkpoint, device).model
-        calls = mode_calls(model, synthetic_batch(model.config.vocab_size, batch_size, model.config.seq_len, device),
-                           device)
-        calls["forward"]()
-        calls["step"]()
-        torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device)
-        del model, calls
-        torch.cuda.empty_cache()
-        return int(peak)
-    command = [sys.executable, "-m", "trainer.bench", "--peak-rss", str(checkpoint), "--batch", str(batch_size)]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
-    if done.returncode != 0:
-        raise RuntimeError(f"peak-RSS subprocess failed for {checkpoint}: {done.stderr.strip()[-500:]}")
-    return int(json.loads(done.stdout)["peak_rss_bytes"])
+        return peaks
+    children = {
+        arm: subprocess.Popen(
+            [sys.executable, "-m", "trainer.bench", "--peak-rss", str(path), "--batch", str(batch_size)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for arm, path in checkpoints.items()
+    }
+    peaks = {}
+    for arm, child in children.items():
+        stdout, stderr = child.communicate()
+        if child.returncode != 0:
+            raise RuntimeError(f"peak-RSS process failed for {checkpoints[arm]}: {stderr.strip()[-500:]}")
+        peaks[arm] = int(json.loads(stdout)["peak_rss_bytes"])
+    return peaks
 
 
 def run_bench(
@@ -273,8 +283,7 @@ def run_bench(
             variant={"path": str(var_path), "sha256": _sha256(var_path)},
             modes={mode: ModeResult(tuple(medians["baseline"][mode]), tuple(medians["variant"][mode]))
                    for mode in MODES},
-            peak_memory_bytes={"baseline": peak_memory_bytes(base_path, device, batch_size),
-                               "variant": peak_memory_bytes(var_path, device, batch_size)},
+            peak_memory_bytes=peak_memory_bytes({"baseline": base_path, "variant": var_path}, device, batch_size),
         ))
     if len(arms) != 1:
         raise InputError(f"bench: the pairs mix architectures {sorted(arms)}; give one baseline and one variant")

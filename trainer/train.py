@@ -260,44 +260,22 @@ class _Loop:
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None, broadcast_buffers=False)
         if self.runtime.compile:
             model = torch.compile(model)
-        local = self.spec.batch_size // self.where.world
-        tokens_per_update = self.spec.batch_size * (self.model.config.seq_len)
-        bar = tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
-                   desc=f"{self.spec.variant} seed {self.spec.seed}",
-                   disable=not (self.runtime.progress and self.where.main))
+        tokens_per_update = self.spec.batch_size * self.model.config.seq_len
         trained_from = self.update
-        while self.update < stop_at:
-            began = time.perf_counter()
-            batch = self.sampler.batch(self.update, self.spec.batch_size)
-            batch = batch[self.where.rank * local : (self.where.rank + 1) * local].to(self.device, non_blocking=True)
-            lr = learning_rate(self.update, peak=self.spec.lr, warmup=self.spec.warmup, updates=self.spec.updates)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            with self.runtime.precision.autocast(self.device):
-                loss = next_token_loss(model, batch)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)
-            value = loss.detach()
-            if self.where.world > 1:
-                dist.all_reduce(value)
-                value /= self.where.world
-            value = value.item()
-            if not math.isfinite(value):
-                self._diverged(value)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.update += 1
-            self.window[0] += value
-            self.window[1] += 1
-            self.train_seconds += time.perf_counter() - began
-            rate = (self.update - trained_from) * tokens_per_update / self.train_seconds
-            bar.set_postfix_str(f"loss {value:.3f}, {rate:,.0f} tok/s", refresh=False)
-            bar.update()
-            if self.update % self.spec.eval_every == 0 or self.update == self.spec.updates:
-                self._record()
-            elif self.update == stop_at:
-                self._save()
-        bar.close()
+        with tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
+                  desc=f"{self.spec.variant} seed {self.spec.seed}",
+                  disable=not (self.runtime.progress and self.where.main)) as bar:
+            while self.update < stop_at:
+                began = time.perf_counter()
+                value = self._step(model)
+                self.train_seconds += time.perf_counter() - began
+                rate = (self.update - trained_from) * tokens_per_update / self.train_seconds
+                bar.set_postfix_str(f"loss {value:.3f}, {rate:,.0f} tok/s", refresh=False)
+                bar.update()
+                if self.update % self.spec.eval_every == 0 or self.update == self.spec.updates:
+                    self._record()
+                elif self.update == stop_at:
+                    self._save()
         trained = self.update - trained_from
         result = TrainResult(run_dir=str(self.run_dir),
                              status="finished" if self.update == self.spec.updates else "stopped",
@@ -308,6 +286,32 @@ class _Loop:
             _write_run_record(self.run_dir, self.spec, status=result.status, update=self.update,
                               train_seconds=result.train_seconds, tokens_per_second=result.tokens_per_second)
         return result
+
+    def _step(self, model: torch.nn.Module) -> float:
+        """One update on this process's slice of the global batch; returns the global mean training loss."""
+        local = self.spec.batch_size // self.where.world
+        batch = self.sampler.batch(self.update, self.spec.batch_size)
+        batch = batch[self.where.rank * local : (self.where.rank + 1) * local].to(self.device, non_blocking=True)
+        lr = learning_rate(self.update, peak=self.spec.lr, warmup=self.spec.warmup, updates=self.spec.updates)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with self.runtime.precision.autocast(self.device):
+            loss = next_token_loss(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)
+        value = loss.detach()
+        if self.where.world > 1:
+            dist.all_reduce(value)
+            value /= self.where.world
+        value = value.item()
+        if not math.isfinite(value):
+            self._diverged(value)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.update += 1
+        self.window[0] += value
+        self.window[1] += 1
+        return value
 
     def _start(self, resume: bool) -> None:
         exists = self.checkpoint_path.is_file()

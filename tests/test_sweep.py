@@ -1,0 +1,142 @@
+"""Grids from TOML: run layout, skip / resume / evaluate-only, divergence, select-lr and the confirmation grid."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import cli
+import trainer.train as train_module
+from trainer.sweep import load_experiment
+from trainer.train import Runtime, train
+
+GRID = """
+name = "grid"
+data = "{data}"
+config = "tiny"
+variants = ["baseline", "gatedv"]
+seeds = [1]
+lrs = [0.001, 0.02]
+updates = 2
+eval_every = 2
+batch_size = 2
+out = "runs"
+
+[select]
+confirm_seeds = [5, 6]
+"""
+
+
+def _sweep(path, *args):
+    result = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--json", *args])
+    assert result.exit_code == 0, result.stderr
+    return {(run["variant"], run["lr"]): run for run in json.loads(result.stdout)["runs"]}
+
+
+@pytest.fixture(scope="module")
+def grid(prepared_data, tmp_path_factory):
+    """The grid swept once, with one run interrupted beforehand."""
+    path = tmp_path_factory.mktemp("experiment") / "grid.toml"
+    path.write_text(GRID.format(data=prepared_data))
+    experiment = load_experiment(path)
+    interrupted = experiment.runs()[-1]
+    train(interrupted.spec, interrupted.run_dir, runtime=Runtime(device="cpu", progress=False), stop_after=1)
+    return path, _sweep(path)
+
+
+def test_every_run_is_trained_into_its_directory_with_loss_files(grid):
+    path, runs = grid
+    assert {key: run["action"] for key, run in runs.items()} == {
+        ("baseline", 0.001): "trained", ("baseline", 0.02): "trained",
+        ("gatedv", 0.001): "trained", ("gatedv", 0.02): "resumed"}
+    for (variant, lr), run in runs.items():
+        run_dir = path.parent / "runs" / variant / f"lr{lr:g}" / "seed1"
+        assert run["run_dir"] == str(run_dir) and run["status"] == "finished"
+        assert {"run.json", "checkpoint.pt", "curve.csv", "dev.parquet", "heldout.parquet"} <= {
+            p.name for p in run_dir.iterdir()}
+        assert run["dev_nll"] == pd.read_csv(run_dir / "curve.csv")["dev_nll"].iloc[-1]
+
+
+def test_a_second_sweep_skips_finished_runs_and_only_evaluates_what_is_missing(grid):
+    path, _ = grid
+    (path.parent / "runs" / "gatedv" / "lr0.001" / "seed1" / "heldout.parquet").unlink()
+    actions = {key: run["action"] for key, run in _sweep(path).items()}
+    assert actions == {("baseline", 0.001): "skipped", ("baseline", 0.02): "skipped",
+                       ("gatedv", 0.001): "evaluated", ("gatedv", 0.02): "skipped"}
+    assert (path.parent / "runs" / "gatedv" / "lr0.001" / "seed1" / "heldout.parquet").is_file()
+
+
+def test_select_lr_picks_the_lowest_final_dev_nll_and_writes_the_confirmation_grid(grid):
+    path, _ = grid
+    result = CliRunner().invoke(cli.app, ["select-lr", str(path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    selection = json.loads(result.stdout)
+    for variant in ("baseline", "gatedv"):
+        finals = {lr: pd.read_csv(path.parent / "runs" / variant / f"lr{lr:g}" / "seed1" / "curve.csv")["dev_nll"].iloc[-1]
+                  for lr in (0.001, 0.02)}
+        assert selection["selected"][variant] == min(finals, key=lambda lr: (finals[lr], lr))
+        assert selection["ppl"][variant]["0.02"] == pytest.approx(math.exp(finals[0.02]))
+    assert selection["selection_seed"] == 1
+    confirm = load_experiment(selection["confirmation_grid"])
+    assert confirm.seeds == (5, 6) and confirm.variants == ("baseline", "gatedv")
+    assert confirm.lrs == {variant: (selection["selected"][variant],) for variant in ("baseline", "gatedv")}
+    assert confirm.data.resolve() == load_experiment(path).data.resolve()
+    assert confirm.out.resolve() == (path.parent / "runs-confirm").resolve()
+    assert (confirm.updates, confirm.eval_every, confirm.batch_size, confirm.size) == (2, 2, 2, "tiny")
+
+
+def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tmp_path, monkeypatch):
+    path = tmp_path / "diverge.toml"
+    path.write_text(GRID.format(data=prepared_data).replace('["baseline", "gatedv"]', '["baseline"]')
+                    .replace("[0.001, 0.02]", "[0.001, 0.002]").replace("updates = 2", "updates = 1")
+                    .replace("eval_every = 2", "eval_every = 1"))
+    calls = []
+    original = train_module.next_token_loss
+
+    def first_call_nan(model, batch):
+        calls.append(1)
+        return original(model, batch) * (math.nan if len(calls) == 1 else 1.0)
+
+    monkeypatch.setattr(train_module, "next_token_loss", first_call_nan)
+    runs = _sweep(path)
+    assert runs[("baseline", 0.001)]["status"] == "diverged" and runs[("baseline", 0.001)]["dev_nll"] == math.inf
+    assert runs[("baseline", 0.002)]["action"] == "trained"
+    assert _sweep(path)[("baseline", 0.001)]["action"] == "skipped"
+    selected = CliRunner().invoke(cli.app, ["select-lr", str(path), "--json", "--out", str(tmp_path / "c.toml")])
+    assert selected.exit_code == 0, selected.stderr
+    assert json.loads(selected.stdout)["selected"] == {"baseline": 0.002}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("config = \"tiny\"", "config = \"tiny\"\nupdate = 3"), "unknown key(s) update"),
+    (("seeds = [1]", ""), "missing key 'seeds'"),
+    (("seeds = [1]", "seeds = [\"one\"]"), "seeds must be a int, got 'one'"),
+    (("seeds = [1]", "seeds = []"), "seeds must be a non-empty list"),
+    (("lrs = [0.001, 0.02]", "lrs = { baseline = [0.001] }"), "lrs must name exactly the variants"),
+    (("lrs = [0.001, 0.02]", "lrs = [-0.1]"), "--lr: must be a positive number, got -0.1"),
+    (("\"gatedv\"]", "\"gatedvv\"]"), "variant: unknown variant 'gatedvv'"),
+    (("out = \"runs\"", "out = \"runs\"\neval_sets = [\"heldout\"]"), "eval_sets must include 'dev'"),
+    (("name = \"grid\"", "name = grid"), "invalid TOML"),
+])
+def test_bad_experiment_files_are_one_line(prepared_data, tmp_path, change, message):
+    path = tmp_path / "bad.toml"
+    text = GRID.format(data=prepared_data)
+    assert change[0] in text
+    path.write_text(text.replace(change[0], change[1], 1))
+    result = CliRunner().invoke(cli.app, ["sweep", str(path)])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {path}: ")
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_select_lr_needs_a_finished_grid(prepared_data, tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text(GRID.format(data=prepared_data))
+    result = CliRunner().invoke(cli.app, ["select-lr", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"error: {tmp_path / 'runs' / 'baseline' / 'lr0.001' / 'seed1'}: run is not "
+                                     "started; finish the grid with `gatedv sweep` first")
+    jobs = CliRunner().invoke(cli.app, ["sweep", str(path), "--jobs", "0"])
+    assert jobs.exit_code == 2 and jobs.stderr.strip() == "error: --jobs: must be at least 1, got 0"
