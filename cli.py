@@ -436,6 +436,8 @@ def select_lr_command(
 @app.command("demo")
 def demo_command(
     out: str = typer.Option("gatedv-demo", "--out", help="Directory for data, runs and report."),
+    corpus: str = typer.Option("builtin:python-stdlib", "--corpus", help="Corpus to prepare into OUT/data when it "
+                               "holds no prepared data (any gatedv prepare corpus)."),
     updates: int = typer.Option(200, "--updates", help="Updates per run."),
     seeds: int = typer.Option(3, "--seeds", help="Paired seeds (1..N)."),
     jobs: int = typer.Option(None, "--jobs", help="Runs at a time (default: 2 on a CPU, else 1).", show_default=False),
@@ -445,7 +447,7 @@ def demo_command(
     """The main job on the embedded default: prepare, train tiny baseline and GatedV, evaluate, bootstrap, report."""
     from trainer.demo import run_demo
 
-    _echo_result(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs), as_json)
+    _echo_result(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs, corpus=corpus), as_json)
 
 
 # --- report commands (issue 6) ---

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import torch
@@ -50,6 +51,8 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--tf32", action="store_true", help="TF32 matmuls (CUDA only)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: this process's CPU time, steadier than wall time on a busy machine (use with --threads 1)")
     parser.add_argument("--seed", type=int, default=20270211)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -70,14 +73,15 @@ def main() -> None:
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     load_before = os.getloadavg()
     medians = time_calls({name: mode_calls(m, batch, device) for name, m in models.items()},
-                         rounds=args.rounds, warmup=args.warmup, timed=args.calls, sync=sync)
+                         rounds=args.rounds, warmup=args.warmup, timed=args.calls, sync=sync,
+                         clock=time.process_time if args.clock == "cpu" else time.perf_counter)
     load_after = os.getloadavg()
 
     tokens = args.batch * baseline.config.seq_len
     result = {
         "config": args.config, "batch": args.batch, "seq_len": baseline.config.seq_len, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads",
-        "precision": "tf32" if args.tf32 else "fp32", "torch": torch.__version__,
+        "precision": "tf32" if args.tf32 else "fp32", "torch": torch.__version__, "clock": args.clock,
         "rounds": args.rounds, "warmup": args.warmup, "calls": args.calls,
         "load_average_before_after": [load_before[0], load_after[0]],
         "tokens_per_s": {name: {mode: tokens / float(np.median(t)) for mode, t in per.items()}
@@ -94,7 +98,7 @@ def main() -> None:
         return
     print(f"{args.config} config, batch {args.batch} × {baseline.config.seq_len}, {result['precision']}, "
           f"{result['device_name']}, torch {torch.__version__}; {args.rounds} rounds × "
-          f"({args.warmup} warm-up + {args.calls} timed); load average {load_before[0]:.1f} → {load_after[0]:.1f}")
+          f"({args.warmup} warm-up + {args.calls} timed), {args.clock} clock; load average {load_before[0]:.1f} → {load_after[0]:.1f}")
     print(f"{'':22}{'step tok/s':>12}{'forward tok/s':>15}")
     for name in models:
         print(f"{name:22}{result['tokens_per_s'][name]['step']:>12,.0f}{result['tokens_per_s'][name]['forward']:>15,.0f}")

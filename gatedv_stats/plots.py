@@ -74,7 +74,7 @@ def doc_difference_chart(diffs: pd.DataFrame, *, title: str, bins: int = 40) -> 
     ]
     histogram = alt.Chart().mark_bar(color="#4c78a8").encode(
         x=alt.X("low:Q", title="per-document NLL difference (nats / target)"), x2="high:Q",
-        y=alt.Y("documents:Q", title="documents"),
+        y=alt.Y("documents:Q", title="documents"), y2=alt.datum(0),
         tooltip=[alt.Tooltip("low:Q", format=".4f"), alt.Tooltip("high:Q", format=".4f"), "documents:Q"],
     )
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))

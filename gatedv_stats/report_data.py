@@ -48,6 +48,8 @@ NATIVE_VALUE_ACT = {"baseline": "linear", "gatedv": "silu"}
 
 @dataclass(frozen=True)
 class Cell:
+    """One table cell: formatted text, shown bold (a selected rate) or monospaced (a hash)."""
+
     text: str
     bold: bool = False
     mono: bool = False
@@ -55,12 +57,16 @@ class Cell:
 
 @dataclass(frozen=True)
 class RowGroup:
+    """Rows under an optional group label (e.g. "development set; LR = 0.0048")."""
+
     label: str | None
     rows: tuple[tuple[Cell, ...], ...]
 
 
 @dataclass(frozen=True)
 class Table:
+    """A paper table: caption, column headers, alignment, grouped rows and notes below it."""
+
     key: str  # [a-z0-9-]: an HTML id and a LaTeX label
     caption: str
     columns: tuple[str, ...]
@@ -71,6 +77,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Figure:
+    """An Altair figure as its Vega-Lite specification, with the caption shown under it."""
+
     key: str
     title: str
     caption: str
@@ -87,6 +95,8 @@ class Block:
 
 @dataclass(frozen=True)
 class Section:
+    """One report section; `omitted` holds the sentence saying why the inputs cannot fill it."""
+
     key: str
     title: str
     intro: tuple[str, ...] = ()
@@ -98,6 +108,8 @@ class Section:
 
 @dataclass(frozen=True)
 class ReportData:
+    """Everything a template renders."""
+
     title: str
     subtitle: str
     version: str
@@ -114,10 +126,12 @@ class ReportData:
 
 
 def row(*cells: str | Cell) -> tuple[Cell, ...]:
+    """A table row from texts and cells."""
     return tuple(cell if isinstance(cell, Cell) else Cell(cell) for cell in cells)
 
 
 def omitted(key: str, title: str, why: str) -> Section:
+    """A section the inputs cannot fill, with the sentence saying why."""
     return Section(key=key, title=title, omitted=why)
 
 
@@ -125,6 +139,8 @@ def omitted(key: str, title: str, why: str) -> Section:
 
 @dataclass(frozen=True)
 class InputFile:
+    """One file read for the report, for the provenance section."""
+
     path: str
     kind: str  # "loss file", "curve file", "run file", "bench results"
     sha256: str
@@ -132,6 +148,8 @@ class InputFile:
 
 @dataclass(frozen=True)
 class ExperimentInputs:
+    """What `discover_inputs` found: loss runs, curves, trainer run records, bench results, and the files."""
+
     runs: tuple[LossRun, ...]
     curves: pd.DataFrame  # arm, seed, lr, step, dev_nll
     run_infos: tuple[dict, ...]  # run.json contents
@@ -141,6 +159,8 @@ class ExperimentInputs:
 
 @dataclass(frozen=True)
 class ReportSettings:
+    """The user's choices: reference arm (None: "baseline" when present), bootstrap B and RNG seed."""
+
     reference: str | None
     samples: int
     seed: int
@@ -325,6 +345,8 @@ def other_arms(arms, reference: str) -> list[str]:
 
 @dataclass
 class ReportContext:
+    """What every section builder receives; arm summaries and comparisons are cached here for later sections."""
+
     inputs: ExperimentInputs
     settings: ReportSettings
     reference: str | None
@@ -348,7 +370,7 @@ def make_context(inputs: ExperimentInputs, settings: ReportSettings) -> ReportCo
 # --- sections ----------------------------------------------------------------------------------------------
 
 _SETUP_COLUMNS = (  # header, alignment, text of one arm's collected values
-    ("Arm", "l"), ("Layers / width", "l"), ("Heads / head width", "l"), ("FFN hidden width", "r"),
+    ("Arm", "l"), ("Size", "l"), ("Layers / width", "l"), ("Heads / head width", "l"), ("FFN hidden width", "r"),
     ("Vocabulary", "r"), ("Parameters", "r"), ("Updates", "r"), ("Warmup", "r"), ("Batch", "r"),
     ("Target exposures", "r"), ("Peak LR", "l"), ("Seeds", "l"),
 )
@@ -365,7 +387,7 @@ def setup_section(ctx: ReportContext) -> Section:
         config = info.get("model_config") or info.get("config") or {}
         configs.setdefault(arm, config)
         entry = by_arm[arm]
-        for key in ("lr", "seed", "updates", "warmup", "parameters"):
+        for key in ("size", "lr", "seed", "updates", "warmup", "parameters"):
             _add(entry[key], info.get(key))
         batch = info.get("batch_size")
         _add(entry["batch"], batch)
@@ -383,6 +405,7 @@ def setup_section(ctx: ReportContext) -> Section:
         entry, config = by_arm[arm], configs.get(arm) or {}
         rows.append(row(
             arm,
+            _joined(entry["size"], str),
             _config_pair(config, "n_layers", "d_model"),
             _config_pair(config, "n_heads", "head_dim"),
             _config_text(config, "d_ff"),
@@ -457,21 +480,31 @@ def lr_selection_section(ctx: ReportContext) -> Section:
     except InputError as error:
         return omitted(key, title, f"The learning-rate grid cannot be read: {error}.")
     lrs = list(selection.ppl.columns)
+    parameters = _parameters_by_arm(ctx)  # Table 7 shows each variant's size beside its grid
     rows = []
     for arm in sorted(selection.ppl.index, key=lambda arm: (arm != ctx.reference, arm != GATEDV, arm)):
         cells = selection.ppl.loc[arm]
         several = int(cells.notna().sum()) > 1  # a rate is only "selected" out of two or more
-        rows.append(row(arm, *(Cell("—") if math.isnan(cells[lr]) else
-                               Cell(format_ppl(cells[lr]), bold=several and lr == selection.selected[arm])
-                               for lr in lrs)))
+        size = [f"{parameters[arm] / 1e6:.3f}" if arm in parameters else "—"] if parameters else []
+        rows.append(row(arm, *size, *(Cell("—") if math.isnan(cells[lr]) else
+                                      Cell(format_ppl(cells[lr]), bold=several and lr == selection.selected[arm])
+                                      for lr in lrs)))
+    size_column = ("Parameters (M)",) if parameters else ()
     table = Table("lr-selection",
                   f"Final development PPL by peak learning rate on selection seed {selection.selection_seed} "
                   f"(from {source}); the rate each arm selects from two or more in bold.",
-                  ("Variant", *(f"LR {format_lr(lr)}" for lr in lrs)), "l" + "r" * len(lrs),
+                  ("Variant", *size_column, *(f"LR {format_lr(lr)}" for lr in lrs)),
+                  "l" + "r" * (len(size_column) + len(lrs)),
                   (RowGroup(None, tuple(rows)),),
                   ("Each arm selects the rate with the lowest final development NLL on the selection seed; ties "
                    "favour the lower rate.",))
     return Section(key, title, tables=(table,))
+
+
+def _parameters_by_arm(ctx: ReportContext) -> dict[str, int]:
+    """Trainable parameters per arm from the run.json files that record them."""
+    return {info.get("variant") or info.get("arm"): int(info["parameters"]) for info in ctx.inputs.run_infos
+            if info.get("parameters") is not None and (info.get("variant") or info.get("arm"))}
 
 
 def _several_rates(table: pd.DataFrame) -> bool:
@@ -674,22 +707,28 @@ def inference_swap_section(ctx: ReportContext) -> Section:
         return omitted(key, title, "No loss file was evaluated with an overridden value activation (value_act "
                                    "metadata), so there is no inference-swap table.")
     tables = []
-    for eval_set in sorted({run.eval_set for run in overrides}, key=_eval_set_sort_key):
-        swapped = [run for run in overrides if run.eval_set == eval_set]
-        lrs = {_lr_of(run) for run in swapped}
+    keys = sorted({(run.eval_set, _lr_of(run)) for run in overrides},
+                  key=lambda key: (_eval_set_sort_key(key[0]), -1.0 if key[1] is None else key[1]))
+    for eval_set, lr in keys:
+        swapped = [run for run in overrides if run.eval_set == eval_set and _lr_of(run) == lr]
         arms = sorted({run.arm for run in swapped}, key=lambda arm: (arm != ctx.reference, arm != GATEDV, arm))
-        cells: dict = defaultdict(list)
+        cells: dict = defaultdict(list)  # (arm, activation at inference) -> runs
         for run in ctx.inputs.runs:
-            if run.eval_set == eval_set and run.arm in arms and _lr_of(run) in lrs:
-                cells[(run.arm, run.meta.get("value_act") or native_act(run.arm, run.meta))].append(run)
+            if run.eval_set == eval_set and _lr_of(run) == lr and run.arm in arms:
+                cell = cells[(run.arm, run.meta.get("value_act") or native_act(run.arm, run.meta))]
+                twin = next((other for other in cell if other.seed == run.seed), None)
+                if twin is not None:
+                    raise InputError(f"arm {run.arm} seed {run.seed} evaluated with {run.meta.get('value_act')} "
+                                     f"values appears twice: {twin.source} and {run.source}")
+                cell.append(run)
         trained = {run.arm: native_act(run.arm, run.meta) or "unknown" for run in swapped}
         rows = [row(f"{arm} (trained {trained[arm]})",
                     *(ppl_text(run_summary(arm, cells[(arm, act)])) if cells.get((arm, act)) else "—"
                       for act in ("linear", "silu")))
                 for arm in arms]
-        tables.append(Table(f"inference-swap-{_slug(eval_set)}",
-                            f"P̄ ± SD over seeds on the {eval_set_name(eval_set)} with the value activation of every "
-                            f"layer set at inference (LR {', '.join(format_lr(lr) for lr in sorted(lrs, key=str))}).",
+        tables.append(Table(f"inference-swap-{_slug(eval_set)}-lr-{_slug(format_lr(lr))}",
+                            f"P̄ ± SD over seeds on the {eval_set_name(eval_set)} (LR {format_lr(lr)}) with the value "
+                            "activation of every layer set at inference.",
                             ("Trained arm", "Linear at inference", "SiLU at inference"), "lrr",
                             (RowGroup(None, tuple(rows)),)))
     return Section(key, title, tables=tuple(tables))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import vl_convert
@@ -43,6 +45,13 @@ def test_doc_difference_histogram_counts_every_document_in_its_bin():
         assert sum(bar["documents"] for bar in panel) == len(values)
     panels = marks(spec, "rect")
     assert [len(panel["items"]) for panel in panels] == [30, 30]
+    for panel in panels:  # drawn as bars from zero: height proportional to the count, width one bin
+        heights = np.array([abs(item["height"]) for item in panel["items"]])
+        counts = np.array([int(re.search(r"documents: (\d+)", item["description"]).group(1))
+                           for item in panel["items"]])
+        scale = heights[counts > 0] / counts[counts > 0]
+        assert np.allclose(scale, scale[0]) and heights.max() > 0.5 * plots.FACET_HEIGHT
+        assert np.allclose([item["width"] for item in panel["items"]], panel["items"][0]["width"])
 
 
 def test_delta_p_curve_draws_one_thin_line_per_pair_and_one_mean_per_variant():

@@ -63,6 +63,13 @@ def medium_experiment(root: Path) -> Path:
     for lr, base, gated in ((1e-5, 36.853, 37.451), (1e-4, 20.938, 20.632), (3e-4, 20.558, 20.062),
                             (6e-4, 21.558, 21.005)):
         write_runs(root, {"baseline": [base], "gatedv": [gated]}, eval_set="dev", lr=lr, seeds=[20270201])
+    for lr, g2 in ((1e-4, 21.189), (3e-4, 20.630), (6e-4, 21.568)):  # Table 7's headwise G2 row
+        write_runs(root, {"g2-headwise": [g2]}, eval_set="dev", lr=lr, seeds=[20270201])
+    for variant, parameters in (("baseline", 26158464), ("gatedv", 26158464), ("g2-headwise", 26186112)):
+        record = {"size": "medium", "variant": variant, "seed": 20270201, "lr": 3e-4, "parameters": parameters,
+                  "model_config": {"n_layers": 12, "d_model": 384, "n_heads": 6, "d_ff": 1152}}
+        (root / "runs" / variant).mkdir(parents=True)
+        (root / "runs" / variant / "run.json").write_text(json.dumps(record), encoding="utf-8")
     seeds = [20270211, 20270212, 20270213]
     write_runs(root, {"baseline": ppls_with_moments(20.233, 0.068, 3), "gatedv": ppls_with_moments(19.748, 0.047, 3)},
                eval_set="heldout", lr=3e-4, seeds=seeds, extra={"config": {"n_layers": 12, "d_model": 384,
@@ -195,13 +202,14 @@ def test_provenance_lists_every_file_with_its_sha256(small):
 
 def test_medium_lr_selection_table3_and_inference_swap(medium):
     md = medium["md"]
-    assert md_row(md, "baseline", "36.853", "20.938", "**20.558**", "21.558")
-    assert md_row(md, "gatedv", "37.451", "20.632", "**20.062**", "21.005")
+    assert md_row(md, "baseline", "26.158", "36.853", "20.938", "**20.558**", "21.558")
+    assert md_row(md, "gatedv", "26.158", "37.451", "20.632", "**20.062**", "21.005")
+    assert md_row(md, "g2-headwise", "26.186", "—", "21.189", "**20.630**", "21.568")
     assert "selection seed 20270201" in md
     assert md_row(md, "gatedv", "20.233 ± 0.068", "19.748 ± 0.047", "−2.40%", "3/3")
     assert md_row(md, "baseline (trained linear)", "20.233 ± 0.068", "102.565 ± 31.053")
     assert md_row(md, "gatedv (trained silu)", "4,300.232 ± 899.037", "19.748 ± 0.047")
-    assert md_row(md, "baseline", "12 / 384", "6 / 64", "1,152")  # setup from the config metadata
+    assert md_row(md, "baseline", "medium", "12 / 384", "6 / 64", "1,152", "26,158,464")  # setup
     assert md_row(md, "Full-context forward time ratio", "1.000000", "1.007003")
     assert md_row(md, "Training-step time ratio", "1.000000", "1.011433")
     assert md_row(md, "Peak memory, CUDA peak allocated (GiB)", "1.7525", "1.8569")
@@ -224,7 +232,7 @@ def test_default_output_inside_the_experiment_and_curves(tmp_path):
     assert "(report_figures/final-quarter-lr-0-0048.svg)" in md
     assert (root / "report_figures" / "delta-p-curve-lr-0-0048.svg").stat().st_size > 1000
     assert re.search(r"\| runs/curve\.csv \| curve file \| `[0-9a-f]{64}` \|", md)
-    assert md_row(md, "baseline", "6 / 128", "4 / 32", "384", "8,192", "2,328,192", "32,768", "512", "8", "67,108,864",
+    assert md_row(md, "baseline", "small", "6 / 128", "4 / 32", "384", "8,192", "2,328,192", "32,768", "512", "8", "67,108,864",
                   "0.0024, 0.0048")
     assert "No benchmark results (bench\\*.json" in md  # Markdown-escaped star
 

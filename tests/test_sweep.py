@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ import trainer.train as train_module
 from trainer.sweep import load_experiment
 from trainer.train import Runtime, train
 
+ROOT = Path(__file__).resolve().parents[1]
 GRID = """
 name = "grid"
 data = "{data}"
@@ -112,7 +114,7 @@ def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tm
 @pytest.mark.parametrize(("change", "message"), [
     (("config = \"tiny\"", "config = \"tiny\"\nupdate = 3"), "unknown key(s) update"),
     (("seeds = [1]", ""), "missing key 'seeds'"),
-    (("seeds = [1]", "seeds = [\"one\"]"), "seeds must be a int, got 'one'"),
+    (("seeds = [1]", "seeds = [\"one\"]"), "seeds must be an integer, got 'one'"),
     (("seeds = [1]", "seeds = []"), "seeds must be a non-empty list"),
     (("lrs = [0.001, 0.02]", "lrs = { baseline = [0.001] }"), "lrs must name exactly the variants"),
     (("lrs = [0.001, 0.02]", "lrs = [-0.1]"), "--lr: must be a positive number, got -0.1"),
@@ -140,3 +142,17 @@ def test_select_lr_needs_a_finished_grid(prepared_data, tmp_path):
                                      "started; finish the grid with `gatedv sweep` first")
     jobs = CliRunner().invoke(cli.app, ["sweep", str(path), "--jobs", "0"])
     assert jobs.exit_code == 2 and jobs.stderr.strip() == "error: --jobs: must be at least 1, got 0"
+
+
+def test_the_paper_study_examples_load():
+    examples = {path.stem: load_experiment(path) for path in (ROOT / "examples").glob("*.toml")}
+    sizes = {name: (experiment.size, len(experiment.runs())) for name, experiment in examples.items()}
+    assert sizes == {
+        "small-confirmation": ("small", 2 * 5), "small-placement": ("small", 4 * 3), "small-lr-grid": ("small", 2 * 4 * 3),
+        "small-moment-controls": ("small", 4 * 2 * 3), "medium-lr-selection": ("medium", 2 * 4),
+        "medium-confirmation": ("medium", 2 * 2 * 3), "medium-value-gates": ("medium", 6 * 3), "tiny-lr-grid": ("tiny", 6)}
+    # Table 5 and Table 7 reuse the runs of the grids they compare against.
+    assert examples["small-moment-controls"].out == examples["small-lr-grid"].out
+    assert examples["medium-value-gates"].out == examples["medium-lr-selection"].out
+    assert examples["medium-lr-selection"].confirm_seeds == (20270211, 20270212, 20270213)
+    assert examples["small-confirmation"].spec("gatedv", 0.0048, 1).updates == 32_768

@@ -20,14 +20,13 @@ from trainer.data import EVAL_SET_NAMES, MANIFEST, PreparedData
 from trainer.device import select_device
 from trainer.prepare import PrepareWarning, prepare
 from trainer.sweep import Experiment, run_experiment
-from trainer.train import Runtime, read_run_record
+from trainer.train import RECIPES, Runtime, read_run_record
 
 CORPUS = "builtin:python-stdlib"
 SIZE = "tiny"
 ARMS = ("baseline", "gatedv")
-UPDATES = 200
+UPDATES = RECIPES[SIZE].updates
 SEEDS = 3
-LR = 0.004
 CURVE_POINTS = 8
 REPORT_FORMATS = {"html": "report.html", "md": "report.md"}
 
@@ -71,7 +70,7 @@ def demo_experiment(out: Path, *, updates: int, seeds: int) -> Experiment:
     if seeds < 2:
         raise InputError(f"--seeds: a paired comparison needs at least 2 seeds, got {seeds}")
     return Experiment(name="demo", data=out / "data", size=SIZE, variants=ARMS, seeds=tuple(range(1, seeds + 1)),
-                      lrs={arm: (LR,) for arm in ARMS}, out=out / "runs", eval_sets=EVAL_SET_NAMES,
+                      lrs={arm: (RECIPES[SIZE].lr,) for arm in ARMS}, out=out / "runs", eval_sets=EVAL_SET_NAMES,
                       updates=updates, eval_every=max(1, updates // CURVE_POINTS))
 
 

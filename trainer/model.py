@@ -327,6 +327,63 @@ class Block(nn.Module):
         return x + self.ffn(self.ffn_norm(x))
 
 
+# --- tied readout and cross-entropy --------------------------------------------------------------------
+
+READOUT_CHUNK = 1024  # tokens whose logits exist at once in `Transformer.loss` (1024 × 8192 floats = 32 MiB)
+
+
+class _ReadoutCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of logits h Wᵀ, a chunk of tokens at a time.
+
+    The gradients are formed in the forward pass from each chunk's softmax − one-hot while its logits are at
+    hand, so the full (N, vocab) logits, their log-softmax and its gradient are never materialised: the same
+    three matrix products as the plain path, one pass over each chunk of logits instead of five.
+    """
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+        n = h.shape[0]
+        total = torch.zeros((), dtype=torch.float32, device=h.device)
+        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
+        for start in range(0, n, chunk):
+            h_c, t_c = h[start : start + chunk], targets[start : start + chunk]
+            logits = (h_c @ weight.T).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            total += (lse - logits.gather(1, t_c[:, None]).squeeze(1)).sum()
+            probs = logits.sub_(lse[:, None]).exp_()
+            probs[torch.arange(len(t_c), device=h.device), t_c] -= 1.0
+            probs = probs.to(h.dtype)
+            grad_h[start : start + chunk] = probs @ weight
+            grad_w.addmm_(probs.T, h_c)
+        ctx.save_for_backward(grad_h, grad_w)
+        ctx.n = n
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad_h, grad_w = ctx.saved_tensors
+        scale = grad / ctx.n
+        return grad_h * scale.to(grad_h.dtype), grad_w * scale.to(grad_w.dtype), None, None
+
+
+def readout_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, reduction: str = "mean",
+                          chunk: int = READOUT_CHUNK) -> torch.Tensor:
+    """Cross-entropy of the readout h Wᵀ against `targets` (h (N, d), targets (N,)) without holding all logits:
+    the fused chunked path for a differentiable mean, chunked F.cross_entropy when no gradient is needed."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction: {reduction!r}")
+    if torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad):
+        if reduction == "none":
+            return F.cross_entropy(F.linear(h, weight).float(), targets, reduction="none")
+        mean = _ReadoutCrossEntropy.apply(h, weight, targets, chunk)
+        return mean if reduction == "mean" else mean * h.shape[0]
+    losses = torch.cat([
+        F.cross_entropy(F.linear(h[s : s + chunk], weight).float(), targets[s : s + chunk], reduction="none")
+        for s in range(0, h.shape[0], chunk)
+    ])
+    return {"none": losses, "sum": losses.sum(), "mean": losses.mean()}[reduction]
+
+
 class Transformer(nn.Module):
     """Embedding, L blocks, final RMSNorm, readout tied to the embedding."""
 
@@ -365,14 +422,17 @@ class Transformer(nn.Module):
             x = block(x, cos, sin)
         return self.norm(x)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """Logits (B, T, vocab) for token ids idx (B, T)."""
-        return F.linear(self.hidden_states(idx), self.embed.weight)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids idx (B, T); with `targets` (B, T), the mean cross-entropy instead
+        (computed without materialising the logits; the form to call under DDP or torch.compile)."""
+        if targets is None:
+            return F.linear(self.hidden_states(idx), self.embed.weight)
+        return self.loss(idx, targets)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         """Next-token cross-entropy (nats): a scalar for "mean"/"sum", per token (B, T) for "none"."""
-        logits = self(idx)
-        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction=reduction)
+        h = self.hidden_states(idx)
+        losses = readout_cross_entropy(h.flatten(0, 1), self.embed.weight, targets.flatten(), reduction)
         return losses.view(targets.shape) if reduction == "none" else losses
 
     def set_value_activation(self, act: str | None) -> None:

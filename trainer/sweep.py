@@ -45,6 +45,7 @@ from trainer.train import DivergenceError, Runtime, RunSpec, read_run_record, tr
 _KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out", "updates", "warmup",
          "eval_every", "batch_size", "select"}
 _SELECT_KEYS = {"seed", "confirm_seeds", "confirm_out"}
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string"}
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def _typed(table: dict, key: str, kind: type, path: Path, prefix: str = ""):
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise InputError(f"{path}: {prefix}{key} must be a {kind.__name__}, got {value!r}")
+        raise InputError(f"{path}: {prefix}{key} must be {_KIND_NAMES[kind]}, got {value!r}")
     return value
 
 

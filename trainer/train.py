@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from gatedv_stats import __version__
+from gatedv_stats import __version__, curvefiles
 from gatedv_stats.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
 from trainer.checkpoint import load_checkpoint, save_checkpoint
@@ -39,7 +39,7 @@ EPS = 1e-8
 WEIGHT_DECAY = 0.1
 CLIP_NORM = 1.0
 FINAL_LR_FRACTION = 0.1
-CURVE_COLUMNS = ("arm", "seed", "lr", "step", "dev_nll", "train_loss", "tokens")
+CURVE_COLUMNS = curvefiles.CURVE_COLUMNS + curvefiles.OPTIONAL_CURVE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Recipe:
 
 
 RECIPES = {
-    "tiny": Recipe(updates=300, warmup=30, lr=0.003, eval_every=50),
+    "tiny": Recipe(updates=200, warmup=20, lr=0.004, eval_every=25),
     "small": Recipe(updates=32_768, warmup=512, lr=0.0048, eval_every=1024),
     "medium": Recipe(updates=327_680, warmup=5_120, lr=0.0003, eval_every=10_240),
 }
