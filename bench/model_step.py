@@ -2,8 +2,8 @@
 
 One run alternates the three models (same weights for ours and Llama; GatedV with the same seed) under the
 SPEC §7 protocol of `trainer.bench` (rounds, warm-up calls, timed calls, median per round). The step is
-the trainer's own: forward, next-token cross-entropy, backward, gradient clipping at 1.0 and the AdamW of
-`gatedv train`; Llama gets exactly the same loss, clipping and optimizer, so the ratio compares the models.
+forward with next-token cross-entropy (ours: `model(inputs, targets)`, the chunked fused readout loss; Llama:
+its logits and `F.cross_entropy`), backward, gradient clipping at 1.0 and the AdamW of `gatedv train` for both.
 Ratios are taken per round (both models ran back to back) and summarised by their median, which keeps them
 meaningful on a shared machine; the absolute tokens/s are not.
 
@@ -22,22 +22,44 @@ import time
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from trainer.bench import mode_calls, synthetic_batch, time_calls
 from trainer.device import Precision, select_device
 from trainer.hf_export import to_llama
-from trainer.model import build_model, model_config
+from trainer.model import build_model, count_parameters, model_config
+
+
+# Dense peak TFLOPS (FP32, TF32) by GPU name, from the vendors' data sheets; --peak-tflops overrides.
+PEAK_TFLOPS = {"H200": (67.0, 494.7), "H100 PCIe": (51.2, 378.0), "H100": (67.0, 494.7), "A100": (19.5, 156.0)}
+
+
+def peak_tflops(device: torch.device, tf32: bool, override: float | None) -> float | None:
+    if override:
+        return override
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peaks[tf32] for key, peaks in PEAK_TFLOPS.items() if key in name), None)
+
+
+def training_flops_per_token(n_params: int, n_layers: int, d_model: int, seq_len: int) -> float:
+    """6N + 12·L·d·T (the PaLM convention; the tied readout is counted once in N)."""
+    return 6 * n_params + 12 * n_layers * d_model * seq_len
 
 
 class LlamaLogits(torch.nn.Module):
-    """LlamaForCausalLM with our call signature: token ids → logits."""
+    """LlamaForCausalLM with our call signature: token ids → logits, or with targets → mean cross-entropy."""
 
     def __init__(self, llama: torch.nn.Module) -> None:
         super().__init__()
         self.llama = llama
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.llama(input_ids=idx, use_cache=False).logits
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.llama(input_ids=idx, use_cache=False).logits
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
 def main() -> None:
@@ -53,6 +75,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this process's CPU time, steadier than wall time on a busy machine (use with --threads 1)")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--seed", type=int, default=20270211)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -78,6 +101,10 @@ def main() -> None:
     load_after = os.getloadavg()
 
     tokens = args.batch * baseline.config.seq_len
+    cfg = baseline.config
+    flops_per_token = training_flops_per_token(count_parameters(baseline), cfg.n_layers, cfg.d_model, cfg.seq_len)
+    peak = peak_tflops(device, args.tf32, args.peak_tflops)
+    step_tokens_per_s = {name: tokens / float(np.median(per["step"])) for name, per in medians.items()}
     result = {
         "config": args.config, "batch": args.batch, "seq_len": baseline.config.seq_len, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads",
@@ -91,6 +118,9 @@ def main() -> None:
                                for mode in ("forward", "step")},
         "gatedv_overhead": {mode: float(np.median(medians["gatedv"][mode] / medians["ours"][mode])) - 1
                             for mode in ("forward", "step")},
+        "training_flops_per_token": flops_per_token,
+        "peak_tflops": peak,
+        "mfu": {name: rate * flops_per_token / (peak * 1e12) for name, rate in step_tokens_per_s.items()} if peak else None,
         "per_round_s": {name: {mode: t.tolist() for mode, t in per.items()} for name, per in medians.items()},
     }
     if args.json:
@@ -105,6 +135,9 @@ def main() -> None:
     s, o = result["ours_vs_hf_speedup"], result["gatedv_overhead"]
     print(f"ours / transformers throughput: step {s['step']:.3f}×, forward {s['forward']:.3f}× (median per-round ratio)")
     print(f"GatedV overhead vs ours:        step {o['step']:+.2%}, forward {o['forward']:+.2%}")
+    if result["mfu"]:
+        print(f"MFU of the training step (6N + 12·L·d·T FLOPs/token, peak {peak:g} TFLOPS): "
+              + ", ".join(f"{name} {mfu:.1%}" for name, mfu in result["mfu"].items()))
     sys.stdout.flush()
 
 

@@ -165,20 +165,20 @@ def synthetic_batch(vocab_size: int, batch_size: int, seq_len: int, device: torc
 
 
 def mode_calls(model: torch.nn.Module, batch: torch.Tensor, device: torch.device) -> dict[str, Callable[[], object]]:
-    """The two timed calls of one model: a full-context forward, and a training step (forward, backward,
-    gradient clipping, AdamW) exactly as `gatedv train` takes it."""
-    from trainer.train import CLIP_NORM, make_optimizer, next_token_loss
+    """The two timed calls of one model: a full-context forward (logits, no gradient), and a training step:
+    mean next-token cross-entropy through `model(inputs, targets)`, backward, gradient clipping and the AdamW
+    of `gatedv train` (`trainer.train.make_optimizer`)."""
+    from trainer.train import CLIP_NORM, make_optimizer
 
     optimizer = make_optimizer(model, 1e-4, device)
-    inputs = batch[:, :-1]
+    inputs, targets = batch[:, :-1], batch[:, 1:]
 
     def forward() -> None:
         with torch.no_grad():
             model(inputs)
 
     def step() -> None:
-        loss = next_token_loss(model, batch)
-        loss.backward()
+        model(inputs, targets).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

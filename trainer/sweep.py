@@ -239,15 +239,15 @@ def run_experiment(experiment: Experiment, *, jobs: int = 1, runtime: Runtime = 
     if jobs < 1:
         raise InputError(f"--jobs: must be at least 1, got {jobs}")
     runs = experiment.runs()
+    bar = {"desc": experiment.name, "unit": "run", "disable": not runtime.progress}
     if jobs == 1:
-        outcomes = [run_one(run, runtime) for run in tqdm(runs, desc=experiment.name, unit="run", disable=not runtime.progress)]
-    else:
+        outcomes = [run_one(run, runtime) for run in tqdm(runs, **bar)]
+    else:  # one process per run slot; the CPU threads shared out between them, no inner progress bars
         threads = max(1, (os.cpu_count() or 1) // jobs)
         quiet = replace(runtime, progress=False)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(_run_in_worker, run, quiet, threads) for run in runs]
-            outcomes = [future.result() for future in tqdm(futures, desc=experiment.name, unit="run",
-                                                           disable=not runtime.progress)]
+            outcomes = [future.result() for future in tqdm(futures, **bar)]
     return SweepResult(experiment.name, tuple(outcomes))
 
 
@@ -317,8 +317,8 @@ def development_table(experiment: Experiment, seed: int) -> pd.DataFrame:
 
 def select_learning_rates(experiment: Experiment, seed: int | None = None) -> LRSelection:
     """SPEC §5: per variant, the grid rate with the lowest final development NLL on the selection seed."""
-    seed = seed if seed is not None else experiment.selection_seed if experiment.selection_seed is not None \
-        else min(experiment.seeds)
+    if seed is None:
+        seed = experiment.selection_seed if experiment.selection_seed is not None else min(experiment.seeds)
     if seed not in experiment.seeds:
         raise InputError(f"--seed: {seed} is not a seed of the grid ({', '.join(map(str, experiment.seeds))})")
     return select_lr(development_table(experiment, seed), selection_seed=seed)

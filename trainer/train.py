@@ -29,7 +29,7 @@ from gatedv_stats.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
 from trainer.checkpoint import load_checkpoint, save_checkpoint
 from trainer.data import PreparedData
-from trainer.device import Precision, select_device
+from trainer.device import Precision, select_device, tune_cpu_allocator
 from trainer.evaluate import document_loss_sums, token_averaged_nll
 from trainer.model import Transformer, build_model, count_parameters, model_config
 from trainer.moments import compute_moments
@@ -226,6 +226,8 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
         raise InputError(f"--stop-after: must be in 1..{spec.updates}, got {stop_after}")
     device = select_device(runtime.device, local_rank=where.local_rank)
     runtime.precision.apply(device)
+    if device.type == "cpu":
+        tune_cpu_allocator()
     started_group = where.world > 1 and not dist.is_initialized()
     if started_group:
         if device.type == "cuda":
