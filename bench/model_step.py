@@ -77,6 +77,8 @@ def main() -> None:
                         help="cpu: this process's CPU time, steadier than wall time on a busy machine (use with --threads 1)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--seed", type=int, default=20270211)
+    parser.add_argument("--compile", action="store_true",
+                        help="also time torch.compile(ours), after checking it gives the eager loss within 1e-5")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -93,9 +95,22 @@ def main() -> None:
         "gatedv": build_model(model_config(args.config, "gatedv"), args.seed, device),
     }
     batch = synthetic_batch(baseline.config.vocab_size, args.batch, baseline.config.seq_len, device)
+    compiled_loss_diff = None
+    if args.compile:
+        compiled = torch.compile(build_model(model_config(args.config), args.seed, device))
+        with torch.no_grad():
+            eager_loss, compiled_loss = baseline(batch[:, :-1], batch[:, 1:]), compiled(batch[:, :-1], batch[:, 1:])
+        compiled_loss_diff = abs(eager_loss.item() - compiled_loss.item())
+        if compiled_loss_diff > 1e-5:
+            raise SystemExit(f"torch.compile changed the loss: {eager_loss.item()} vs {compiled_loss.item()}")
+        models["ours-compiled"] = compiled
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     load_before = os.getloadavg()
-    medians = time_calls({name: mode_calls(m, batch, device) for name, m in models.items()},
+    calls = {name: mode_calls(m, batch, device) for name, m in models.items()}
+    if args.compile:  # compile both graphs outside the timed protocol
+        calls["ours-compiled"]["forward"]()
+        calls["ours-compiled"]["step"]()
+    medians = time_calls(calls,
                          rounds=args.rounds, warmup=args.warmup, timed=args.calls, sync=sync,
                          clock=time.process_time if args.clock == "cpu" else time.perf_counter)
     load_after = os.getloadavg()
@@ -118,6 +133,7 @@ def main() -> None:
                                for mode in ("forward", "step")},
         "gatedv_overhead": {mode: float(np.median(medians["gatedv"][mode] / medians["ours"][mode])) - 1
                             for mode in ("forward", "step")},
+        "compiled_vs_eager_loss_diff": compiled_loss_diff,
         "training_flops_per_token": flops_per_token,
         "peak_tflops": peak,
         "mfu": {name: rate * flops_per_token / (peak * 1e12) for name, rate in step_tokens_per_s.items()} if peak else None,
@@ -135,6 +151,9 @@ def main() -> None:
     s, o = result["ours_vs_hf_speedup"], result["gatedv_overhead"]
     print(f"ours / transformers throughput: step {s['step']:.3f}×, forward {s['forward']:.3f}× (median per-round ratio)")
     print(f"GatedV overhead vs ours:        step {o['step']:+.2%}, forward {o['forward']:+.2%}")
+    if args.compile:
+        compiled_speedup = float(np.median(medians["ours"]["step"] / medians["ours-compiled"]["step"]))
+        print(f"torch.compile(ours): step {compiled_speedup:.3f}× eager; |loss difference| {compiled_loss_diff:.1e}")
     if result["mfu"]:
         print(f"MFU of the training step (6N + 12·L·d·T FLOPs/token, peak {peak:g} TFLOPS): "
               + ", ".join(f"{name} {mfu:.1%}" for name, mfu in result["mfu"].items()))

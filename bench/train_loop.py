@@ -4,8 +4,7 @@ Peer: a plain loop over the same precomputed batches doing exactly the trainer's
 (forward, next-token cross-entropy, backward, clipping at 1.0, AdamW of `make_optimizer`) and nothing else.
 `train()` adds the sampler, the LR schedule, the finiteness check (one host sync per update) and the progress
 bar; its tokens/s exclude the development evaluations, as `TrainResult.tokens_per_second` does. The two
-alternate over rounds; the ratio is taken per round and its median reported. On a CPU the bare loop also runs
-once first with glibc's default malloc settings, before `train()` applies `tune_cpu_allocator()`.
+alternate over rounds; the ratio is taken per round and its median reported.
 
     python bench/train_loop.py --data gatedv-demo/data                    # tiny, 40 updates, 3 rounds
     python bench/train_loop.py --data DATA --config small --device cuda --updates 200
@@ -22,7 +21,7 @@ import time
 import torch
 
 from trainer.data import PreparedData
-from trainer.device import select_device, tune_cpu_allocator
+from trainer.device import select_device
 from trainer.model import build_model, model_config
 from trainer.train import CLIP_NORM, RunSpec, Runtime, make_optimizer, next_token_loss, train
 
@@ -66,10 +65,6 @@ def main() -> None:
     data = PreparedData.open(args.data)
     device = select_device(args.device)
     load_before = os.getloadavg()[0]
-    untuned = None
-    if device.type == "cpu":
-        untuned = bare_loop(data, args.config, args.updates, args.batch, device)
-        tune_cpu_allocator()
     bare, ours = [], []
     for _ in range(args.rounds):
         bare.append(bare_loop(data, args.config, args.updates, args.batch, device))
@@ -78,8 +73,6 @@ def main() -> None:
     print(f"{args.config} config, batch {args.batch} x 256, {args.updates} updates x {args.rounds} rounds, {device}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; load average "
           f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}")
-    if untuned is not None:
-        print(f"bare update loop, glibc malloc defaults: {untuned:>10,.0f} tokens/s")
     print(f"bare update loop (peer): {statistics.median(bare):>10,.0f} tokens/s  (rounds: "
           f"{', '.join(f'{value:,.0f}' for value in bare)})")
     print(f"gatedv train:            {statistics.median(ours):>10,.0f} tokens/s  (rounds: "

@@ -77,8 +77,8 @@ def test_value_act_override_changes_only_the_values(checkpoint, tmp_path):
 def test_documents_go_through_in_batches(checkpoint, tmp_path, monkeypatch):
     _, whole = _evaluate(checkpoint, tmp_path / "whole.parquet", "--set", "dev", "--batch-size", "16")
     sizes = []
-    forward = Transformer.forward
-    monkeypatch.setattr(Transformer, "forward", lambda self, idx: sizes.append(len(idx)) or forward(self, idx))
+    hidden_states = Transformer.hidden_states
+    monkeypatch.setattr(Transformer, "hidden_states", lambda self, idx: sizes.append(len(idx)) or hidden_states(self, idx))
     _, batched = _evaluate(checkpoint, tmp_path / "batched.parquet", "--set", "dev", "--batch-size", "3")
     assert sizes == [3, 3, 2]  # 8 documents, never more than 3 windows of logits at once
     np.testing.assert_allclose(batched.docs["loss_sum"], whole.docs["loss_sum"], rtol=1e-6)

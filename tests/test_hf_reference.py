@@ -24,7 +24,7 @@ def test_small_baseline_logits_equal_llama_in_fp32():
     llama = to_llama(model)
     assert llama.config._attn_implementation == "sdpa"
     assert sum(p.numel() for p in llama.parameters()) == 2_328_192
-    idx = torch.randint(0, 8192, (2, 256), generator=torch.Generator().manual_seed(0))
+    idx = torch.randint(0, 8192, (1, 256), generator=torch.Generator().manual_seed(0))
     assert _max_logit_diff(model, llama, idx) <= 1e-4
     # The comparison is sensitive: a GatedV model with the same weights is far from Llama.
     gatedv = build_model(model_config("small", "gatedv"), seed=20270211).eval()

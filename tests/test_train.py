@@ -139,6 +139,8 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(prepared_data
     (["--updates", "4", "--warmup", "4"], "error: --warmup: 4 must be below --updates 4"),
     (["--device", "tpu"], "error: --device: unknown device 'tpu'"),
     (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "cuda:99"], "error: --device: 'cuda"),
+    (["--device", "cpu", "--tf32"], "error: --tf32: TF32 needs a CUDA device"),
+    (["--stop-after", "9"], "error: --stop-after: must be in 1..8, got 9"),
     (["--resume"], "error: "),  # completed below: the missing checkpoint is named
 ])
 def test_bad_training_input_is_one_line(prepared_data, tmp_path, args, message):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import platform
 from dataclasses import dataclass
 
 import torch
@@ -66,19 +63,3 @@ class Precision:
     def to_dict(self) -> dict:
         return {"tf32": self.tf32, "bf16": self.bf16}
 
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
-_HEAP_BLOCKS = 1 << 30
-
-
-def tune_cpu_allocator() -> bool:
-    """Let glibc serve large blocks from the heap and keep freed memory for reuse.
-
-    By default every tensor above 32 MiB (a batch of logits is 67 MiB for the tiny model) is mapped fresh and
-    unmapped when freed, so each update page-faults its activations in again: a third of a tiny-model update on
-    a CPU went to the kernel (docs/benchmarks.md). Returns whether the setting took (glibc only).
-    """
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, _HEAP_BLOCKS) and libc.mallopt(_M_TRIM_THRESHOLD, _HEAP_BLOCKS))

@@ -17,7 +17,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.lossfiles import file_sha256, write_loss_file
 from trainer.checkpoint import load_checkpoint
 from trainer.data import EvalSet, PreparedData
-from trainer.device import Precision, select_device, tune_cpu_allocator
+from trainer.device import Precision, select_device
 
 EVAL_BATCH_SIZE = 16
 
@@ -115,8 +115,6 @@ def evaluate_checkpoint(
     if batch_size < 1:
         raise InputError(f"--batch-size: must be at least 1, got {batch_size}")
     torch_device = select_device(device)
-    if torch_device.type == "cpu":
-        tune_cpu_allocator()
     loaded = load_checkpoint(checkpoint, device=torch_device)
     run = loaded.extra.get("run")
     if not isinstance(run, dict):

@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from gatedv_stats import __version__, curvefiles
@@ -29,7 +28,7 @@ from gatedv_stats.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
 from trainer.checkpoint import load_checkpoint, save_checkpoint
 from trainer.data import PreparedData
-from trainer.device import Precision, select_device, tune_cpu_allocator
+from trainer.device import Precision, select_device
 from trainer.evaluate import document_loss_sums, token_averaged_nll
 from trainer.model import Transformer, build_model, count_parameters, model_config
 from trainer.moments import compute_moments
@@ -159,10 +158,21 @@ def make_optimizer(model: Transformer, lr: float, device: torch.device) -> torch
     return torch.optim.AdamW(groups, lr=lr, betas=BETAS, eps=EPS, fused=fused, foreach=None if fused else True)
 
 
-def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy of a (B, 257) batch of windows (through `forward`, as DDP needs)."""
-    logits = model(batch[:, :-1])
-    return F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())
+def next_token_loss(model: Transformer, batch: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of a (B, 257) batch of windows."""
+    return model.loss(batch[:, :-1], batch[:, 1:])
+
+
+class Objective(torch.nn.Module):
+    """The training loss as a module's forward, so that DDP and torch.compile wrap the model's loss path
+    (its chunked readout never materialises the logits of a whole batch)."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: torch.Tensor) -> torch.Tensor:
+        return next_token_loss(self.model, batch)
 
 
 @dataclass(frozen=True)
@@ -226,8 +236,6 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
         raise InputError(f"--stop-after: must be in 1..{spec.updates}, got {stop_after}")
     device = select_device(runtime.device, local_rank=where.local_rank)
     runtime.precision.apply(device)
-    if device.type == "cpu":
-        tune_cpu_allocator()
     started_group = where.world > 1 and not dist.is_initialized()
     if started_group:
         if device.type == "cuda":
@@ -256,12 +264,13 @@ class _Loop:
 
     def run(self, resume: bool, stop_at: int) -> TrainResult:
         self._start(resume)
-        model = self.model
+        objective = Objective(self.model)
         if self.where.world > 1:
-            model = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None, broadcast_buffers=False)
+            objective = torch.nn.parallel.DistributedDataParallel(
+                objective, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False)
         if self.runtime.compile:
-            model = torch.compile(model)
+            objective = torch.compile(objective)
         tokens_per_update = self.spec.batch_size * self.model.config.seq_len
         trained_from = self.update
         with tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
@@ -269,7 +278,7 @@ class _Loop:
                   disable=not (self.runtime.progress and self.where.main)) as bar:
             while self.update < stop_at:
                 began = time.perf_counter()
-                value = self._step(model)
+                value = self._step(objective)
                 self.train_seconds += time.perf_counter() - began
                 rate = (self.update - trained_from) * tokens_per_update / self.train_seconds
                 bar.set_postfix_str(f"loss {value:.3f}, {rate:,.0f} tok/s", refresh=False)
@@ -289,7 +298,7 @@ class _Loop:
                               train_seconds=result.train_seconds, tokens_per_second=result.tokens_per_second)
         return result
 
-    def _step(self, model: torch.nn.Module) -> float:
+    def _step(self, objective: torch.nn.Module) -> float:
         """One update on this process's slice of the global batch; returns the global mean training loss."""
         local = self.spec.batch_size // self.where.world
         batch = self.sampler.batch(self.update, self.spec.batch_size)
@@ -298,7 +307,7 @@ class _Loop:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with self.runtime.precision.autocast(self.device):
-            loss = next_token_loss(model, batch)
+            loss = objective(batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)
         value = loss.detach()
