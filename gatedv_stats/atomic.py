@@ -20,6 +20,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
     try:
         yield tmp_path
         with open(tmp_path, "rb") as handle:
@@ -40,3 +41,9 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import cli
 from gatedv_stats.lossfiles import read_loss_file
 from trainer.checkpoint import load_checkpoint
-from trainer.data import PreparedData
+from trainer.data import PreparedData, write_eval_set
 from trainer.model import Transformer, build_model, model_config
 from trainer.train import RunSpec, Runtime, train
 
@@ -103,3 +103,19 @@ def test_a_missing_or_foreign_checkpoint_is_named(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     junk = runner.invoke(cli.app, ["evaluate", str(tmp_path / "junk.pt"), "--out", str(tmp_path / "x.parquet")])
     assert junk.exit_code == 2 and "junk.pt: not a readable checkpoint" in junk.stderr
+
+
+def test_a_custom_set_with_foreign_token_ids_is_refused(checkpoint, prepared_data, tmp_path):
+    dev = PreparedData.open(prepared_data).eval_set("dev")
+    tokens = dev.tokens.copy()
+    tokens[0, 5] = 9000
+    path = tmp_path / "foreign.parquet"
+    write_eval_set(path, "foreign", dev.doc_ids, dev.domains, tokens, dev.n_bytes)
+    result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--set", str(path), "--out",
+                                          str(tmp_path / "x.parquet")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {path}: token id 9000 is outside the model's vocabulary of 8192"
+    # The same set within the vocabulary evaluates under its own name.
+    write_eval_set(path, "foreign", dev.doc_ids, dev.domains, dev.tokens, dev.n_bytes)
+    summary, run = _evaluate(checkpoint, tmp_path / "custom.parquet", "--set", str(path))
+    assert run.meta["eval_set"] == "foreign" and summary["n_docs"] == len(dev.doc_ids)

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,12 @@ from trainer.train import RunSpec, Runtime, learning_rate, make_optimizer, train
 
 UPDATES, EVAL_EVERY, BATCH = 6, 3, 2  # a short run of small batches keeps the tests fast
 QUIET = Runtime(device="cpu", progress=False)
+
+
+def sampler_windows(run_dir) -> int:
+    """Eligible training windows of the run's data, counted from the document offsets."""
+    offsets = np.load(Path(json.loads((run_dir / "run.json").read_text())["data"]) / "train_docs.npy")
+    return int(np.maximum(np.diff(offsets) - 256, 0).sum())
 
 
 def _checksum(tensor: torch.Tensor) -> str:
@@ -94,7 +101,8 @@ def test_curve_file_columns_and_rows(paired_runs):
     assert record["status"] == "finished" and record["variant"] == "gatedv" and record["update"] == UPDATES
     assert record["model_config"]["value_act"] == "silu" and record["tokens_per_second"] > 0
     checkpoint = load_checkpoint(run_dir / "checkpoint.pt")
-    assert checkpoint.extra["update"] == UPDATES and checkpoint.extra["sampler"] == {"seed": 7, "update": UPDATES}
+    assert checkpoint.extra["update"] == UPDATES
+    assert checkpoint.extra["sampler"] == {"seed": 7, "update": UPDATES, "n_windows": sampler_windows(run_dir)}
     pd.testing.assert_frame_equal(pd.DataFrame(checkpoint.extra["curve"]), curve)
 
 

@@ -305,19 +305,34 @@ def _device_name(device: torch.device) -> str:
     return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
 
 
+def _peak_rss_bytes() -> int:
+    """This process's peak resident set size: VmHWM on Linux, else ru_maxrss (KiB on Linux, bytes on macOS)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
 def _peak_rss_main(argv: list[str]) -> None:
     """Child process of `peak_memory_bytes` on a CPU: one model, one forward and one step, print peak RSS."""
     from trainer.checkpoint import load_checkpoint
+    from trainer.train import make_optimizer  # noqa: F401  (imported before the reset, like every other module)
 
     checkpoint, batch_size = Path(argv[argv.index("--peak-rss") + 1]), int(argv[argv.index("--batch") + 1])
     device = torch.device("cpu")
+    try:  # Linux: restart the high-water mark here, so that transient peaks while importing do not count
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError:
+        pass
     model = load_checkpoint(checkpoint, device).model
     calls = mode_calls(model, synthetic_batch(model.config.vocab_size, batch_size, model.config.seq_len, device),
                        device)
     calls["forward"]()
     calls["step"]()
-    # ru_maxrss is in KiB on Linux.
-    print(json.dumps({"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    print(json.dumps({"peak_rss_bytes": _peak_rss_bytes()}))
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ class Evaluation:
     def summary(self) -> str:
         override = f", values {self.value_act} at inference" if self.value_act else ""
         return (f"{self.arm} seed {self.seed} step {self.step} on {self.eval_set}{override}: {self.n_docs} documents, "
-                f"{self.n_targets} targets, NLL {self.nll:.6f}, PPL {math.exp(self.nll):.3f} -> {self.out}")
+                f"{self.n_targets:,} targets, NLL {self.nll:.6f}, PPL {math.exp(self.nll):.3f} -> {self.out}")
 
 
 def evaluate_checkpoint(
@@ -124,6 +124,9 @@ def evaluate_checkpoint(
         raise InputError(f"{data.path}: data manifest differs from the one {checkpoint} was trained on "
                          "(its tokens would not match the model's)")
     windows = data.eval_set(eval_set)
+    if windows.tokens.max() >= loaded.config.vocab_size:
+        raise InputError(f"{eval_set}: token id {windows.tokens.max()} is outside the model's vocabulary of "
+                         f"{loaded.config.vocab_size}")
     model = loaded.model
     model.set_value_activation(value_act)
     loss_sums = document_loss_sums(model, windows.tokens, device=torch_device, precision=precision,

@@ -294,8 +294,9 @@ class _Loop:
                              tokens=self.update * tokens_per_update, train_seconds=self.train_seconds,
                              tokens_per_second=trained * tokens_per_update / self.train_seconds if trained else 0.0)
         if self.where.main:
+            throughput = {"train_seconds": result.train_seconds, "tokens_per_second": result.tokens_per_second}
             _write_run_record(self.run_dir, self.spec, status=result.status, update=self.update,
-                              train_seconds=result.train_seconds, tokens_per_second=result.tokens_per_second)
+                              **(throughput if trained else {}))
         return result
 
     def _step(self, objective: torch.nn.Module) -> float:
@@ -397,7 +398,7 @@ class _Loop:
                 "optimizer": self.optimizer.state_dict(),
                 "schedule": {"update": self.update, "warmup": self.spec.warmup, "updates": self.spec.updates,
                              "peak_lr": self.spec.lr},
-                "sampler": {"seed": self.spec.seed, "update": self.update},
+                "sampler": {"seed": self.sampler.seed, "n_windows": self.sampler.n_windows, "update": self.update},
                 "rng": _rng_state(),
                 "curve": self.curve,
                 "train_loss_window": self.window,
