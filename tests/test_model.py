@@ -77,8 +77,11 @@ def test_init_scales_follow_fan_in_and_residual_rule():
     )
 
 
-def test_model_is_causal():
-    model = _tiny("gatedv", seed=4)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_model_is_causal(variant):
+    model = _tiny(variant, seed=4)
+    if model.config.uses_moments:
+        model.set_moments(torch.tensor([[0.1, 1.0, 0.2, 0.5]] * 2))
     idx = torch.randint(0, 512, (2, 20), generator=torch.Generator().manual_seed(0))
     changed = idx.clone()
     changed[:, 9] = (changed[:, 9] + 1) % 512
@@ -205,3 +208,19 @@ def test_fused_readout_loss_matches_logits_cross_entropy_and_its_gradients():
         plain = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), reduction="none").view(2, 256)
     torch.testing.assert_close(per_token, plain, atol=1e-5, rtol=1e-6)
     torch.testing.assert_close(model.loss(inputs, targets, reduction="sum"), reference * 512, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_model_has_the_cpu_initial_weights_and_the_same_loss():
+    cfg = model_config("small", "gatedv")
+    cpu, cuda = build_model(cfg, seed=3), build_model(cfg, seed=3, device="cuda")
+    for name, tensor in cpu.state_dict().items():
+        assert torch.equal(cuda.state_dict()[name].cpu(), tensor), name
+    batch = torch.randint(0, 8192, (4, 257), generator=torch.Generator().manual_seed(0))
+    loss_cpu = cpu(batch[:, :-1], batch[:, 1:])
+    loss_cuda = cuda(batch[:, :-1].cuda(), batch[:, 1:].cuda())
+    torch.testing.assert_close(loss_cuda.cpu(), loss_cpu, atol=1e-4, rtol=1e-5)
+    loss_cuda.backward()
+    plain = F.cross_entropy(cuda(batch[:, :-1].cuda()).flatten(0, 1), batch[:, 1:].flatten().cuda())
+    torch.testing.assert_close(loss_cuda, plain, atol=1e-5, rtol=1e-5)

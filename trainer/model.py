@@ -63,6 +63,7 @@ class ModelConfig:
     ffn: swiglu | geglu | glu | reglu (gated, W_1 gate, W_2 up) | gelu | relu (ungated: W_1 then W_3).
     n_kv_heads: key/value heads (GQA); None = n_heads. With a value gate, gates act on the key/value heads.
     value_head_dim: per-head value width; None = head width (`glu-reduced` narrows it).
+    qk_norm: RMSNorm (learned gain) over each query and key head, after query/key activations, before RoPE.
     norm_eps: RMSNorm ε (1e-6, Llama's default).
     """
 
@@ -164,7 +165,6 @@ VARIANTS: dict[str, dict] = {
     "g1-sigmoid": {"output_gate": "sigmoid"},
     "g1-softplus": {"output_gate": "softplus"},
 }
-
 
 
 def model_config(size: str = "small", variant: str = "baseline", **overrides) -> ModelConfig:
