@@ -9,7 +9,6 @@ its `arm` and `seed` columns. Rows in error messages are counted from 1 over the
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pyarrow.parquet as pq
 from gatedv_stats import __version__
 from gatedv_stats.atomic import atomic_path
 from gatedv_stats.errors import InputError
+from gatedv_stats.fileio import file_sha256, read_json_object
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
 OPTIONAL_COLUMNS = ("domain", "n_bytes")
@@ -148,15 +148,6 @@ def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     return out
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _json_default(value: object) -> object:
     """numpy scalars and arrays in metadata (a seed from an array, a config of numpy ints)."""
     if isinstance(value, (np.generic, np.ndarray)):
@@ -238,14 +229,7 @@ def _read_table(path: Path) -> tuple[pd.DataFrame, dict]:
         reason = " ".join(str(error).split())[:200]
         raise InputError(f"{path}: cannot read: {reason}") from None
     sidecar = path.with_name(path.name + ".json")
-    meta: dict = {}
-    if sidecar.exists():
-        try:
-            meta = json.loads(sidecar.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise InputError(f"{sidecar}: cannot read JSON: {' '.join(str(error).split())}") from None
-        if not isinstance(meta, dict):
-            raise InputError(f"{sidecar}: expected a JSON object")
+    meta = read_json_object(sidecar) if sidecar.exists() else {}
     return frame, meta
 
 

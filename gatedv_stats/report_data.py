@@ -26,7 +26,8 @@ from gatedv_stats import __version__, plots
 from gatedv_stats.errors import InputError
 from gatedv_stats.formatting import (format_count, format_delta_p, format_interval, format_nll_diff, format_pairs,
                                      format_percent, format_ppl)
-from gatedv_stats.lossfiles import LOSS_FILE_SUFFIXES, LossRun, file_sha256, read_loss_inputs
+from gatedv_stats.fileio import file_sha256, read_json_object
+from gatedv_stats.lossfiles import LOSS_FILE_SUFFIXES, LossRun, read_loss_inputs
 from gatedv_stats.metrics import (ArmSummary, delta_p, document_differences, improved_pairs, perplexity, sample_sd,
                                   token_nll)
 
@@ -203,20 +204,12 @@ def discover_inputs(inputs: list[Path]) -> ExperimentInputs:
     return ExperimentInputs(
         runs=tuple(runs),
         curves=_read_curves(curve_paths),
-        run_infos=tuple(_read_json(path) for path in run_paths),
-        bench=tuple({**_read_json(path), "source": str(path)} for path in bench_paths),
+        run_infos=tuple(read_json_object(path) for path in run_paths),
+        bench=tuple({**read_json_object(path), "source": str(path)} for path in bench_paths),
         files=tuple(files.values()),
     )
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: cannot read JSON: {' '.join(str(error).split())}") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: expected a JSON object")
-    return value
 
 
 def _read_curves(paths: list[Path]) -> pd.DataFrame:

@@ -11,7 +11,6 @@ two models), or on a CPU the peak resident set size of a fresh process that runs
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import resource
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.fileio import file_sha256
 
 MODES = ("forward", "step")
 FORMAT = "gatedv-bench-1"
@@ -186,12 +186,6 @@ def mode_calls(model: torch.nn.Module, batch: torch.Tensor, device: torch.device
     return {"forward": forward, "step": step}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _run_seed(extra: dict) -> int | None:
@@ -279,8 +273,8 @@ def run_bench(
         del base, var
         pairs.append(PairResult(
             seed=seed_b if seed_b is not None else seed_v,
-            baseline={"path": str(base_path), "sha256": _sha256(base_path)},
-            variant={"path": str(var_path), "sha256": _sha256(var_path)},
+            baseline={"path": str(base_path), "sha256": file_sha256(base_path)},
+            variant={"path": str(var_path), "sha256": file_sha256(var_path)},
             modes={mode: ModeResult(tuple(medians["baseline"][mode]), tuple(medians["variant"][mode]))
                    for mode in MODES},
             peak_memory_bytes=peak_memory_bytes({"baseline": base_path, "variant": var_path}, device, batch_size),

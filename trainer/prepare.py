@@ -31,6 +31,7 @@ from tqdm import tqdm
 from gatedv_stats import __version__
 from gatedv_stats.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
+from gatedv_stats.fileio import file_sha256
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
                           write_eval_set)
@@ -138,7 +139,7 @@ def _tokenizer_source(tokenizer: str | None, on_decode_error: str) -> Path | Cor
 
 def _fingerprint(source: Corpus, tokenizer_source: Path | Corpus | None, **options) -> str:
     if isinstance(tokenizer_source, Path):
-        tokenizer_part = {"file_sha256": hashlib.sha256(tokenizer_source.read_bytes()).hexdigest()}
+        tokenizer_part = {"file_sha256": file_sha256(tokenizer_source)}
     elif tokenizer_source is not None:
         tokenizer_part = {"corpus": tokenizer_source.fingerprint_parts()}
     else:
@@ -327,7 +328,7 @@ class _Preparation:
             },
             "eval_sets": {name: {"file": f"{name}.parquet", **eval_set.to_dict()} for name, eval_set in eval_sets.items()},
             "train": {"tokens_file": TRAIN_TOKENS, "offsets_file": TRAIN_OFFSETS, "dtype": "uint16",
-                      "sha256": _file_sha256(self.out / TRAIN_TOKENS)},
+                      "sha256": file_sha256(self.out / TRAIN_TOKENS)},
         }
 
     def _choose_eval_docs(self, side_docs: list[int], side_offsets: list[int], n_tokens: np.ndarray, n_per_set: int,
@@ -405,12 +406,6 @@ def _progress(items: Iterator, bar: tqdm) -> Iterator:
         yield item
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 24), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 __all__ = ["DEFAULT_EVAL_DOCS", "PrepareResult", "PrepareWarning", "prepare"]

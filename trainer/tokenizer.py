@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from gatedv_stats.atomic import write_text_atomic
 from gatedv_stats.errors import InputError
+from gatedv_stats.fileio import file_sha256
 
 DEFAULT_VOCAB_SIZE = 8192
 MAX_VOCAB_SIZE = 2**16  # token ids are stored as uint16
@@ -53,7 +52,7 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
     """Write `tokenizer.json` atomically; return the SHA-256 of its bytes."""
     text = tokenizer.to_str()
     write_text_atomic(path, text)
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_sha256(path)
 
 
 def encode_batch(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
