@@ -478,10 +478,10 @@ def report_command(
 # --- cost benchmark commands (issue 7) ---
 
 
-@app.command("bench")
+@app.command("bench", cls=_ManyFilesCommand)
 def bench_command(
     baseline: list[str] = typer.Argument(..., help="Baseline checkpoints, one per seed."),
-    variant: list[str] = typer.Option(..., "--variant", help="Variant checkpoint of the same seed; repeat per seed, in order."),
+    variant: list[str] = typer.Option(..., "--variant", metavar="CKPT...", help="Variant checkpoints, one per seed, in the baseline's order."),
     rounds: int = typer.Option(7, "--rounds", help="Alternation rounds R."),
     warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up calls W per round and mode."),
     calls: int = typer.Option(10, "--calls", help="Timed calls K per round and mode."),

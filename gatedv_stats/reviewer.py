@@ -2,7 +2,8 @@
 
 Beside the paper's comparison (ΔP, D with its document bootstrap, wins): the BCa interval for D, the
 sign-flip permutation test on d_i, the seed-level view (two-level bootstrap, paired t, sign test), bits per
-byte when the loss files carry `n_bytes`, and D per group of any document column.
+byte when the loss files carry `n_bytes`, and D per group of any document column. `reviewer_section` turns
+the same results into a report section (tables and a forest plot) for `gatedv_stats.report_data`.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ class BitsPerByte:
 
 @dataclass(frozen=True)
 class ReviewerAnalysis:
+    """One paired comparison with every reviewer statistic; `seed` and resample counts are recorded inside."""
+
     comparison: Comparison
     bca_interval: tuple[float, float] | None  # BCa interval for D from the comparison's own bootstrap distribution
     permutation: SignFlipTest
-    seed_level: SeedUncertainty | None  # None with a single seed pair
+    seed_level: SeedUncertainty | None  # None with a single seed pair or no spread over seeds
     bits_per_byte: BitsPerByte | None  # None without n_bytes
     breakdowns: tuple[Breakdown, ...]
     notes: tuple[str, ...]

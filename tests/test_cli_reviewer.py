@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
+from gatedv_stats import formatting as fmt
 from gatedv_stats import metrics
 from gatedv_stats.lossfiles import write_loss_file
 from gatedv_stats.pairing import load_paired
@@ -184,3 +185,26 @@ def test_plan_bad_input(run_dir, arms, extra, fragments):
 def test_plan_with_one_seed_is_an_input_error(run_dir):
     pilot = [files(run_dir, "baseline")[0], files(run_dir, "gatedv")[0]]
     assert_input_error(invoke("plan", *pilot, "--effect", "0.02"), "at least 2 paired seeds")
+
+
+def test_reviewer_report_section_renders_through_the_report_templates(run_dir, tmp_path):
+    from gatedv_stats.report import render_report
+    from gatedv_stats.report_data import ReportData, ReportSettings, discover_inputs, make_context
+    from gatedv_stats.reviewer import analyze, reviewer_section
+
+    ctx = make_context(discover_inputs([run_dir]), ReportSettings(reference=None, samples=200, seed=3))
+    section = reviewer_section(ctx)
+    assert [table.key for table in section.tables] == ["reviewer-dev", "reviewer-arms-dev"]
+    assert [figure.key for figure in section.figures] == ["forest-dev"]
+    report = ReportData(title="t", subtitle="s", version="0", reference=ctx.reference, sections=(section,))
+    text = render_report(report, tmp_path / "report.md", "md").read_text(encoding="utf-8")
+    paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
+    expected = analyze(paired, samples=200, seed=3, by=("domain",))
+    gatedv_row = next(line for line in text.splitlines() if line.startswith("| gatedv |"))
+    interval = expected.seed_level.bootstrap
+    assert f"[{fmt.format_delta_p(interval.low)}, {fmt.format_delta_p(interval.high)}]" in gatedv_row
+    assert f"{expected.permutation.p_value:.3g}" in gatedv_row and "3/3, p = 0.125" in gatedv_row
+    assert fmt.format_interval(*expected.bca_interval) in gatedv_row
+    assert "Holm" in text and "Benjamini–Hochberg" in text and "With 3 seed pairs" in text
+    assert "per group of documents (domain)" in text
+    assert (tmp_path / "report_figures" / "forest-dev.svg").read_text(encoding="utf-8").startswith("<svg")
