@@ -24,12 +24,27 @@ from tqdm import tqdm
 
 from gatedv_stats import __version__, plots
 from gatedv_stats.errors import InputError
-from gatedv_stats.formatting import (format_count, format_delta_p, format_interval, format_nll_diff, format_pairs,
-                                     format_percent, format_ppl)
 from gatedv_stats.fileio import file_sha256, read_json_object
+from gatedv_stats.formatting import (
+    format_count,
+    format_delta_p,
+    format_interval,
+    format_nll_diff,
+    format_pairs,
+    format_percent,
+    format_ppl,
+)
 from gatedv_stats.lossfiles import LOSS_FILE_SUFFIXES, LossRun, read_loss_inputs
-from gatedv_stats.metrics import (ArmSummary, delta_p, document_differences, improved_pairs, perplexity, sample_sd,
-                                  token_nll)
+from gatedv_stats.metrics import (
+    ArmSummary,
+    delta_p,
+    document_differences,
+    improved_pairs,
+    perplexity,
+    sample_sd,
+    token_nll,
+)
+from gatedv_stats.reviewer import reviewer_section
 
 if TYPE_CHECKING:  # imported lazily at run time: scipy (resampling) loads only when a comparison is made
     from gatedv_stats.comparison import Comparison
@@ -857,6 +872,7 @@ SECTION_BUILDERS: tuple[Callable[[ReportContext], Section], ...] = (
     inference_swap_section,
     cost_section,
     curves_section,
+    reviewer_section,
     provenance_section,
 )
 

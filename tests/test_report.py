@@ -173,12 +173,13 @@ def test_latex_uses_booktabs_and_markdown_figures_exist(small):
     assert tex.count("\\begin{tabular}") == tex.count("\\bottomrule") >= 4
     assert "\\toprule" in tex and "\\midrule" in tex and "\\usepackage{booktabs}" in tex
     pdfs = re.findall(r"\\includegraphics\[[^\]]*\]\{([^}]+)\}", tex)
-    assert len(pdfs) == 4 and all((small["out"] / name).read_bytes().startswith(b"%PDF") for name in pdfs)
+    assert len(pdfs) == 6 and all((small["out"] / name).read_bytes().startswith(b"%PDF") for name in pdfs)
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", small["md"])
     assert figures, "the Markdown report shows figures"
     for name in figures:
         svg = (small["out"] / name).read_text(encoding="utf-8")
-        assert svg.lstrip().startswith("<svg") and "Per-" in svg
+        # a rendered chart: its title (per-seed / per-document figures) or the forest plot's D axis
+        assert svg.lstrip().startswith("<svg") and ("Per-" in svg or "D (nats / target)" in svg)
 
 
 def test_sections_without_inputs_say_why(small):

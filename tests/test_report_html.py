@@ -54,9 +54,9 @@ def test_html_is_one_offline_file_with_the_bundle_once(html_report):
     html = html_report.read_text(encoding="utf-8")
     assert html.count("window.vegaEmbed=") == 1
     markup = re.sub(r"(<script[^>]*>).*?</script>", r"\1</script>", html, flags=re.S)  # tags, not JS strings
-    assert markup.count("<script") == 3 + 6  # error hook, bundle, embed loop + one JSON spec per chart
+    assert markup.count("<script") == 3 + 8  # error hook, bundle, embed loop + one JSON spec per chart
     assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", markup), "nothing is loaded from elsewhere"
-    assert len(chart_keys(html)) == 6  # 2 held-out, 2 development, ΔP curve, final quarter
+    assert len(chart_keys(html)) == 8  # 2 held-out, 2 development, ΔP curve, final quarter, 2 forest plots
     assert "59.118 ± 0.530" in html and "−2.03%" in html
 
 
