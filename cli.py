@@ -438,7 +438,8 @@ def demo_command(
     out: str = typer.Option("gatedv-demo", "--out", help="Directory for data, runs and report."),
     corpus: str = typer.Option("builtin:python-stdlib", "--corpus", help="Corpus to prepare into OUT/data when it "
                                "holds no prepared data (any gatedv prepare corpus)."),
-    updates: int = typer.Option(200, "--updates", help="Updates per run."),
+    updates: int = typer.Option(None, "--updates", help="Updates per run (default: the tiny recipe's).",
+                                 show_default=False),
     seeds: int = typer.Option(3, "--seeds", help="Paired seeds (1..N)."),
     jobs: int = typer.Option(None, "--jobs", help="Runs at a time (default: 2 on a CPU, else 1).", show_default=False),
     device: str = _DEVICE,

@@ -74,7 +74,7 @@ def demo_experiment(out: Path, *, updates: int, seeds: int) -> Experiment:
                       updates=updates, eval_every=max(1, updates // CURVE_POINTS))
 
 
-def run_demo(out: str | Path = "gatedv-demo", *, updates: int = UPDATES, seeds: int = SEEDS, device: str = "auto",
+def run_demo(out: str | Path = "gatedv-demo", *, updates: int | None = None, seeds: int = SEEDS, device: str = "auto",
              jobs: int | None = None, corpus: str = CORPUS, progress: bool = True) -> DemoResult:
     """Run the demo into `out` (data, runs, report); `out/data` is prepared from `corpus` unless it already
     holds a prepared data directory, and finished runs are reused.
@@ -83,7 +83,7 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int = UPDATES, seeds: 
     """
     began = time.perf_counter()
     out = Path(out)
-    experiment = demo_experiment(out, updates=updates, seeds=seeds)
+    experiment = demo_experiment(out, updates=UPDATES if updates is None else updates, seeds=seeds)
     if jobs is None:
         jobs = 2 if select_device(device).type == "cpu" and (os.cpu_count() or 1) >= 2 else 1
     if (experiment.data / MANIFEST).is_file():  # a data directory already there is used as it is
@@ -100,7 +100,7 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int = UPDATES, seeds: 
         comparisons[name] = compare(paired, seed=0)
     reports = tuple(str(write_report([experiment.out], out / file, fmt)) for fmt, file in REPORT_FORMATS.items())
     rates = [read_run_record(run.run_dir).get("tokens_per_second", math.nan) for run in experiment.runs()]
-    return DemoResult(out=str(out), corpus=manifest["corpus"]["spec"], updates=updates,
+    return DemoResult(out=str(out), corpus=manifest["corpus"]["spec"], updates=experiment.updates,
                       seeds=experiment.seeds,
                       eval_docs={name: manifest["eval_sets"][name]["documents"] for name in EVAL_SET_NAMES},
                       comparisons=comparisons, reports=reports, wall_seconds=time.perf_counter() - began,

@@ -52,7 +52,7 @@ class Recipe:
 
 
 RECIPES = {
-    "tiny": Recipe(updates=200, warmup=20, lr=0.004, eval_every=25),
+    "tiny": Recipe(updates=500, warmup=50, lr=0.004, eval_every=50),
     "small": Recipe(updates=32_768, warmup=512, lr=0.0048, eval_every=1024),
     "medium": Recipe(updates=327_680, warmup=5_120, lr=0.0003, eval_every=10_240),
 }
