@@ -29,40 +29,38 @@ def log_ratios(study):
     return metrics.token_nll(study.variant, study.n_targets) - metrics.token_nll(study.baseline, study.n_targets)
 
 
+def coverage_count(model, n_seeds, rng, interval_of, truth_of) -> int:
+    """How many of REPLICATIONS simulated studies (n_seeds × 40 documents) have an interval covering the truth."""
+    covered = 0
+    for replication in range(REPLICATIONS):
+        study = simulate(model, n_seeds, 40, rng)
+        interval = interval_of(study, replication)
+        covered += interval.low <= truth_of(study) <= interval.high
+    return covered
+
+
+def two_level_interval(study, replication):
+    return seed_document_bootstrap(study.baseline, study.variant, study.n_targets, samples=300, seed=replication)
+
+
 def test_t_interval_covers_the_evaluation_set_effect_at_95_percent_with_three_seeds():
     """r_s − (δ + mean h) = e_s + mean_i ε_si is normal and independent over seeds: t is exact here."""
     model = PopulationModel(log_ratio=-0.02, seed_sd=0.01, doc_sd=0.02, residual_sd=0.05)
-    rng = np.random.default_rng(100)
-    covered = 0
-    for _ in range(REPLICATIONS):
-        study = simulate(model, 3, 40, rng)
-        interval = paired_t_interval(log_ratios(study))
-        covered += interval.low <= study.eval_set_log_ratio <= interval.high
+    covered = coverage_count(model, 3, np.random.default_rng(100), lambda study, _: paired_t_interval(log_ratios(study)),
+                             lambda study: study.eval_set_log_ratio)
     assert accepts(covered, REPLICATIONS, 0.95), covered
 
 
 def test_two_level_interval_covers_the_population_delta_p_when_documents_dominate():
     model = PopulationModel(log_ratio=-0.02, seed_sd=0.002, doc_sd=0.05, residual_sd=0.02)
-    rng = np.random.default_rng(200)
-    covered = 0
-    for replication in range(REPLICATIONS):
-        study = simulate(model, 5, 40, rng)
-        interval = seed_document_bootstrap(study.baseline, study.variant, study.n_targets, samples=300,
-                                           seed=replication)
-        covered += interval.low <= model.delta_p <= interval.high
+    covered = coverage_count(model, 5, np.random.default_rng(200), two_level_interval, lambda _: model.delta_p)
     assert accepts(covered, REPLICATIONS, 0.95), covered
 
 
 def test_two_level_interval_undercovers_with_five_seeds_as_its_note_states():
     """When seed variation dominates, five seeds give about 85% coverage — the limit `few_seed_limits` states."""
     model = PopulationModel(log_ratio=-0.02, seed_sd=0.02, doc_sd=0.001, residual_sd=0.01)
-    rng = np.random.default_rng(300)
-    covered = 0
-    for replication in range(REPLICATIONS):
-        study = simulate(model, 5, 40, rng)
-        interval = seed_document_bootstrap(study.baseline, study.variant, study.n_targets, samples=300,
-                                           seed=replication)
-        covered += interval.low <= model.delta_p <= interval.high
+    covered = coverage_count(model, 5, np.random.default_rng(300), two_level_interval, lambda _: model.delta_p)
     stated = percentile_seed_coverage(5)
     assert 0.84 < stated < 0.85
     assert accepts(covered, REPLICATIONS, stated), covered
