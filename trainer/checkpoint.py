@@ -46,7 +46,8 @@ def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        # torch's own message is a paragraph of advice on `weights_only`; its first sentence is the reason
+        reason = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
         raise InputError(f"{path}: not a readable checkpoint ({reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
