@@ -48,6 +48,14 @@ def _main(
     """gatedv: honest statistics for paired Transformer ablations."""
 
 
+# Options shared by several commands.
+_JSON = typer.Option(False, "--json", help="Print one JSON object.")
+_DEVICE = typer.Option("auto", "--device", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps.")
+_EVAL_SET = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set (dev, heldout, ...).",
+                         show_default=False)
+_ALLOW_UNPAIRED = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only.")
+
+
 # --- statistics commands (issue 2, issue 8) ---
 
 
@@ -80,14 +88,13 @@ def bootstrap_command(
     variant: list[str] = typer.Option(None, "--variant", metavar="FILE...", help="Variant loss files (or directories).", show_default=False),
     baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
     variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
-    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set (dev, heldout, ...).",
-                                 show_default=False),
+    eval_set: str = _EVAL_SET,
     samples: int = typer.Option(2000, "--samples", help="Bootstrap resamples B."),
     level: float = typer.Option(0.95, "--level", help="Confidence level of the interval."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap RNG."),
     method: str = typer.Option("percentile", "--method", help="Interval: percentile or bca."),
-    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    allow_unpaired: bool = _ALLOW_UNPAIRED,
+    as_json: bool = _JSON,
 ) -> None:
     """Paired comparison of two arms from per-document loss files: ΔP, D with its document bootstrap, win rate."""
     import json
@@ -118,7 +125,7 @@ def analyze_command(
     variant: list[str] = typer.Option(None, "--variant", help="Variant loss files (or directories).", show_default=False),
     baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
     variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
-    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set.", show_default=False),
+    eval_set: str = _EVAL_SET,
     samples: int = typer.Option(2000, "--samples", help="Resamples of each bootstrap."),
     level: float = typer.Option(0.95, "--level", help="Confidence level of every interval."),
     seed: int = typer.Option(0, "--seed", help="Seed of every resampling RNG."),
@@ -128,8 +135,8 @@ def analyze_command(
                                  "n_bytes; numeric columns in quantile bins). Repeatable.", show_default=False),
     bins: int = typer.Option(4, "--bins", help="Quantile bins of a numeric --by column."),
     min_docs: int = typer.Option(5, "--min-docs", help="Groups with fewer documents are pooled into '(other)'."),
-    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    allow_unpaired: bool = _ALLOW_UNPAIRED,
+    as_json: bool = _JSON,
 ) -> None:
     """Reviewer statistics for one pair of arms: seed-level intervals and tests, permutation test, BCa, breakdowns."""
     import json
@@ -154,12 +161,12 @@ def analyze_command(
 def arms_command(
     files: list[str] = typer.Argument(..., help="Loss files, long tables or directories holding every arm."),
     reference: str = typer.Option(..., "--reference", help="The arm every other arm is compared with."),
-    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set.", show_default=False),
+    eval_set: str = _EVAL_SET,
     alpha: float = typer.Option(0.05, "--alpha", help="Level at which adjusted p-values are marked."),
     permutations: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
     seed: int = typer.Option(0, "--seed", help="Seed of the permutation RNG."),
-    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    allow_unpaired: bool = _ALLOW_UNPAIRED,
+    as_json: bool = _JSON,
 ) -> None:
     """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
     import json
@@ -188,9 +195,9 @@ def plan_command(
                                      show_default=False),
     variant_arm: str = typer.Option(None, "--variant-arm", help="Pilot variant arm (default: the other arm).",
                                     show_default=False),
-    eval_set: str = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set.", show_default=False),
-    allow_unpaired: bool = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    eval_set: str = _EVAL_SET,
+    allow_unpaired: bool = _ALLOW_UNPAIRED,
+    as_json: bool = _JSON,
 ) -> None:
     """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs."""
     import json
@@ -214,7 +221,7 @@ def plan_command(
 def params_command(
     config: str = typer.Option("all", "--config", help="tiny, small, medium, or all (small and medium)."),
     variant: str = typer.Option("all", "--variant", help="A variant name, or all."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = _JSON,
 ) -> None:
     """Table 1: the model setup and the trainable-parameter count of each variant."""
     import json
@@ -281,10 +288,8 @@ def prepare_command(
 
 # --- training commands (issue 5) ---
 
-_DEVICE = typer.Option("auto", "--device", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps.")
 _TF32 = typer.Option(False, "--tf32", help="Allow TF32 matmuls (CUDA).")
 _BF16 = typer.Option(False, "--bf16", help="bf16 autocast for the forward passes.")
-_JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 def _runtime(device: str, tf32: bool, bf16: bool, compile_model: bool = False):
@@ -487,9 +492,9 @@ def bench_command(
     warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up calls W per round and mode."),
     calls: int = typer.Option(10, "--calls", help="Timed calls K per round and mode."),
     batch: int = typer.Option(8, "--batch", help="Sequences per call (each of the model's seq_len tokens)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    device: str = _DEVICE,
     out: str = typer.Option(None, "--out", help="Also write the JSON result here (e.g. EXP/bench.json)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+    as_json: bool = _JSON,
 ) -> None:
     """SPEC §7 cost benchmark (Table 6): forward and training-step time ratios and peak memory."""
     import json
