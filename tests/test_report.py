@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -303,3 +304,15 @@ def test_latex_escape():
     assert latex_escape("a_b & 50% #1 {x} ~ ^") == r"a\_b \& 50\% \#1 \{x\} \textasciitilde{} \textasciicircum{}"
     assert latex_escape("−2.03% ± ΔP P̄ \\") == r"$-$2.03\% $\pm$ $\Delta_P$ $\overline{P}$ \textbackslash{}"
     assert latex_escape("1.2 → 1.1 × 2 ≥ 1") == r"1.2 $\rightarrow$ 1.1 $\times$ 2 $\geq$ 1"
+
+
+def test_latex_reports_compile_with_pdflatex(small, medium, tmp_path):
+    """The LaTeX output is a complete document (booktabs tables, figures) that pdflatex typesets without error."""
+    medium_tex = medium["root"] / "report.tex"
+    report([medium["root"]], medium_tex, "latex")
+    for tex in (small["out"] / "report.tex", medium_tex):
+        done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tex.parent,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert tex.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+        assert "Overfull \\hbox" not in done.stdout, "a table or figure runs off the page"
