@@ -80,14 +80,31 @@ class _ManyFilesCommand(typer.core.TyperCommand):
         return super().parse_args(ctx, expanded)
 
 
+# The two ways to name a baseline/variant pair, shared by `bootstrap` and `analyze`.
+_PAIR_TABLES = typer.Argument(None, metavar="LONG_TABLE", help="Long tables or directories holding both arms (name "
+                              "them with --baseline-arm / --variant-arm).", show_default=False)
+_BASELINE_FILES = typer.Option(None, "--baseline", metavar="FILE...", help="Baseline loss files (or directories).",
+                               show_default=False)
+_VARIANT_FILES = typer.Option(None, "--variant", metavar="FILE...", help="Variant loss files (or directories).",
+                              show_default=False)
+_BASELINE_ARM = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False)
+_VARIANT_ARM = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False)
+
+
+def _check_resampling(samples: int, level: float) -> None:
+    if samples < 2:
+        raise InputError(f"--samples: must be at least 2 (got {samples})")
+    if not 0.0 < level < 1.0:
+        raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+
+
 @app.command("bootstrap", cls=_ManyFilesCommand)
 def bootstrap_command(
-    tables: list[str] = typer.Argument(None, metavar="LONG_TABLE", help="Long tables or directories holding both arms (name them with "
-                                        "--baseline-arm / --variant-arm).", show_default=False),
-    baseline: list[str] = typer.Option(None, "--baseline", metavar="FILE...", help="Baseline loss files (or directories).", show_default=False),
-    variant: list[str] = typer.Option(None, "--variant", metavar="FILE...", help="Variant loss files (or directories).", show_default=False),
-    baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
-    variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
+    tables: list[str] = _PAIR_TABLES,
+    baseline: list[str] = _BASELINE_FILES,
+    variant: list[str] = _VARIANT_FILES,
+    baseline_arm: str = _BASELINE_ARM,
+    variant_arm: str = _VARIANT_ARM,
     eval_set: str = _EVAL_SET,
     samples: int = typer.Option(2000, "--samples", help="Bootstrap resamples B."),
     level: float = typer.Option(0.95, "--level", help="Confidence level of the interval."),
@@ -103,10 +120,7 @@ def bootstrap_command(
     from gatedv_stats.pairing import load_paired
     from gatedv_stats.resampling import METHODS
 
-    if samples < 2:
-        raise InputError(f"--samples: must be at least 2 (got {samples})")
-    if not 0.0 < level < 1.0:
-        raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+    _check_resampling(samples, level)
     if method not in METHODS:
         raise InputError(f"--method: must be one of {', '.join(METHODS)} (got {method!r})")
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
@@ -119,12 +133,11 @@ def bootstrap_command(
 
 @app.command("analyze", cls=_ManyFilesCommand)
 def analyze_command(
-    tables: list[str] = typer.Argument(None, help="Long tables or directories holding both arms (name them with "
-                                        "--baseline-arm / --variant-arm).", show_default=False),
-    baseline: list[str] = typer.Option(None, "--baseline", help="Baseline loss files (or directories).", show_default=False),
-    variant: list[str] = typer.Option(None, "--variant", help="Variant loss files (or directories).", show_default=False),
-    baseline_arm: str = typer.Option(None, "--baseline-arm", help="Baseline arm name (selects runs).", show_default=False),
-    variant_arm: str = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False),
+    tables: list[str] = _PAIR_TABLES,
+    baseline: list[str] = _BASELINE_FILES,
+    variant: list[str] = _VARIANT_FILES,
+    baseline_arm: str = _BASELINE_ARM,
+    variant_arm: str = _VARIANT_ARM,
     eval_set: str = _EVAL_SET,
     samples: int = typer.Option(2000, "--samples", help="Resamples of each bootstrap."),
     level: float = typer.Option(0.95, "--level", help="Confidence level of every interval."),
@@ -144,10 +157,7 @@ def analyze_command(
     from gatedv_stats.pairing import load_paired
     from gatedv_stats.reviewer import analyze
 
-    if samples < 2:
-        raise InputError(f"--samples: must be at least 2 (got {samples})")
-    if not 0.0 < level < 1.0:
-        raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+    _check_resampling(samples, level)
     if permutations < 1:
         raise InputError(f"--permutations: must be at least 1 (got {permutations})")
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
