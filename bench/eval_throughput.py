@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from kernel_floor import kernel_floor_line, kernel_seconds
 from trainer.bench import synthetic_batch, time_calls
 from trainer.device import select_device
 from trainer.evaluate import EVAL_BATCH_SIZE, document_loss_sums
@@ -77,12 +78,19 @@ def main() -> None:
                          timed=1, sync=sync, clock=time.process_time if args.clock == "cpu" else time.perf_counter)
     load_after = os.getloadavg()
     tokens = args.windows * cfg.seq_len
+    kernel_s = None
+    if device.type == "cpu":  # kernel time of the first 4 batches, scaled to the whole set
+        sample = windows[: 4 * args.batch]
+        kernel_s = kernel_seconds(lambda: document_loss_sums(ours, sample, device=device, batch_size=args.batch),
+                                  repeats=1)[0] * len(windows) / len(sample)
     result = {
         "config": args.config, "windows": args.windows, "batch": args.batch, "device": str(device),
         "threads": torch.get_num_threads(), "clock": args.clock, "rounds": args.rounds, "torch": torch.__version__,
         "load_average_before_after": [load_before[0], load_after[0]],
         "tokens_per_s": {name: tokens / float(np.median(t["evaluate"])) for name, t in medians.items()},
         "ours_vs_hf_speedup": float(np.median(medians["hf"]["evaluate"] / medians["ours"]["evaluate"])),
+        "ours_kernel_s": kernel_s,
+        "ours_vs_hf_ceiling": float(np.median(medians["hf"]["evaluate"])) / kernel_s if kernel_s else None,
         "max_abs_loss_sum_diff": float(np.max(np.abs(sums["ours"] - sums["hf"]))),
         "per_round_s": {name: t["evaluate"].tolist() for name, t in medians.items()},
     }
@@ -96,6 +104,9 @@ def main() -> None:
         print(f"{name:6} {result['tokens_per_s'][name]:>10,.0f} tokens/s")
     print(f"ours / transformers evaluation throughput: {result['ours_vs_hf_speedup']:.3f}× (median per-round ratio); "
           f"max |loss-sum difference| {result['max_abs_loss_sum_diff']:.2e} nats")
+    if kernel_s:
+        print(kernel_floor_line("ours (evaluation)", kernel_s, float(np.median(medians["ours"]["evaluate"])),
+                                "transformers", float(np.median(medians["hf"]["evaluate"]))))
 
 
 if __name__ == "__main__":
