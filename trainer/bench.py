@@ -186,8 +186,6 @@ def mode_calls(model: torch.nn.Module, batch: torch.Tensor, device: torch.device
     return {"forward": forward, "step": step}
 
 
-
-
 def _run_seed(extra: dict) -> int | None:
     run = extra.get("run")
     return run.get("seed") if isinstance(run, dict) else None
