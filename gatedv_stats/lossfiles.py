@@ -124,7 +124,8 @@ def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
         if column not in frame.columns:
             close = difflib.get_close_matches(column, [str(c) for c in frame.columns], n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(f"{source}: missing column {column!r}{hint}; columns are {', '.join(map(str, frame.columns))}")
+            raise InputError(f"{source}: missing column {column!r}{hint}; its per-document columns are "
+                             f"{', '.join(map(str, frame.columns))}")
     doc_id = frame["doc_id"]
     blank = doc_id.isna() | (doc_id.astype(str).str.strip() == "")
     _fail_rows(blank.to_numpy(), source, "doc_id is empty")
@@ -169,8 +170,9 @@ def _integers(series: pd.Series, column: str, source: str, *, minimum: int) -> n
     values = _numeric(series, column, source)
     _fail_rows(~np.isfinite(values), source, f"{column} is missing or not finite")
     _fail_rows(values != np.round(values), source, f"{column} is not an integer", values)
-    _fail_rows(values < minimum, source, f"{column} must be >= {minimum}", values)
-    return values.astype(np.int64)
+    integers = values.astype(np.int64)
+    _fail_rows(integers < minimum, source, f"{column} must be >= {minimum}", integers)
+    return integers
 
 
 def _is_blank(series: pd.Series) -> np.ndarray:

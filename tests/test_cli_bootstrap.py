@@ -109,7 +109,7 @@ def test_repeated_options_and_directories_are_accepted(run_files, tmp_path):
     ("loss_sum", "inf", "row 3: loss_sum is infinite"),
     ("loss_sum", "-1.5", "row 3: loss_sum is negative (-1.5)"),
     ("n_targets", "0", "row 3: n_targets must be >= 1"),
-    ("n_targets", "-4", "row 3: n_targets must be >= 1"),
+    ("n_targets", "-4", "row 3: n_targets must be >= 1 (-4)"),
     ("n_targets", "2.5", "row 3: n_targets is not an integer (2.5)"),
     ("n_targets", "many", "row 3: n_targets 'many' is not a number"),
 ])
@@ -127,7 +127,8 @@ def test_missing_or_misnamed_column(tmp_path):
     assert_input_error(invoke("--baseline", misnamed, "--variant", good), "misnamed.csv",
                        "missing column 'loss_sum' (did you mean 'losssum'?)")
     missing = write_csv(tmp_path / "missing.csv", good_frame(1).drop(columns=["n_targets"]))
-    assert_input_error(invoke("--baseline", missing, "--variant", good), "missing.csv", "missing column 'n_targets'")
+    assert_input_error(invoke("--baseline", missing, "--variant", good), "missing.csv",
+                       "missing column 'n_targets'; its per-document columns are doc_id, loss_sum")
 
 
 def test_duplicate_doc_id(tmp_path):
