@@ -1,0 +1,50 @@
+"""Checks of the arguments every statistic shares, in one place and with one vocabulary.
+
+Each check returns the value (converted where that is safe) or raises `ParameterError` naming the argument,
+which the command line reports under its own flag name.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from gatedv_stats.errors import ParameterError
+
+
+def check_confidence_level(confidence_level: float, parameter: str = "confidence_level") -> float:
+    """A confidence level strictly between 0 and 1."""
+    return check_open_unit(parameter, confidence_level)
+
+
+def check_open_unit(parameter: str, value: float) -> float:
+    """A probability strictly between 0 and 1 (a level, α, a power)."""
+    if not isinstance(value, numbers.Real) or not 0.0 < float(value) < 1.0:
+        raise ParameterError(parameter, f"must lie strictly between 0 and 1 (got {value})")
+    return float(value)
+
+
+def check_n_resamples(n_resamples: int, minimum: int = 2, parameter: str = "n_resamples") -> int:
+    """A number of resamples; a percentile interval needs at least two."""
+    return check_at_least(parameter, n_resamples, minimum)
+
+
+def check_at_least(parameter: str, value: int, minimum: int) -> int:
+    """An integer no smaller than `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ParameterError(parameter, f"must be at least {minimum} (got {value})")
+    return int(value)
+
+
+def check_rng_seed(seed: int, parameter: str = "seed") -> int:
+    """A seed for `numpy.random.default_rng`: a non-negative integer."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ParameterError(parameter, f"must be a non-negative integer (got {seed})")
+    return int(seed)
+
+
+def check_finite(parameter: str, value: float) -> float:
+    """A finite real number."""
+    if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ParameterError(parameter, f"must be a finite number (got {value})")
+    return float(value)
