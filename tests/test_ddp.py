@@ -36,5 +36,9 @@ def test_two_gloo_processes_match_one_process(prepared_data, tmp_path):
     pd.testing.assert_series_equal(one["train_loss"], two["train_loss"], rtol=1e-5, atol=0)
     a, b = load_checkpoint(single / "checkpoint.pt").model, load_checkpoint(parallel / "checkpoint.pt").model
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
-        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5, msg=name)
+        # Adam divides by sqrt(v): where a gradient is near zero, reduction-order rounding can move an element
+        # by up to lr per update. So nearly every element must agree closely, and none by more than lr × updates.
+        close = torch.isclose(x, y, rtol=1e-4, atol=1e-5)
+        assert close.float().mean() > 0.9999, (name, int((~close).sum()))
+        assert (x - y).abs().max() <= args["lr"] * args["updates"], name
     assert two["dev_nll"].iloc[-1] < two["dev_nll"].iloc[0]  # the processes did train
