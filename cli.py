@@ -116,9 +116,9 @@ def bootstrap_command(
     """Paired comparison of two arms from per-document loss files: ΔP, D with its document bootstrap, win rate."""
     import json
 
-    from gatedv_stats.comparison import compare
+    from gatedv_stats.stats.comparison import compare
     from gatedv_stats.pairing import load_paired
-    from gatedv_stats.resampling import METHODS
+    from gatedv_stats.stats.resampling import METHODS
 
     _check_resampling(samples, level)
     if method not in METHODS:
@@ -155,7 +155,7 @@ def analyze_command(
     import json
 
     from gatedv_stats.pairing import load_paired
-    from gatedv_stats.reviewer import analyze
+    from gatedv_stats.analysis.pair import analyze
 
     _check_resampling(samples, level)
     if permutations < 1:
@@ -181,8 +181,8 @@ def arms_command(
     """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
     import json
 
-    from gatedv_stats.lossfiles import read_loss_inputs, select_runs
-    from gatedv_stats.multiple import compare_arms, pair_with_reference
+    from gatedv_stats.io.lossfiles import read_loss_inputs, select_runs
+    from gatedv_stats.stats.multiple import compare_arms, pair_with_reference
 
     if not 0.0 < alpha < 1.0:
         raise InputError(f"--alpha: must lie strictly between 0 and 1 (got {alpha})")
@@ -212,8 +212,8 @@ def plan_command(
     """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs."""
     import json
 
-    from gatedv_stats.lossfiles import read_loss_inputs
-    from gatedv_stats.planning import pilot_pair, plan_from_pilot
+    from gatedv_stats.io.lossfiles import read_loss_inputs
+    from gatedv_stats.stats.planning import pilot_pair, plan_from_pilot
 
     paired = pilot_pair(read_loss_inputs(pilot_files), baseline_arm=baseline_arm, variant_arm=variant_arm,
                         eval_set=eval_set, allow_unpaired=allow_unpaired)
@@ -509,7 +509,7 @@ def bench_command(
     """SPEC §7 cost benchmark (Table 6): forward and training-step time ratios and peak memory."""
     import json
 
-    from gatedv_stats.atomic import write_text_atomic
+    from gatedv_stats.io.atomic import write_text_atomic
     from trainer.bench import run_bench
     from trainer.device import select_device
 

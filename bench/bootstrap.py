@@ -35,7 +35,7 @@ def measure(which: str, n_docs: int, method: str, varying_targets: bool) -> dict
     import numpy as np
     from scipy import stats
 
-    from gatedv_stats.resampling import document_bootstrap
+    from gatedv_stats.stats.resampling import document_bootstrap
 
     d, n_targets = make_sample(n_docs, varying_targets)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -30,7 +30,7 @@ def build_experiment(root: Path) -> None:
     """20 loss files (one run directory each, with a curve.csv) of a paper-sized held-out set."""
     import pandas as pd
 
-    from gatedv_stats.lossfiles import write_loss_file
+    from gatedv_stats.io.lossfiles import write_loss_file
     from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
 
     runs = synthetic_runs({arm: ppls_with_moments(ppl, 0.5, len(SEEDS)) for arm, ppl in ARMS.items()},

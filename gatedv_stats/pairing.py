@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs, select_runs
+from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs, select_runs
 
 _SHOWN = 5
 

@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from gatedv_stats import __version__, plots
+from gatedv_stats import __version__
+from gatedv_stats.report import plots
 from gatedv_stats.errors import InputError
-from gatedv_stats.fileio import file_sha256, read_json_object
+from gatedv_stats.io.fileio import file_sha256, read_json_object
 from gatedv_stats.formatting import (
     format_count,
     format_delta_p,
@@ -34,8 +35,8 @@ from gatedv_stats.formatting import (
     format_percent,
     format_ppl,
 )
-from gatedv_stats.lossfiles import LOSS_FILE_SUFFIXES, LossRun, read_loss_inputs
-from gatedv_stats.metrics import (
+from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, read_loss_inputs
+from gatedv_stats.stats.metrics import (
     ArmSummary,
     delta_p,
     document_differences,
@@ -44,10 +45,10 @@ from gatedv_stats.metrics import (
     sample_sd,
     token_nll,
 )
-from gatedv_stats.reviewer import reviewer_section
+from gatedv_stats.analysis.pair import reviewer_section
 
 if TYPE_CHECKING:  # imported lazily at run time: scipy (resampling) loads only when a comparison is made
-    from gatedv_stats.comparison import Comparison
+    from gatedv_stats.stats.comparison import Comparison
     from gatedv_stats.pairing import PairedLosses
 
 CURVE_FILE_NAME = "curve.csv"
@@ -228,7 +229,7 @@ def discover_inputs(inputs: list[Path]) -> ExperimentInputs:
 
 
 def _read_curves(paths: list[Path]) -> pd.DataFrame:
-    from gatedv_stats.curvefiles import CURVE_COLUMNS, read_curve_inputs
+    from gatedv_stats.io.curvefiles import CURVE_COLUMNS, read_curve_inputs
 
     return read_curve_inputs(paths) if paths else pd.DataFrame(columns=list(CURVE_COLUMNS))
 
@@ -470,7 +471,7 @@ def _seed_text(seeds: set) -> str:
 def lr_selection_section(ctx: ReportContext) -> Section:
     """Table 2: final development PPL per arm × learning rate on the selection seed, the selected rate in bold."""
     key, title = "lr-selection", "Learning-rate selection"
-    from gatedv_stats.lr_selection import select_lr
+    from gatedv_stats.stats.lr_selection import select_lr
 
     dev_runs = [run for group in ctx.groups if group.eval_set == "dev" and group.lr is not None
                 for runs in group.arms.values() for run in runs]
@@ -525,7 +526,7 @@ def comparison_section(ctx: ReportContext) -> Section:
     key, title = "comparison", "Paired comparison"
     if ctx.reference is None:
         return omitted(key, title, "No reference arm: no loss file has arm 'baseline'; choose one with --reference.")
-    from gatedv_stats.comparison import compare
+    from gatedv_stats.stats.comparison import compare
     from gatedv_stats.pairing import pair_runs
 
     tables, figures, notes = [], [], []
@@ -780,7 +781,7 @@ def cost_section(ctx: ReportContext) -> Section:
 def curves_section(ctx: ReportContext) -> Section:
     """Figures 2 and 3: training-curve ΔP(t) with per-pair curves, and absolute PPL over the final quarter."""
     key, title = "curves", "Training curves"
-    from gatedv_stats.curves import curve_delta_p, final_quarter_ppl
+    from gatedv_stats.stats.curves import curve_delta_p, final_quarter_ppl
 
     curves = ctx.inputs.curves
     if curves.empty:

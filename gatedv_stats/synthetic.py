@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.lossfiles import LossRun
+from gatedv_stats.io.lossfiles import LossRun
 
 TARGETS_PER_DOC = 256
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from gatedv_stats.atomic import atomic_path, write_text_atomic
+from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 
 
 def test_write_replaces_target_and_uses_umask_mode(tmp_path):

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gatedv_stats import metrics
-from gatedv_stats.breakdowns import OTHER, breakdown
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.breakdowns import OTHER, breakdown
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import pair_runs
-from gatedv_stats.resampling import document_bootstrap
+from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.synthetic import synthetic_runs
 
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from gatedv_stats.lossfiles import write_loss_file
+from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.synthetic import synthetic_runs
 
 JSON_KEYS = {"baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean", "nll_diff_ci",

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from cli import app
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
-from gatedv_stats.lossfiles import write_loss_file
+from gatedv_stats.stats import metrics
+from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.pairing import load_paired
-from gatedv_stats.permutation import sign_flip_test
-from gatedv_stats.resampling import document_bootstrap
+from gatedv_stats.stats.permutation import sign_flip_test
+from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.synthetic import synthetic_runs
 
 N_DOCS = 30
@@ -190,7 +190,7 @@ def test_plan_with_one_seed_is_an_input_error(run_dir):
 def test_reviewer_report_section_renders_through_the_report_templates(run_dir, tmp_path):
     from gatedv_stats.report import render_report
     from gatedv_stats.report_data import ReportData, ReportSettings, discover_inputs, make_context
-    from gatedv_stats.reviewer import analyze, reviewer_section
+    from gatedv_stats.analysis.pair import analyze, reviewer_section
 
     ctx = make_context(discover_inputs([run_dir]), ReportSettings(reference=None, samples=200, seed=3))
     section = reviewer_section(ctx)

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gatedv_stats import metrics
-from gatedv_stats.comparison import compare
-from gatedv_stats.lossfiles import LossRun
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.comparison import compare
+from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import pair_runs
-from gatedv_stats.resampling import document_bootstrap
+from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.synthetic import synthetic_runs
 
 SETTINGS = settings(max_examples=30, deadline=None)

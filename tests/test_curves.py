@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gatedv_stats.curvefiles import read_curve_file, read_curve_inputs
-from gatedv_stats.curves import curve_delta_p, final_quarter_ppl
+from gatedv_stats.io.curvefiles import read_curve_file, read_curve_inputs
+from gatedv_stats.stats.curves import curve_delta_p, final_quarter_ppl
 from gatedv_stats.errors import InputError
 
 

@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 import cli
-from gatedv_stats.lossfiles import read_loss_file
+from gatedv_stats.io.lossfiles import read_loss_file
 from trainer.checkpoint import load_checkpoint
 from trainer.data import PreparedData, write_eval_set
 from trainer.model import Transformer, build_model, model_config

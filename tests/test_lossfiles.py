@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.lossfiles import (
+from gatedv_stats.io.lossfiles import (
     read_long_table,
     read_loss_file,
     read_loss_inputs,

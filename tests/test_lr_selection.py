@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.lr_selection import select_lr
+from gatedv_stats.stats.lr_selection import select_lr
 
 RATES = [1e-5, 1e-4, 3e-4, 6e-4]
 TABLE2 = {"baseline": [36.853, 20.938, 20.558, 21.558], "gatedv": [37.451, 20.632, 20.062, 21.005]}

@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 
 
 @pytest.fixture

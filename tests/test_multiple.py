@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.multiple import adjust_p_values, compare_arms, pair_with_reference
-from gatedv_stats.permutation import sign_flip_test
+from gatedv_stats.stats.multiple import adjust_p_values, compare_arms, pair_with_reference
+from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.synthetic import synthetic_runs
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.lossfiles import LossRun
+from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import pair_runs
 
 

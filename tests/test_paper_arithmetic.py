@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.comparison import compare
-from gatedv_stats.metrics import delta_p
+from gatedv_stats.stats.comparison import compare
+from gatedv_stats.stats.metrics import delta_p
 from gatedv_stats.pairing import pair_runs
 from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gatedv_stats import permutation
+from gatedv_stats.stats import permutation
 from gatedv_stats.errors import InputError
-from gatedv_stats.permutation import sign_flip_test
+from gatedv_stats.stats.permutation import sign_flip_test
 
 
 def scipy_test(d, n, alternative, n_resamples, seed=0):

@@ -11,8 +11,8 @@ import statsmodels.formula.api as smf
 from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
-from gatedv_stats import metrics
-from gatedv_stats import planning as pl
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats import planning as pl
 from gatedv_stats.errors import InputError
 from gatedv_stats.synthetic import synthetic_runs
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import vl_convert
 
-from gatedv_stats import plots
+from gatedv_stats.report import plots
 
 
 def marks(spec: dict, marktype: str) -> list[dict]:

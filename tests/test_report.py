@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from gatedv_stats.lossfiles import write_loss_file
+from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.report import latex_escape
 from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gatedv_stats.resampling import (
+from gatedv_stats.stats.resampling import (
     bootstrap_ratio_distribution,
     document_bootstrap,
     interval_from_distribution,

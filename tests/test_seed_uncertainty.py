@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.weightstats import DescrStatsW
 
-from gatedv_stats import seed_uncertainty as su
+from gatedv_stats.stats import seed_uncertainty as su
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import pair_runs
 from gatedv_stats.synthetic import synthetic_runs

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.fileio import file_sha256
+from gatedv_stats.io.fileio import file_sha256
 
 MODES = ("forward", "step")
 FORMAT = "gatedv-bench-1"

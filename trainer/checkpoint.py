@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from gatedv_stats.atomic import atomic_path
+from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
 from trainer.model import ModelConfig, Transformer, build_model
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from gatedv_stats.atomic import atomic_path
+from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
 
 WINDOW = 257  # 256 inputs + 256 targets

@@ -11,9 +11,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.comparison import Comparison, compare
+from gatedv_stats.stats.comparison import Comparison, compare
 from gatedv_stats.errors import InputError
-from gatedv_stats.lossfiles import read_loss_inputs, select_runs
+from gatedv_stats.io.lossfiles import read_loss_inputs, select_runs
 from gatedv_stats.pairing import pair_runs
 from gatedv_stats.report import write_report
 from trainer.data import EVAL_SET_NAMES, MANIFEST, PreparedData

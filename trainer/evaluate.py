@@ -14,8 +14,8 @@ from tqdm import tqdm
 
 from gatedv_stats import __version__
 from gatedv_stats.errors import InputError
-from gatedv_stats.fileio import file_sha256
-from gatedv_stats.lossfiles import write_loss_file
+from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.io.lossfiles import write_loss_file
 from trainer.checkpoint import load_checkpoint
 from trainer.data import EvalSet, PreparedData
 from trainer.device import Precision, select_device

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gatedv_stats.atomic import write_text_atomic
+from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.errors import InputError
 from trainer.data import PreparedData
 from trainer.model import build_model, model_config

@@ -29,9 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.atomic import atomic_path, write_text_atomic
+from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
-from gatedv_stats.fileio import file_sha256
+from gatedv_stats.io.fileio import file_sha256
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
                           write_eval_set)

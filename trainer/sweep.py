@@ -36,9 +36,9 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from gatedv_stats.atomic import write_text_atomic
+from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.errors import InputError
-from gatedv_stats.lr_selection import LRSelection, select_lr
+from gatedv_stats.stats.lr_selection import LRSelection, select_lr
 from trainer.evaluate import evaluate_checkpoint
 from trainer.train import DivergenceError, Runtime, RunSpec, read_run_record, train
 

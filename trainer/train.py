@@ -23,8 +23,9 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from gatedv_stats import __version__, curvefiles
-from gatedv_stats.atomic import atomic_path, write_text_atomic
+from gatedv_stats import __version__
+from gatedv_stats.io import curvefiles
+from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
 from trainer.checkpoint import load_checkpoint, save_checkpoint
 from trainer.data import PreparedData

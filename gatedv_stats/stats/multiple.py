@@ -16,12 +16,12 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.lossfiles import LossRun
+from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import PairedLosses, pair_runs
-from gatedv_stats.permutation import sign_flip_test
-from gatedv_stats.seed_uncertainty import paired_t_interval
+from gatedv_stats.stats.permutation import sign_flip_test
+from gatedv_stats.stats.seed_uncertainty import paired_t_interval
 
 ADJUSTMENTS = {"holm": "holm", "bh": "fdr_bh"}  # our key → multipletests method
 

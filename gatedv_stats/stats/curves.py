@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.metrics import sample_sd
+from gatedv_stats.stats.metrics import sample_sd
 
 FINAL_FRACTION = 0.25
 

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.resampling import document_bootstrap
+from gatedv_stats.stats.resampling import document_bootstrap
 
 OTHER = "(other)"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
-from gatedv_stats.metrics import ArmSummary, WinRate
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.metrics import ArmSummary, WinRate
 from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.resampling import BootstrapResult, document_bootstrap
+from gatedv_stats.stats.resampling import BootstrapResult, document_bootstrap
 
 
 @dataclass(frozen=True)

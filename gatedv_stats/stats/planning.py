@@ -25,11 +25,11 @@ import numpy as np
 from statsmodels.stats.power import TTestPower
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.lossfiles import LossRun, select_runs
+from gatedv_stats.io.lossfiles import LossRun, select_runs
 from gatedv_stats.pairing import PairedLosses, pair_runs
-from gatedv_stats.seed_uncertainty import paired_arrays
+from gatedv_stats.stats.seed_uncertainty import paired_arrays
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from gatedv_stats.atomic import write_bytes_atomic, write_text_atomic
+from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.errors import InputError
 from gatedv_stats.report_data import ReportData, build_report
 

@@ -21,7 +21,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 

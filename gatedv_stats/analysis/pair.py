@@ -15,14 +15,14 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
-from gatedv_stats.breakdowns import Breakdown, breakdown
-from gatedv_stats.comparison import Comparison, compare
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.breakdowns import Breakdown, breakdown
+from gatedv_stats.stats.comparison import Comparison, compare
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.permutation import SignFlipTest, sign_flip_test
-from gatedv_stats.resampling import interval_from_distribution
-from gatedv_stats.seed_uncertainty import SeedUncertainty, seed_uncertainty
+from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
+from gatedv_stats.stats.resampling import interval_from_distribution
+from gatedv_stats.stats.seed_uncertainty import SeedUncertainty, seed_uncertainty
 
 if TYPE_CHECKING:  # the report layer imports this module; the statistics never import it at run time
     from gatedv_stats.report_data import ReportContext, Section
@@ -142,7 +142,7 @@ def reviewer_section(ctx: ReportContext) -> Section:
     `ctx` is a `gatedv_stats.report_data.ReportContext`; the report layer is imported here, not above, so the
     statistics never depend on it.
     """
-    from gatedv_stats import plots
+    from gatedv_stats.report import plots
     from gatedv_stats.pairing import pair_runs
     from gatedv_stats.report_data import (Figure, RowGroup, Section, Table, _slug, eval_set_name, format_lr,
                                           mixed_eval_set, omitted, other_arms)
@@ -248,7 +248,7 @@ def _reviewer_row(variant: str, result: ReviewerAnalysis):
 
 
 def _adjusted_rows(analyses: list[tuple[str, ReviewerAnalysis]]):
-    from gatedv_stats.multiple import adjust_p_values
+    from gatedv_stats.stats.multiple import adjust_p_values
     from gatedv_stats.report_data import row
 
     missing = "—"

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.atomic import atomic_path
+from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
-from gatedv_stats.fileio import file_sha256, read_json_object
+from gatedv_stats.io.fileio import file_sha256, read_json_object
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
 OPTIONAL_COLUMNS = ("domain", "n_bytes")
