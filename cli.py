@@ -181,8 +181,10 @@ def arms_command(
     """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
     import json
 
-    from gatedv_stats.io.lossfiles import read_loss_inputs, select_runs
-    from gatedv_stats.stats.multiple import compare_arms, pair_with_reference
+    from gatedv_stats.io.lossfiles import read_loss_inputs
+    from gatedv_stats.runs import select_runs
+    from gatedv_stats.pairing import pair_with_reference
+    from gatedv_stats.stats.multiple import compare_arms
 
     if not 0.0 < alpha < 1.0:
         raise InputError(f"--alpha: must lie strictly between 0 and 1 (got {alpha})")
@@ -213,7 +215,8 @@ def plan_command(
     import json
 
     from gatedv_stats.io.lossfiles import read_loss_inputs
-    from gatedv_stats.stats.planning import pilot_pair, plan_from_pilot
+    from gatedv_stats.pairing import pilot_pair
+    from gatedv_stats.stats.planning import plan_from_pilot
 
     paired = pilot_pair(read_loss_inputs(pilot_files), baseline_arm=baseline_arm, variant_arm=variant_arm,
                         eval_set=eval_set, allow_unpaired=allow_unpaired)
@@ -484,10 +487,11 @@ def report_command(
     """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
     from pathlib import Path
 
+    from gatedv_stats.analysis.experiment import AnalysisSettings
     from gatedv_stats.report import write_report
 
     path = write_report([Path(given) for given in inputs], None if out is None else Path(out), fmt,
-                        reference=reference, samples=samples, seed=seed)
+                        AnalysisSettings(reference=reference, n_resamples=samples, seed=seed))
     typer.echo(f"wrote {path}")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 MINUS = "\u2212"
 
 
@@ -48,3 +50,16 @@ def format_count(count: int) -> str:
 def format_percent(fraction: float, digits: int = 1) -> str:
     """A fraction as a percentage: 0.8164 → "81.6%"."""
     return _minus(f"{fraction * 100.0 + 0.0:.{digits}f}%")
+
+
+EVAL_SET_NAMES = {"heldout": "held-out set", "dev": "development set", None: "unnamed evaluation set"}
+
+
+def eval_set_name(eval_set: str | None) -> str:
+    """An evaluation set as prose: "held-out set", "development set", "evaluation set NAME"."""
+    return EVAL_SET_NAMES.get(eval_set, f"evaluation set {eval_set}")
+
+
+def format_lr(lr: float | None) -> str:
+    """A learning rate as the paper prints it: 0.0048, 0.00001; "unrecorded" when absent."""
+    return "unrecorded" if lr is None else np.format_float_positional(float(lr), trim="-")

@@ -1,14 +1,16 @@
-"""Align the runs of two arms into paired arrays: pairs by seed, documents by `doc_id` (SPEC §5)."""
+"""Align the runs of two arms into paired arrays: pairs by seed, documents by `doc_id` (docs/method.md §5)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs, select_runs
+from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs
+from gatedv_stats.runs import select_runs
 
 _SHOWN = 5
 
@@ -153,3 +155,34 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
     return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired)
+
+
+def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False) -> list[PairedLosses]:
+    """Pair every other arm in `runs` with the `reference` arm, arms in name order."""
+    arms = sorted({run.arm for run in runs})
+    if reference not in arms:
+        raise InputError(f"--reference: no runs of arm {reference!r} (arms found: {', '.join(arms)})")
+    others = [arm for arm in arms if arm != reference]
+    if not others:
+        raise InputError(f"only the reference arm {reference!r} was found; give loss files of at least one other arm")
+    reference_runs = [run for run in runs if run.arm == reference]
+    return [pair_runs(reference_runs, [run for run in runs if run.arm == arm], allow_unpaired=allow_unpaired)
+            for arm in others]
+
+
+def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
+               eval_set: str | None = None, allow_unpaired: bool = False) -> PairedLosses:
+    """Pair the two arms of pilot runs; the baseline defaults to the arm named "baseline", the variant to the other."""
+    runs = select_runs(runs, eval_set=eval_set, what="pilot files")
+    arms = sorted({run.arm for run in runs})
+    baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
+    if baseline_arm is None:
+        raise InputError(f"name the pilot's baseline arm with --baseline-arm (arms found: {', '.join(arms)})")
+    if variant_arm is None:
+        others = [arm for arm in arms if arm != baseline_arm]
+        if len(others) != 1:
+            raise InputError(f"the pilot needs runs of a baseline and one variant arm; name the variant with "
+                             f"--variant-arm (arms found: {', '.join(arms)})")
+        variant_arm = others[0]
+    return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
+                     select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired)

@@ -15,9 +15,9 @@ from gatedv_stats.io.lossfiles import (
     read_long_table,
     read_loss_file,
     read_loss_inputs,
-    select_runs,
     write_loss_file,
 )
+from gatedv_stats.runs import select_runs
 
 
 def docs_frame(n_docs: int = 5, seed: int = 0) -> pd.DataFrame:

@@ -8,7 +8,8 @@ from scipy import stats
 
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.stats.multiple import adjust_p_values, compare_arms, pair_with_reference
+from gatedv_stats.pairing import pair_with_reference
+from gatedv_stats.stats.multiple import adjust_p_values, compare_arms
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.synthetic import synthetic_runs
 

@@ -12,6 +12,7 @@ from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
 from gatedv_stats.stats import metrics
+from gatedv_stats.pairing import pilot_pair
 from gatedv_stats.stats import planning as pl
 from gatedv_stats.errors import InputError
 from gatedv_stats.synthetic import synthetic_runs
@@ -106,15 +107,15 @@ def test_plan_rejects_an_effect_that_is_not_a_relative_change(effect):
 
 def test_pilot_pair_picks_the_arms_and_complains_when_it_cannot():
     runs = synthetic_runs({"baseline": [30.0, 30.2], "gatedv": [29.5, 29.9]}, n_docs=10, seed=0)
-    paired = pl.pilot_pair(runs)
+    paired = pilot_pair(runs)
     assert (paired.baseline_arm, paired.variant_arm, paired.n_pairs) == ("baseline", "gatedv", 2)
     three = runs + synthetic_runs({"q-silu": [30.1, 30.3]}, n_docs=10, seed=0)
     with pytest.raises(InputError, match="--variant-arm"):
-        pl.pilot_pair(three)
-    assert pl.pilot_pair(three, variant_arm="q-silu").variant_arm == "q-silu"
+        pilot_pair(three)
+    assert pilot_pair(three, variant_arm="q-silu").variant_arm == "q-silu"
     other = synthetic_runs({"a": [30.0, 30.2], "b": [29.5, 29.9]}, n_docs=10, seed=0)
     with pytest.raises(InputError, match="--baseline-arm"):
-        pl.pilot_pair(other)
+        pilot_pair(other)
 
 
 def test_simulator_draws_the_stated_model():

@@ -11,11 +11,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.stats.comparison import Comparison, compare
+from gatedv_stats.analysis.experiment import AnalysisSettings, ExperimentAnalysis, analyse_experiment
 from gatedv_stats.errors import InputError
-from gatedv_stats.io.lossfiles import read_loss_inputs, select_runs
-from gatedv_stats.pairing import pair_runs
-from gatedv_stats.report import write_report
+from gatedv_stats.io.discovery import discover_inputs
+from gatedv_stats.report import render_report
+from gatedv_stats.report.build import build_report
+from gatedv_stats.stats.comparison import Comparison
 from trainer.data import EVAL_SET_NAMES, MANIFEST, PreparedData
 from trainer.device import select_device
 from trainer.prepare import PrepareWarning, prepare
@@ -93,15 +94,23 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int | None = None, see
             warnings.simplefilter("ignore", PrepareWarning)  # small evaluation sets: said in the summary instead
             manifest = prepare(corpus, experiment.data, progress=progress).manifest
     run_experiment(experiment, jobs=jobs, runtime=Runtime(device=device, progress=progress))
-    runs = read_loss_inputs([experiment.out])
-    comparisons: dict[str, Comparison] = {}
-    for name in EVAL_SET_NAMES:
-        paired = pair_runs(select_runs(runs, arm=ARMS[0], eval_set=name), select_runs(runs, arm=ARMS[1], eval_set=name))
-        comparisons[name] = compare(paired, seed=0)
-    reports = tuple(str(write_report([experiment.out], out / file, fmt)) for fmt, file in REPORT_FORMATS.items())
+    analysis = analyse_experiment(discover_inputs([experiment.out]), AnalysisSettings(reference=ARMS[0]))
+    comparisons = {name: _demo_comparison(analysis, name) for name in EVAL_SET_NAMES}
+    report = build_report(analysis)
+    reports = tuple(str(render_report(report, out / file, fmt)) for fmt, file in REPORT_FORMATS.items())
     rates = [read_run_record(run.run_dir).get("tokens_per_second", math.nan) for run in experiment.runs()]
     return DemoResult(out=str(out), corpus=manifest["corpus"]["spec"], updates=experiment.updates,
                       seeds=experiment.seeds,
                       eval_docs={name: manifest["eval_sets"][name]["documents"] for name in EVAL_SET_NAMES},
                       comparisons=comparisons, reports=reports, wall_seconds=time.perf_counter() - began,
                       tokens_per_second=sum(rates) / len(rates))
+
+
+def _demo_comparison(analysis: ExperimentAnalysis, eval_set: str) -> Comparison:
+    """GatedV against the baseline on one evaluation set, from the analysis the report shows."""
+    for group in analysis.groups:
+        if group.group.eval_set == eval_set and group.pairs:
+            return group.pairs[0].analysis.comparison
+        if group.group.eval_set == eval_set and group.left_out:
+            raise InputError(f"demo: {eval_set}: {group.left_out[0][1]}")
+    raise InputError(f"demo: no paired {ARMS[1]} and {ARMS[0]} runs on the {eval_set} set")

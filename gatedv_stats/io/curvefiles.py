@@ -8,10 +8,18 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.atomic import atomic_path
 
+CURVE_FILE_NAME = "curve.csv"
 CURVE_COLUMNS = ("arm", "seed", "lr", "step", "dev_nll")
 OPTIONAL_CURVE_COLUMNS = ("train_loss", "tokens")
 RUN_KEY = ["arm", "seed", "lr"]
+
+
+def write_curve_file(path: str | Path, rows: list[dict]) -> None:
+    """Write a run's curve (one row per recorded update, every column) atomically."""
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *OPTIONAL_CURVE_COLUMNS]).to_csv(tmp, index=False)
 
 
 def read_curve_file(path: str | Path) -> pd.DataFrame:
@@ -33,9 +41,9 @@ def read_curve_inputs(paths: list[str | Path]) -> pd.DataFrame:
     frames = []
     for given in paths:
         path = Path(given)
-        found = sorted(path.rglob("curve.csv")) if path.is_dir() else [path]
+        found = sorted(path.rglob(CURVE_FILE_NAME)) if path.is_dir() else [path]
         if not found:
-            raise InputError(f"{path}: no curve.csv found")
+            raise InputError(f"{path}: no {CURVE_FILE_NAME} found")
         frames.extend(read_curve_file(candidate) for candidate in found)
     return validate_curves(pd.concat(frames, ignore_index=True), ", ".join(map(str, paths)))
 

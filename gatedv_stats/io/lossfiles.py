@@ -86,19 +86,6 @@ def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...]) -> list[L
     return runs
 
 
-def select_runs(runs: list[LossRun], *, arm: str | None = None, eval_set: str | None = None,
-                what: str = "inputs") -> list[LossRun]:
-    """Keep the runs of one arm and/or one evaluation set; an empty selection is an error naming what exists."""
-    selected = [run for run in runs if (arm is None or run.arm == arm) and (eval_set is None or run.eval_set == eval_set)]
-    if not selected:
-        arms = sorted({run.arm for run in runs})
-        sets = sorted({str(run.eval_set) for run in runs})
-        wanted = ", ".join(f"{key} {value!r}" for key, value in (("arm", arm), ("eval_set", eval_set)) if value is not None)
-        raise InputError(f"{what}: no run with {wanted or 'any metadata'} (arms found: {', '.join(arms) or 'none'}; "
-                         f"eval sets found: {', '.join(sets) or 'none'})")
-    return selected
-
-
 def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     """Write one run as Parquet, atomically, with each metadata value JSON-encoded under its key."""
     path = Path(path)

@@ -1,4 +1,4 @@
-"""Render the report data of `gatedv_stats.report_data` through `reports/templates/` as HTML, Markdown or LaTeX.
+"""Render report data (`gatedv_stats.report.model`) through `reports/templates/` as HTML, Markdown or LaTeX.
 
 HTML is one offline file: the Vega / Vega-Lite / vega-embed bundle from `vl_convert` is inlined once and each
 chart's Vega-Lite specification is embedded as JSON. Markdown and LaTeX refer to figures written beside the
@@ -14,9 +14,12 @@ from pathlib import Path
 
 import jinja2
 
-from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
+from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experiment
 from gatedv_stats.errors import InputError
-from gatedv_stats.report_data import ReportData, build_report
+from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
+from gatedv_stats.io.discovery import discover_inputs
+from gatedv_stats.report.build import build_report
+from gatedv_stats.report.model import ReportData
 
 FORMATS = {"html": ".html", "md": ".md", "latex": ".tex"}
 _FIGURE_SUFFIX = {"md": ".svg", "latex": ".pdf"}
@@ -154,10 +157,10 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
     return Path(name)
 
 
-def write_report(inputs: list[Path], out: Path | None, fmt: str, *, reference: str | None = None,
-                 samples: int = 2000, seed: int = 0) -> Path:
-    """Discover runs under `inputs` and write the report (`out` None: see `default_output`; a directory:
-    report.<ext> inside it)."""
+def write_report(inputs: list[Path], out: Path | None, fmt: str,
+                 settings: AnalysisSettings = AnalysisSettings()) -> Path:
+    """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
+    a directory: report.<ext> inside it)."""
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     inputs = [Path(path) for path in inputs]
@@ -166,5 +169,4 @@ def write_report(inputs: list[Path], out: Path | None, fmt: str, *, reference: s
     out = Path(out)
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
-    report = build_report(inputs, reference=reference, samples=samples, seed=seed)
-    return render_report(report, out, fmt)
+    return render_report(build_report(analyse_experiment(discover_inputs(inputs), settings)), out, fmt)

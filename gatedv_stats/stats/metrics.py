@@ -125,3 +125,20 @@ def document_wins(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarr
     per_token_variant = np.mean(variant, axis=0) / n_targets
     per_token_baseline = np.mean(baseline, axis=0) / n_targets
     return WinRate(wins=int(np.sum(per_token_variant < per_token_baseline)), n_docs=int(n_targets.shape[0]))
+
+
+@dataclass(frozen=True)
+class PairedDelta:
+    """ΔP of a variant against a reference arm, with the improved pairs over their shared seeds."""
+
+    delta_p: float
+    improved: int
+    n_pairs: int
+
+
+def paired_delta(reference: ArmSummary, variant: ArmSummary) -> PairedDelta:
+    """ΔP of P̄ over each arm's own seeds; improved pairs over the seeds both arms have."""
+    shared = np.intersect1d(reference.seeds, variant.seeds)
+    ref_ppl = reference.ppl[np.isin(reference.seeds, shared)]
+    var_ppl = variant.ppl[np.isin(variant.seeds, shared)]
+    return PairedDelta(delta_p(reference.ppl_mean, variant.ppl_mean), improved_pairs(ref_ppl, var_ppl), len(shared))

@@ -18,8 +18,7 @@ from statsmodels.stats.multitest import multipletests
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing import PairedLosses, pair_runs
+from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval
 
@@ -86,19 +85,6 @@ class ArmsComparison:
             return f"{'n/a':>9}"
         star = "*" if mark and value <= self.alpha else " "
         return f"{value:>8.3g}{star}"
-
-
-def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False) -> list[PairedLosses]:
-    """Pair every other arm in `runs` with the `reference` arm, arms in name order."""
-    arms = sorted({run.arm for run in runs})
-    if reference not in arms:
-        raise InputError(f"--reference: no runs of arm {reference!r} (arms found: {', '.join(arms)})")
-    others = [arm for arm in arms if arm != reference]
-    if not others:
-        raise InputError(f"only the reference arm {reference!r} was found; give loss files of at least one other arm")
-    reference_runs = [run for run in runs if run.arm == reference]
-    return [pair_runs(reference_runs, [run for run in runs if run.arm == arm], allow_unpaired=allow_unpaired)
-            for arm in others]
 
 
 def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, resamples: int = 10_000,

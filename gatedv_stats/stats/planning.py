@@ -27,8 +27,7 @@ from statsmodels.stats.power import TTestPower
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.io.lossfiles import LossRun, select_runs
-from gatedv_stats.pairing import PairedLosses, pair_runs
+from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.seed_uncertainty import paired_arrays
 
 
@@ -244,21 +243,3 @@ def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.G
         baseline=per_token_baseline * n, variant=per_token_variant * n, n_targets=n,
         eval_set_log_ratio=float(model.log_ratio + np.sum(doc_effect * n) / n.sum()),
     )
-
-
-def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
-               eval_set: str | None = None, allow_unpaired: bool = False) -> PairedLosses:
-    """Pair the two arms of pilot runs; the baseline defaults to the arm named "baseline", the variant to the other."""
-    runs = select_runs(runs, eval_set=eval_set, what="pilot files")
-    arms = sorted({run.arm for run in runs})
-    baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
-    if baseline_arm is None:
-        raise InputError(f"name the pilot's baseline arm with --baseline-arm (arms found: {', '.join(arms)})")
-    if variant_arm is None:
-        others = [arm for arm in arms if arm != baseline_arm]
-        if len(others) != 1:
-            raise InputError(f"the pilot needs runs of a baseline and one variant arm; name the variant with "
-                             f"--variant-arm (arms found: {', '.join(arms)})")
-        variant_arm = others[0]
-    return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
-                     select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired)

@@ -1,0 +1,201 @@
+"""The analysis of a whole experiment, run once: every comparison, test and adjustment a report shows.
+
+`analyse_experiment` groups the evaluated runs (`gatedv_stats.runs`), summarises every arm of every group, pairs
+each variant with the reference and runs `analyze` on it exactly once, adjusts the p-values of the arms that share
+a reference, selects learning rates, compares training curves and tabulates the inference-time swaps. The
+report sections only format what it returns.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from gatedv_stats.analysis.pair import PairAnalysis, analyze
+from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyse_curves, analyse_lr_selection
+from gatedv_stats.errors import InputError
+from gatedv_stats.io.discovery import ExperimentInputs
+from gatedv_stats.io.lossfiles import LossRun
+from gatedv_stats.pairing import PairedLosses, pair_runs
+from gatedv_stats.runs import (GATEDV, EvalGroup, add_unique, arm_order, choose_reference, eval_groups,
+                               group_sort_key, is_override, lr_of, mixed_eval_set, native_act, other_arms)
+from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
+from gatedv_stats.stats.multiple import adjust_p_values
+from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
+
+BREAKDOWN_MIN_DOCS = 5
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The user's choices: reference arm (None: "baseline" when present), resamples, RNG seed, level."""
+
+    reference: str | None = None
+    n_resamples: int = 2000
+    seed: int = 0
+    confidence_level: float = 0.95
+
+    def __post_init__(self) -> None:
+        check_n_resamples(self.n_resamples)
+        check_rng_seed(self.seed)
+        check_confidence_level(self.confidence_level)
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One variant against the reference within a group: its paired arrays and its analysis."""
+
+    variant: str
+    paired: PairedLosses
+    analysis: PairAnalysis
+
+    def per_token_differences(self) -> np.ndarray:
+        """d_i / n_i: each document's seed-averaged loss difference per target (variant − reference)."""
+        return document_differences(self.paired.baseline, self.paired.variant) / self.paired.n_targets
+
+
+@dataclass(frozen=True)
+class AdjustedPValues:
+    """Holm and Benjamini–Hochberg adjusted p-values over the pairs of one group, in the pairs' order."""
+
+    t: dict | None  # {"holm": [...], "bh": [...]}; None when a pair has no seed-level t test
+    permutation: dict
+
+
+@dataclass(frozen=True)
+class GroupAnalysis:
+    """One evaluation set at one learning rate: every arm summarised, every variant against the reference."""
+
+    group: EvalGroup
+    summaries: dict  # arm -> ArmSummary
+    deltas: dict  # (reference arm, arm) -> PairedDelta, against the reference and against gatedv
+    pairs: tuple[PairResult, ...]
+    left_out: tuple[tuple[str, str], ...]  # (variant, why it could not be paired)
+    mixed: str | None  # why the group's runs are not one evaluation set
+    adjusted: AdjustedPValues | None  # when two or more variants share the reference
+    holds_reference: bool  # the reference arm and at least one other arm
+
+    @property
+    def compared(self) -> bool:
+        """True when the group holds the reference with another arm and its runs are one evaluation set."""
+        return self.holds_reference and self.mixed is None
+
+
+@dataclass(frozen=True)
+class SwapTable:
+    """Inference-time swap (Table 9) on one evaluation set and rate: P̄ ± SD per trained arm × activation."""
+
+    eval_set: str | None
+    lr: float | None
+    arms: tuple[str, ...]
+    trained: dict  # arm -> the value activation it was trained with
+    summaries: dict  # (arm, activation at inference) -> ArmSummary
+
+
+@dataclass(frozen=True)
+class ExperimentAnalysis:
+    """Everything a report shows, computed once."""
+
+    inputs: ExperimentInputs
+    settings: AnalysisSettings
+    reference: str | None
+    groups: tuple[GroupAnalysis, ...]
+    lr_selection: LRSelectionAnalysis
+    curves: tuple[CurveAnalysis, ...]
+    swaps: tuple[SwapTable, ...]
+
+    def by_eval_set(self) -> list[tuple[str | None, list[GroupAnalysis]]]:
+        """The groups of each evaluation set, sets in report order."""
+        sets = dict.fromkeys(group.group.eval_set for group in self.groups)
+        return [(eval_set, [g for g in self.groups if g.group.eval_set == eval_set]) for eval_set in sets]
+
+
+def run_summary(arm: str, runs: list[LossRun]) -> ArmSummary:
+    """P̄ and SD over the seeds of one arm, each run's NLL token-averaged over its own documents."""
+    ordered = sorted(runs, key=lambda run: run.seed)
+    nll = np.array([token_nll(run.docs["loss_sum"].to_numpy(), run.docs["n_targets"].to_numpy()) for run in ordered])
+    ppl = perplexity(nll)
+    return ArmSummary(arm=arm, seeds=np.array([run.seed for run in ordered], dtype=np.int64), nll=nll, ppl=ppl,
+                      ppl_mean=float(ppl.mean()), ppl_sd=sample_sd(ppl))
+
+
+def breakdown_column(paired: PairedLosses, min_docs: int = BREAKDOWN_MIN_DOCS) -> str | None:
+    """Domain when at least two domains are large enough to stand alone, else length bins of n_bytes."""
+    if "domain" in paired.doc_columns:
+        sizes = paired.doc_columns["domain"].value_counts()
+        if int((sizes >= min_docs).sum()) >= 2:
+            return "domain"
+    return "n_bytes" if "n_bytes" in paired.doc_columns else None
+
+
+def analyse_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = AnalysisSettings(), *,
+                       progress: bool | None = None) -> ExperimentAnalysis:
+    """Group, pair and analyse every comparison of the experiment once."""
+    reference = choose_reference({run.arm for run in inputs.runs}, settings.reference)
+    groups = eval_groups(inputs.runs)
+    with tqdm(total=sum(_n_comparisons(group, reference) for group in groups), desc="comparisons",
+              unit="comparison", file=sys.stderr, disable=None if progress is None else not progress,
+              leave=False) as bar:
+        analysed = tuple(_analyse_group(group, reference, settings, bar) for group in groups)
+    return ExperimentAnalysis(inputs=inputs, settings=settings, reference=reference, groups=analysed,
+                              lr_selection=analyse_lr_selection(groups, inputs.curves),
+                              curves=analyse_curves(inputs.curves, reference),
+                              swaps=_swap_tables(inputs.runs, reference))
+
+
+def _n_comparisons(group: EvalGroup, reference: str | None) -> int:
+    return len(group.arms) - 1 if reference in group.arms else 0
+
+
+def _analyse_group(group: EvalGroup, reference: str | None, settings: AnalysisSettings, bar: tqdm) -> GroupAnalysis:
+    summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
+    deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
+              for ref in (reference, GATEDV) if ref in summaries for arm in summaries if arm != ref}
+    mixed = mixed_eval_set(group.runs)
+    pairs, left_out = [], []
+    holds_reference = reference in group.arms and len(group.arms) > 1
+    if holds_reference and mixed is None:
+        for variant in other_arms(group.arms, reference):
+            bar.update()
+            try:
+                paired = pair_runs(group.arms[reference], group.arms[variant])
+            except InputError as error:
+                left_out.append((variant, str(error)))
+                continue
+            column = breakdown_column(paired)
+            result = analyze(paired, samples=settings.n_resamples, level=settings.confidence_level,
+                             seed=settings.seed, by=(column,) if column else ())
+            pairs.append(PairResult(variant, paired, result))
+    return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
+                         left_out=tuple(left_out), mixed=mixed,
+                         adjusted=_adjust(pairs) if len(pairs) > 1 else None, holds_reference=holds_reference)
+
+
+def _adjust(pairs: list[PairResult]) -> AdjustedPValues:
+    t_values = [None if pair.analysis.seed_level is None else pair.analysis.seed_level.t_interval.p_value
+                for pair in pairs]
+    return AdjustedPValues(t=None if None in t_values else adjust_p_values(t_values),
+                           permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]))
+
+
+def _swap_tables(runs: tuple[LossRun, ...], reference: str | None) -> tuple[SwapTable, ...]:
+    overrides = [run for run in runs if is_override(run)]
+    keys = sorted({(run.eval_set, lr_of(run)) for run in overrides}, key=lambda key: group_sort_key(*key))
+    tables = []
+    for eval_set, lr in keys:
+        swapped = [run for run in overrides if run.eval_set == eval_set and lr_of(run) == lr]
+        arms = arm_order({run.arm for run in swapped}, reference)
+        cells: dict = defaultdict(list)  # (arm, activation at inference) -> runs
+        for run in runs:
+            if run.eval_set == eval_set and lr_of(run) == lr and run.arm in arms:
+                act = run.meta.get("value_act") or native_act(run.arm, run.meta)
+                add_unique(cells[(run.arm, act)], run, f"evaluated with {run.meta.get('value_act')} values")
+        tables.append(SwapTable(eval_set=eval_set, lr=lr, arms=tuple(arms),
+                                trained={run.arm: native_act(run.arm, run.meta) or "unknown" for run in swapped},
+                                summaries={key: run_summary(key[0], cell) for key, cell in cells.items()}))
+    return tuple(tables)
+

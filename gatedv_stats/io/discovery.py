@@ -1,0 +1,89 @@
+"""Input discovery: every loss file, curve file, run record and bench result given or found under directories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gatedv_stats.errors import InputError
+from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
+from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
+from gatedv_stats.io.fileio import file_sha256, read_json_object
+from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, read_loss_inputs
+from gatedv_stats.io.runrecords import RUN_FILE_NAME
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file read for an experiment, for the provenance record."""
+
+    path: str
+    kind: str  # "loss file", "curve file", "run file", "bench results"
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ExperimentInputs:
+    """What `discover_inputs` found: loss runs, curves, trainer run records, bench results, and the files."""
+
+    runs: tuple[LossRun, ...]
+    curves: pd.DataFrame  # arm, seed, lr, step, dev_nll
+    run_infos: tuple[dict, ...]  # run.json contents
+    bench: tuple[dict, ...]  # bench results, each with "source"
+    files: tuple[InputFile, ...]
+
+
+@dataclass
+class _Found:
+    loss: list[Path]
+    curve: list[Path]
+    run: list[Path]
+    bench: list[Path]
+
+
+def _sort_inputs(inputs: list[Path]) -> _Found:
+    found = _Found([], [], [], [])
+    for given in map(Path, inputs):
+        if given.is_dir():
+            found.loss.append(given)
+            found.curve += sorted(given.rglob(CURVE_FILE_NAME))
+            found.run += sorted(given.rglob(RUN_FILE_NAME))
+            found.bench += sorted(given.rglob(BENCH_GLOB))
+        elif not given.exists():
+            raise InputError(f"{given}: no such file or directory")
+        elif given.name == CURVE_FILE_NAME:
+            found.curve.append(given)
+        elif given.name == RUN_FILE_NAME:
+            found.run.append(given)
+        elif given.match(BENCH_GLOB):
+            found.bench.append(given)
+        elif given.suffix in LOSS_FILE_SUFFIXES:
+            found.loss.append(given)
+        else:
+            raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
+                             f"or {BENCH_GLOB}")
+    return found
+
+
+def discover_inputs(inputs: list[Path]) -> ExperimentInputs:
+    """Read every loss file, curve file, run.json and bench*.json given or found under the given directories."""
+    found = _sort_inputs(inputs)
+    # A file named twice (itself and through its directory) counts once.
+    runs = list({run.source: run for run in read_loss_inputs(found.loss)}.values()) if found.loss else []
+    if not runs:
+        raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
+    files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
+             for run in runs}
+    for paths, kind in ((found.curve, "curve file"), (found.run, "run file"), (found.bench, "bench results")):
+        for path in paths:
+            files[str(path)] = InputFile(str(path), kind, file_sha256(path))
+    curves = read_curve_inputs(found.curve) if found.curve else pd.DataFrame(columns=list(CURVE_COLUMNS))
+    return ExperimentInputs(
+        runs=tuple(runs),
+        curves=curves,
+        run_infos=tuple(read_json_object(path) for path in found.run),
+        bench=tuple(read_bench_result(path) for path in found.bench),
+        files=tuple(files.values()),
+    )

@@ -1,0 +1,97 @@
+"""The paired comparison (paper Table 3): each variant against the reference per evaluation set and learning rate,
+with D, its document-bootstrap interval and the document win rate; figures of per-document differences and
+per-seed PPL."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gatedv_stats.analysis.experiment import ExperimentAnalysis, PairResult
+from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p, format_interval, format_lr,
+                                     format_nll_diff, format_pairs, format_percent, format_ppl)
+from gatedv_stats.report import plots
+from gatedv_stats.report.cells import NO_REFERENCE
+from gatedv_stats.report.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
+
+KEY, TITLE = "comparison", "Paired comparison"
+
+
+def comparison_section(analysis: ExperimentAnalysis) -> Section:
+    if analysis.reference is None:
+        return omitted(KEY, TITLE, NO_REFERENCE)
+    reference, settings = analysis.reference, analysis.settings
+    tables, figures, notes = [], [], []
+    for eval_set, groups in analysis.by_eval_set():
+        row_groups, diffs, per_seed = [], [], []
+        for group in groups:
+            if group.holds_reference and group.mixed:
+                notes.append(f"{group.group.label}: left out because {group.mixed}.")
+                continue
+            for variant, why in group.left_out:
+                notes.append(f"{eval_set_name(eval_set)}, {_label(variant, reference, group.group.lr)}: left out "
+                             f"because {why}.")
+            for pair in group.pairs:
+                label = _label(pair.variant, reference, group.group.lr)
+                diffs.append(pd.DataFrame({"comparison": label, "diff": pair.per_token_differences()}))
+                per_seed += _per_seed_rows(label, pair)
+            if group.pairs:
+                row_groups.append(RowGroup(group.group.label, tuple(_comparison_row(pair) for pair in group.pairs)))
+        if not row_groups:
+            continue
+        name = eval_set_name(eval_set)
+        tables.append(Table(
+            f"comparison-{slug(eval_set)}",
+            f"Paired comparison on the {name}: P̄ ± SD over seeds, ΔP = P̄ variant / P̄ "
+            f"{reference} − 1, improved pairs, mean NLL difference D with its 95% document-bootstrap interval "
+            f"(B = {settings.n_resamples:,}, seed {settings.seed}), and documents won.",
+            ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "D", "95% interval",
+             "Documents won"),
+            "lrrrrrrr", tuple(row_groups)))
+        figures += _figures(eval_set, reference, diffs, per_seed)
+    if not tables:
+        why = (f"No evaluation set and learning rate holds the reference arm {reference!r} together with "
+               "another arm, so there is nothing to compare.")
+        return Section(KEY, TITLE, omitted=why, intro=tuple(notes))
+    return Section(KEY, TITLE, intro=tuple(notes), tables=tuple(tables), figures=tuple(figures))
+
+
+def _label(variant: str, reference: str, lr: float | None) -> str:
+    return f"{variant} vs {reference}, LR {format_lr(lr)}"
+
+
+def _comparison_row(pair: PairResult) -> tuple[Cell, ...]:
+    result = pair.analysis.comparison
+    return row(
+        pair.variant,
+        format_ppl(result.baseline.ppl_mean, result.baseline.ppl_sd),
+        format_ppl(result.variant.ppl_mean, result.variant.ppl_sd),
+        format_delta_p(result.delta_p),
+        format_pairs(result.improved_pairs, result.n_pairs),
+        format_nll_diff(result.nll_diff_mean),
+        format_interval(*result.bootstrap.confidence_interval),
+        f"{format_count(result.win.wins)}/{format_count(result.win.n_docs)} ({format_percent(result.win.win_rate)})",
+    )
+
+
+def _per_seed_rows(label: str, pair: PairResult) -> list[dict]:
+    result = pair.analysis.comparison
+    return [
+        {"comparison": label, "role": role, "arm": summary.arm, "seed": int(seed), "ppl": float(ppl)}
+        for role, summary in (("reference", result.baseline), ("variant", result.variant))
+        for seed, ppl in zip(summary.seeds, summary.ppl)
+    ]
+
+
+def _figures(eval_set: str | None, reference: str, diffs: list, per_seed: list) -> list[Figure]:
+    name, key = eval_set_name(eval_set), slug(eval_set)
+    return [
+        Figure(f"doc-differences-{key}", f"Per-document differences, {name}",
+               f"Per-document NLL difference per target (variant − {reference}, averaged over seeds) on the "
+               f"{name}; left of zero the variant is better.",
+               plots.chart_spec(plots.doc_difference_chart(pd.concat(diffs, ignore_index=True),
+                                                           title=f"Per-document differences ({name})"))),
+        Figure(f"paired-seeds-{key}", f"Per-seed paired PPL, {name}",
+               f"PPL of each seed's {reference} run beside its paired variant run on the {name}.",
+               plots.chart_spec(plots.paired_seed_chart(pd.DataFrame(per_seed),
+                                                        title=f"Per-seed paired PPL ({name})"))),
+    ]

@@ -1,0 +1,110 @@
+"""Beyond the paper: the seed-level and document-level statistics of every comparison with the reference, p-values
+adjusted over the arms that share it, and a forest plot of D per document group."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gatedv_stats.analysis.experiment import AdjustedPValues, ExperimentAnalysis, PairResult
+from gatedv_stats.formatting import (eval_set_name, format_delta_p, format_interval, format_lr, format_pairs,
+                                     format_percent)
+from gatedv_stats.report import plots
+from gatedv_stats.report.cells import MISSING, NO_REFERENCE
+from gatedv_stats.report.model import Figure, RowGroup, Section, Table, omitted, row, slug
+
+KEY, TITLE = "reviewer", "Beyond the paper: seeds, tests, many arms, breakdowns"
+
+
+def reviewer_section(analysis: ExperimentAnalysis) -> Section:
+    reference, settings = analysis.reference, analysis.settings
+    if reference is None:
+        return omitted(KEY, TITLE, NO_REFERENCE)
+    tables, figures, limits = [], [], {}
+    level = format_percent(settings.confidence_level, 0)
+    for eval_set, groups in analysis.by_eval_set():
+        groups = [group for group in groups if group.pairs]
+        if not groups:
+            continue
+        forest = []
+        for group in groups:
+            for pair in group.pairs:
+                seed_level = pair.analysis.seed_level
+                if seed_level is not None:
+                    limits.setdefault(pair.paired.n_pairs, seed_level.limits)
+                label = f"{pair.variant} vs {reference}, LR {format_lr(group.group.lr)}"
+                forest += [item.to_frame().assign(comparison=label, column=item.column)
+                           for item in pair.analysis.breakdowns]
+        key, name = slug(eval_set), eval_set_name(eval_set)
+        tables.append(Table(
+            f"reviewer-{key}",
+            f"Seed-level and document-level uncertainty on the {name}: ΔP with its {level} "
+            f"seed × document bootstrap interval; the per-seed PPL ratio with its paired t interval and p-value; "
+            f"the one-sided exact sign test on improved pairs; the two-sided sign-flip permutation test on the "
+            f"per-document differences; the BCa interval for D; bits per byte when the files carry n_bytes "
+            f"(B = {settings.n_resamples:,}, seed {settings.seed}).",
+            ("Variant", "ΔP", "Seed × doc interval", "PPL ratio (t)", "t interval", "t p", "Sign test",
+             "Sign-flip p", "BCa interval for D", "Bits per byte"),
+            "lrrrrrrrrr",
+            tuple(RowGroup(group.group.label, tuple(_statistics_row(pair) for pair in group.pairs))
+                  for group in groups)))
+        adjusted = [RowGroup(group.group.label, _adjusted_rows(group.pairs, group.adjusted))
+                    for group in groups if group.adjusted is not None]
+        if adjusted:
+            tables.append(Table(
+                f"reviewer-arms-{key}",
+                f"Every arm against {reference} on the {name}, p-values adjusted over the "
+                "arms of each learning rate: Holm (family-wise error) and Benjamini–Hochberg (false discovery rate).",
+                ("Variant", "t p", "Holm", "BH", "Sign-flip p", "Holm", "BH"), "lrrrrrr", tuple(adjusted)))
+        if forest:
+            figures.append(_forest(pd.concat(forest, ignore_index=True), eval_set, level))
+    if not tables:
+        return omitted(KEY, TITLE, f"No evaluation set holds the reference arm {reference!r} with another arm.")
+    intro = ("The paper's interval holds the trained models fixed. Here seeds are sampled too: the seed × document "
+             "bootstrap resamples seed pairs and documents; the t interval treats new seeds on these documents; "
+             "the sign-flip test and the BCa interval hold the models fixed.",
+             *(f"With {n} seed pairs — {'; '.join(lines)}." for n, lines in sorted(limits.items())))
+    return Section(KEY, TITLE, intro=intro, tables=tuple(tables), figures=tuple(figures))
+
+
+def _forest(frame: pd.DataFrame, eval_set: str | None, level: str) -> Figure:
+    columns = ", ".join(dict.fromkeys(frame["column"]))
+    name = eval_set_name(eval_set)
+    return Figure(
+        f"forest-{slug(eval_set)}", f"D per document group, {name}",
+        f"Mean NLL difference D per group of documents ({columns}) with {level} document-bootstrap "
+        f"intervals on the {name}; left of zero the variant is better.",
+        plots.chart_spec(plots.forest_chart(frame, title=f"D per group ({name})")))
+
+
+def _statistics_row(pair: PairResult):
+    result = pair.analysis
+    seed_level, bpb = result.seed_level, result.bits_per_byte
+    return row(
+        pair.variant,
+        format_delta_p(result.comparison.delta_p),
+        MISSING if seed_level is None else
+        f"[{format_delta_p(seed_level.bootstrap.low)}, {format_delta_p(seed_level.bootstrap.high)}]",
+        MISSING if seed_level is None else format_delta_p(seed_level.t_interval.ratio_change),
+        MISSING if seed_level is None else
+        f"[{format_delta_p(seed_level.t_interval.ratio_low)}, {format_delta_p(seed_level.t_interval.ratio_high)}]",
+        MISSING if seed_level is None else f"{seed_level.t_interval.p_value:.3g}",
+        MISSING if seed_level is None else
+        f"{format_pairs(seed_level.sign_test.improved, seed_level.sign_test.n_pairs)}, "
+        f"p = {seed_level.sign_test.p_value:.3g}",
+        f"{result.permutation.p_value:.3g}",
+        MISSING if result.bca_interval is None else format_interval(*result.bca_interval),
+        MISSING if bpb is None else f"{bpb.baseline_mean:.4f} → {bpb.variant_mean:.4f}",
+    )
+
+
+def _adjusted_rows(pairs: tuple[PairResult, ...], adjusted: AdjustedPValues) -> tuple:
+    rows = []
+    for k, pair in enumerate(pairs):
+        seed_level = pair.analysis.seed_level
+        t_cells = ([MISSING] * 3 if seed_level is None else
+                   [f"{seed_level.t_interval.p_value:.3g}"]
+                   + ([MISSING] * 2 if adjusted.t is None else
+                      [f"{adjusted.t['holm'][k]:.3g}", f"{adjusted.t['bh'][k]:.3g}"]))
+        rows.append(row(pair.variant, *t_cells, f"{pair.analysis.permutation.p_value:.3g}",
+                        f"{adjusted.permutation['holm'][k]:.3g}", f"{adjusted.permutation['bh'][k]:.3g}"))
+    return tuple(rows)
