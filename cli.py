@@ -1,7 +1,8 @@
 """The `gatedv` command line: a thin typer layer over `gatedv_stats` and `trainer`.
 
-Every command turns bad input into one line on stderr and a non-zero exit (see `_Group`);
-the work itself lives in importable functions.
+Every command turns bad input into one line on stderr and a non-zero exit (see `_Group`); a library
+`ParameterError` is reported under the flag of the command parameter of the same name. The work itself lives
+in importable functions; each command prints a result's `summary()` or, with `--json`, its `to_dict()`.
 """
 
 from __future__ import annotations
@@ -11,18 +12,37 @@ import typer
 from typer.core import TyperGroup
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 
 
 class _Group(TyperGroup):
     """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2."""
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta["gatedv.command"] = command  # for naming a flag after the command has failed
+        return name, command, rest
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except ParameterError as error:
+            typer.echo(f"error: {_flag(ctx.meta.get('gatedv.command'), error.parameter)}: {error.detail}", err=True)
+            raise typer.Exit(2) from None
         except InputError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
+
+
+def _flag(command: click.Command | None, parameter: str) -> str:
+    """The option that sets a library parameter: command parameters carry the library's names."""
+    commands = [command] if command is not None else []
+    commands += list(getattr(command, "commands", {}).values())  # a group's subcommands
+    for candidate in commands:
+        for param in candidate.params:
+            if param.name == parameter and param.param_type_name == "option":
+                return param.opts[0]
+    return parameter
 
 
 app = typer.Typer(
@@ -48,6 +68,13 @@ def _main(
     """gatedv: honest statistics for paired Transformer ablations."""
 
 
+def _emit(result, as_json: bool) -> None:
+    """A result's `summary()`, or its `to_dict()` as strict JSON (non-finite numbers become null)."""
+    from gatedv_stats.io.jsonout import strict_json
+
+    typer.echo(strict_json(result.to_dict()) if as_json else result.summary())
+
+
 # Options shared by several commands.
 _JSON = typer.Option(False, "--json", help="Print one JSON object.")
 _DEVICE = typer.Option("auto", "--device", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps.")
@@ -56,7 +83,7 @@ _EVAL_SET = typer.Option(None, "--eval-set", help="Use only runs on this evaluat
 _ALLOW_UNPAIRED = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only.")
 
 
-# --- statistics commands (issue 2, issue 8) ---
+# --- statistics: loss files in, comparisons out ---
 
 
 class _ManyFilesCommand(typer.core.TyperCommand):
@@ -91,11 +118,10 @@ _BASELINE_ARM = typer.Option(None, "--baseline-arm", help="Baseline arm name (se
 _VARIANT_ARM = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False)
 
 
-def _check_resampling(samples: int, level: float) -> None:
-    if samples < 2:
-        raise InputError(f"--samples: must be at least 2 (got {samples})")
-    if not 0.0 < level < 1.0:
-        raise InputError(f"--level: must lie strictly between 0 and 1 (got {level})")
+_N_RESAMPLES = typer.Option(2000, "--samples", "--n-resamples", help="Bootstrap resamples (n_resamples).")
+_CONFIDENCE_LEVEL = typer.Option(0.95, "--level", "--confidence-level",
+                                 help="Confidence level of every interval (confidence_level).")
+_SEED = typer.Option(0, "--seed", help="Seed of every resampling RNG (a non-negative integer).")
 
 
 @app.command("bootstrap", cls=_ManyFilesCommand)
@@ -106,29 +132,24 @@ def bootstrap_command(
     baseline_arm: str = _BASELINE_ARM,
     variant_arm: str = _VARIANT_ARM,
     eval_set: str = _EVAL_SET,
-    samples: int = typer.Option(2000, "--samples", help="Bootstrap resamples B."),
-    level: float = typer.Option(0.95, "--level", help="Confidence level of the interval."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap RNG."),
+    n_resamples: int = _N_RESAMPLES,
+    confidence_level: float = _CONFIDENCE_LEVEL,
+    seed: int = _SEED,
     method: str = typer.Option("percentile", "--method", help="Interval: percentile or bca."),
     allow_unpaired: bool = _ALLOW_UNPAIRED,
     as_json: bool = _JSON,
 ) -> None:
     """Paired comparison of two arms from per-document loss files: ΔP, D with its document bootstrap, win rate."""
-    import json
-
-    from gatedv_stats.stats.comparison import compare
     from gatedv_stats.pairing import load_paired
-    from gatedv_stats.stats.resampling import METHODS
+    from gatedv_stats.stats.comparison import compare
 
-    _check_resampling(samples, level)
-    if method not in METHODS:
-        raise InputError(f"--method: must be one of {', '.join(METHODS)} (got {method!r})")
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
                          variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
-    result = compare(paired, samples=samples, level=level, seed=seed, method=method, progress=None)
+    result = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, method=method,
+                     progress=None)
     for note in result.notes:
         typer.echo(f"warning: {note}", err=True)
-    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+    _emit(result, as_json)
 
 
 @app.command("analyze", cls=_ManyFilesCommand)
@@ -139,11 +160,11 @@ def analyze_command(
     baseline_arm: str = _BASELINE_ARM,
     variant_arm: str = _VARIANT_ARM,
     eval_set: str = _EVAL_SET,
-    samples: int = typer.Option(2000, "--samples", help="Resamples of each bootstrap."),
-    level: float = typer.Option(0.95, "--level", help="Confidence level of every interval."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every resampling RNG."),
-    permutations: int = typer.Option(10_000, "--permutations",
-                                     help="Monte Carlo sign vectors of the permutation test (exact up to 20 documents)."),
+    n_resamples: int = _N_RESAMPLES,
+    confidence_level: float = _CONFIDENCE_LEVEL,
+    seed: int = _SEED,
+    n_permutations: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors of the permutation "
+                                       "test (exact up to 20 documents)."),
     by: list[str] = typer.Option(None, "--by", help="Break D down by this document column (domain, n_targets, "
                                  "n_bytes; numeric columns in quantile bins). Repeatable.", show_default=False),
     bins: int = typer.Option(4, "--bins", help="Quantile bins of a numeric --by column."),
@@ -152,19 +173,14 @@ def analyze_command(
     as_json: bool = _JSON,
 ) -> None:
     """Reviewer statistics for one pair of arms: seed-level intervals and tests, permutation test, BCa, breakdowns."""
-    import json
-
-    from gatedv_stats.pairing import load_paired
     from gatedv_stats.analysis.pair import analyze
+    from gatedv_stats.pairing import load_paired
 
-    _check_resampling(samples, level)
-    if permutations < 1:
-        raise InputError(f"--permutations: must be at least 1 (got {permutations})")
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
                          variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
-    result = analyze(paired, samples=samples, level=level, seed=seed, permutation_resamples=permutations,
-                     by=tuple(by or ()), bins=bins, min_docs=min_docs, progress=None)
-    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+    result = analyze(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
+                     n_permutations=n_permutations, by=tuple(by or ()), bins=bins, min_docs=min_docs, progress=None)
+    _emit(result, as_json)
 
 
 @app.command("arms")
@@ -173,28 +189,23 @@ def arms_command(
     reference: str = typer.Option(..., "--reference", help="The arm every other arm is compared with."),
     eval_set: str = _EVAL_SET,
     alpha: float = typer.Option(0.05, "--alpha", help="Level at which adjusted p-values are marked."),
-    permutations: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the permutation RNG."),
+    n_resamples: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
+    seed: int = _SEED,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
     as_json: bool = _JSON,
 ) -> None:
     """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
-    import json
-
+    from gatedv_stats.io.jsonout import strict_json
     from gatedv_stats.io.lossfiles import read_loss_inputs
-    from gatedv_stats.runs import select_runs
     from gatedv_stats.pairing import pair_with_reference
+    from gatedv_stats.runs import select_runs
     from gatedv_stats.stats.multiple import compare_arms
 
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"--alpha: must lie strictly between 0 and 1 (got {alpha})")
-    if permutations < 1:
-        raise InputError(f"--permutations: must be at least 1 (got {permutations})")
     runs = select_runs(read_loss_inputs(files), eval_set=eval_set)
     pairs = pair_with_reference(runs, reference, allow_unpaired=allow_unpaired)
-    result = compare_arms(pairs, alpha=alpha, resamples=permutations, seed=seed)
+    result = compare_arms(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed)
     payload = {**result.to_dict(), "inputs": {pair.variant_arm: pair.sources for pair in pairs}}
-    typer.echo(json.dumps(payload, indent=2) if as_json else result.summary())
+    typer.echo(strict_json(payload) if as_json else result.summary())
 
 
 @app.command("plan")
@@ -212,8 +223,7 @@ def plan_command(
     as_json: bool = _JSON,
 ) -> None:
     """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs."""
-    import json
-
+    from gatedv_stats.io.jsonout import strict_json
     from gatedv_stats.io.lossfiles import read_loss_inputs
     from gatedv_stats.pairing import pilot_pair
     from gatedv_stats.stats.planning import plan_from_pilot
@@ -223,11 +233,10 @@ def plan_command(
     plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
     payload = {**plan.to_dict(), "baseline_arm": paired.baseline_arm, "variant_arm": paired.variant_arm,
                "inputs": paired.sources}
-    typer.echo(json.dumps(payload, indent=2) if as_json else
-               f"{paired.variant_arm} vs {paired.baseline_arm}\n{plan.summary()}")
+    typer.echo(strict_json(payload) if as_json else f"{paired.variant_arm} vs {paired.baseline_arm}\n{plan.summary()}")
 
 
-# --- model commands (issue 3) ---
+# --- the model family ---
 
 
 @app.command("params")
@@ -237,8 +246,6 @@ def params_command(
     as_json: bool = _JSON,
 ) -> None:
     """Table 1: the model setup and the trainable-parameter count of each variant."""
-    import json
-
     from trainer.model import CONFIGS, VARIANTS, parameter_table
 
     if config != "all" and config not in CONFIGS:
@@ -248,7 +255,7 @@ def params_command(
     table = parameter_table(
         ["small", "medium"] if config == "all" else [config], list(VARIANTS) if variant == "all" else [variant]
     )
-    typer.echo(json.dumps(table.to_dict(), indent=2) if as_json else table.summary())
+    _emit(table, as_json)
 
 
 @app.command("export-hf")
@@ -261,7 +268,8 @@ def export_hf_command(
 
     typer.echo(f"wrote {export_hf(checkpoint, out_dir)}")
 
-# --- data commands (issue 4) ---
+
+# --- data ---
 
 
 @app.command("prepare")
@@ -284,8 +292,7 @@ def prepare_command(
     force: bool = typer.Option(False, "--force", help="Prepare again even when the inputs are unchanged."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
-    """Tokenizer, domain-disjoint dev / held-out sets and the training token store of a corpus (SPEC §3)."""
-    import json
+    """Tokenizer, domain-disjoint dev / held-out sets and the training token store of a corpus (docs/method.md §3)."""
     import warnings
 
     from trainer.prepare import PrepareWarning, prepare
@@ -297,9 +304,10 @@ def prepare_command(
                          on_decode_error=on_decode_error, max_docs=max_docs, force=force)
     for note in result.manifest["warnings"]:
         typer.echo(f"warning: {note}", err=True)
-    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+    _emit(result, as_json)
 
-# --- training commands (issue 5) ---
+
+# --- training and evaluation ---
 
 _TF32 = typer.Option(False, "--tf32", help="Allow TF32 matmuls (CUDA).")
 _BF16 = typer.Option(False, "--bf16", help="bf16 autocast for the forward passes.")
@@ -310,12 +318,6 @@ def _runtime(device: str, tf32: bool, bf16: bool, compile_model: bool = False):
     from trainer.train import Runtime
 
     return Runtime(device=device, precision=Precision(tf32=tf32, bf16=bf16), compile=compile_model)
-
-
-def _echo_result(result, as_json: bool) -> None:
-    import json
-
-    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
 
 
 @app.command("train")
@@ -342,7 +344,7 @@ def train_command(
     compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model for training."),
     as_json: bool = _JSON,
 ) -> None:
-    """Train one run (SPEC §4): checkpoints, development curve, --resume; data parallel under torchrun."""
+    """Train one run (docs/method.md §4): checkpoints, development curve, --resume; data parallel under torchrun."""
     import os
 
     from trainer.train import DivergenceError, RunSpec, train
@@ -356,7 +358,7 @@ def train_command(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(3) from None
     if int(os.environ.get("RANK", 0)) == 0:
-        _echo_result(result, as_json)
+        _emit(result, as_json)
 
 
 @app.command("evaluate")
@@ -373,7 +375,7 @@ def evaluate_command(
     bf16: bool = _BF16,
     as_json: bool = _JSON,
 ) -> None:
-    """Per-document loss sums of a checkpoint on an evaluation set, as a loss file (SPEC §5)."""
+    """Per-document loss sums of a checkpoint on an evaluation set, as a loss file (docs/method.md §5)."""
     from trainer.device import Precision
     from trainer.evaluate import evaluate_checkpoint
 
@@ -381,7 +383,7 @@ def evaluate_command(
         raise InputError(f"--value-act: {value_act!r} is not linear or silu")
     result = evaluate_checkpoint(checkpoint, eval_set, out, data_dir=data, value_act=value_act, device=device,
                                  precision=Precision(bf16=bf16), batch_size=batch_size)
-    _echo_result(result, as_json)
+    _emit(result, as_json)
 
 
 @app.command("moments")
@@ -394,7 +396,7 @@ def moments_command(
     device: str = _DEVICE,
     as_json: bool = _JSON,
 ) -> None:
-    """SPEC §6 moment-matching coefficients: per layer mu_v, sigma_v, mu_phi, sigma_phi at initialisation."""
+    """Moment-matching coefficients (docs/method.md §6): per layer mu_v, sigma_v, mu_phi, sigma_phi at initialisation."""
     from trainer.data import PreparedData
     from trainer.device import select_device
     from trainer.moments import compute_moments
@@ -402,7 +404,7 @@ def moments_command(
     moments = compute_moments(PreparedData.open(data), config, seed, device=select_device(device), n_windows=windows)
     if out is not None:
         moments.write(out)
-    _echo_result(moments, as_json)
+    _emit(moments, as_json)
 
 
 @app.command("sweep")
@@ -419,7 +421,7 @@ def sweep_command(
     from trainer.sweep import load_experiment, run_experiment
 
     result = run_experiment(load_experiment(experiment), jobs=jobs, runtime=_runtime(device, tf32, bf16, compile_model))
-    _echo_result(result, as_json)
+    _emit(result, as_json)
 
 
 @app.command("select-lr")
@@ -434,9 +436,9 @@ def select_lr_command(
     as_json: bool = _JSON,
 ) -> None:
     """Per variant, the grid rate with the lowest final development NLL (ties: lower rate); writes the confirmation grid."""
-    import json
     from pathlib import Path
 
+    from gatedv_stats.io.jsonout import strict_json
     from trainer.sweep import confirmation_experiment, load_experiment, select_learning_rates, write_experiment
 
     grid = load_experiment(experiment)
@@ -447,7 +449,7 @@ def select_lr_command(
     selection = select_learning_rates(grid, seed)
     path = Path(out) if out else Path(experiment).with_name(Path(experiment).stem + "-confirm.toml")
     write_experiment(path, confirmation_experiment(grid, selection, seeds=confirm_seeds))
-    typer.echo(json.dumps({**selection.to_dict(), "confirmation_grid": str(path)}, indent=2) if as_json
+    typer.echo(strict_json({**selection.to_dict(), "confirmation_grid": str(path)}) if as_json
                else f"{selection.summary()}\nwrote {path}")
 
 
@@ -466,10 +468,10 @@ def demo_command(
     """The main job on the embedded default: prepare, train tiny baseline and GatedV, evaluate, bootstrap, report."""
     from trainer.demo import run_demo
 
-    _echo_result(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs, corpus=corpus), as_json)
+    _emit(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs, corpus=corpus), as_json)
 
 
-# --- report commands (issue 6) ---
+# --- reports ---
 
 
 @app.command("report")
@@ -481,8 +483,8 @@ def report_command(
                                   show_default=False),
     out: str = typer.Option(None, "--out", "-o", help="Output file (default: report.<ext> in the single input "
                              "directory, else in the current directory).", show_default=False),
-    samples: int = typer.Option(2000, "--samples", help="Bootstrap resamples B."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap RNG."),
+    n_resamples: int = _N_RESAMPLES,
+    seed: int = _SEED,
 ) -> None:
     """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
     from pathlib import Path
@@ -491,11 +493,11 @@ def report_command(
     from gatedv_stats.report import write_report
 
     path = write_report([Path(given) for given in inputs], None if out is None else Path(out), fmt,
-                        AnalysisSettings(reference=reference, n_resamples=samples, seed=seed))
+                        AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed))
     typer.echo(f"wrote {path}")
 
 
-# --- cost benchmark commands (issue 7) ---
+# --- cost benchmark ---
 
 
 @app.command("bench", cls=_ManyFilesCommand)
@@ -510,10 +512,9 @@ def bench_command(
     out: str = typer.Option(None, "--out", help="Also write the JSON result here (e.g. EXP/bench.json)."),
     as_json: bool = _JSON,
 ) -> None:
-    """SPEC §7 cost benchmark (Table 6): forward and training-step time ratios and peak memory."""
-    import json
-
+    """Cost benchmark (paper Table 6, docs/method.md §7): forward and training-step time ratios and peak memory."""
     from gatedv_stats.io.atomic import write_text_atomic
+    from gatedv_stats.io.jsonout import strict_json
     from trainer.bench import run_bench
     from trainer.device import select_device
 
@@ -521,7 +522,7 @@ def bench_command(
         raise InputError(f"--batch: must be at least 1, got {batch}")
     result = run_bench(baseline, variant, rounds=rounds, warmup=warmup, calls=calls, batch_size=batch,
                        device=select_device(device))
-    text = json.dumps(result.to_dict(), indent=2)
+    text = strict_json(result.to_dict())
     if out:
         write_text_atomic(out, text + "\n")
     typer.echo(text if as_json else result.summary())

@@ -41,7 +41,7 @@ def measure(which: str, n_docs: int, method: str, varying_targets: bool) -> dict
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu_start = time.perf_counter(), time.process_time()
     if which == "ours":
-        result = document_bootstrap(d, n_targets, samples=SAMPLES, seed=0, method=method)
+        result = document_bootstrap(d, n_targets, n_resamples=SAMPLES, seed=0, method=method)
         interval = result.confidence_interval
     else:
         def ratio(numerator, denominator, axis=-1):

@@ -54,10 +54,10 @@ def coverage(replications: int, samples: int, seed: int) -> None:
             study = simulate(model, n_seeds, n_docs, rng)
             r = metrics.token_nll(study.variant, study.n_targets) - metrics.token_nll(study.baseline, study.n_targets)
             t = paired_t_interval(r)
-            t_hits += t.low <= study.eval_set_log_ratio <= t.high
-            boot = seed_document_bootstrap(study.baseline, study.variant, study.n_targets, samples=samples,
+            t_hits += t.confidence_interval.low <= study.eval_set_log_ratio <= t.confidence_interval.high
+            boot = seed_document_bootstrap(study.baseline, study.variant, study.n_targets, n_resamples=samples,
                                            seed=replication)
-            boot_hits += boot.low <= model.delta_p <= boot.high
+            boot_hits += boot.confidence_interval.low <= model.delta_p <= boot.confidence_interval.high
         print(f"{name:<26}{t_hits / replications:>14.3f}{boot_hits / replications:>22.3f}"
               f"{percentile_seed_coverage(n_seeds):>18.3f}  {region(replications, 0.95)}")
 
@@ -71,7 +71,7 @@ def false_positives(replications: int, seed: int) -> None:
         for replication in tqdm(range(replications), desc=label, leave=False):
             study = simulate(model, 3, n_docs, rng)
             d = metrics.document_differences(study.baseline, study.variant)
-            rejections += sign_flip_test(d, study.n_targets, resamples=resamples, seed=replication).p_value <= 0.05
+            rejections += sign_flip_test(d, study.n_targets, n_resamples=resamples, seed=replication).p_value <= 0.05
         print(f"  {label:<36} rate {rejections / replications:.4f}  region around 0.05 {region(replications, 0.05)}")
 
 
@@ -81,7 +81,7 @@ def speed(seed: int) -> None:
     for label, n_docs, resamples in (("exact, N = 18", 18, 2 ** 18), ("Monte Carlo, N = 2048, 10,000", 2048, 10_000)):
         d = rng.normal(-5.0, 40.0, n_docs)
         n = np.full(n_docs, 256)
-        ours = _best(lambda: sign_flip_test(d, n, resamples=resamples, seed=0))
+        ours = _best(lambda: sign_flip_test(d, n, n_resamples=resamples, seed=0))
         peer = _best(lambda: stats.permutation_test((d,), lambda x, axis: x.sum(axis=axis) / n.sum(), vectorized=True,
                                                     permutation_type="samples", n_resamples=resamples, random_state=0))
         print(f"  {label:<32} ours {ours:.3f} s   scipy {peer:.3f} s   scipy/ours {peer / ours:.1f}×")

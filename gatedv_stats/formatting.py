@@ -42,6 +42,12 @@ def format_interval(low: float, high: float) -> str:
     return f"[{format_nll_diff(low)}, {format_nll_diff(high)}]"
 
 
+def format_delta_p_interval(interval: tuple[float, float]) -> str:
+    """An interval of relative changes: "[−2.54%, −1.10%]"."""
+    low, high = interval
+    return f"[{format_delta_p(low)}, {format_delta_p(high)}]"
+
+
 def format_count(count: int) -> str:
     """An integer with thousands separators: "1,672"."""
     return _minus(f"{int(count):,}")

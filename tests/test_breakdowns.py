@@ -25,7 +25,7 @@ def paired_with_domains(domains, n_docs=None, seed=0):
 def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
     domains = ["news"] * 8 + ["code"] * 7 + ["wiki"] * 9
     paired = paired_with_domains(domains)
-    result = breakdown(paired, "domain", samples=300, seed=4, min_docs=5)
+    result = breakdown(paired, "domain", n_resamples=300, seed=4, min_docs=5)
     assert [group.group for group in result.groups] == ["code", "news", "wiki"]
     d = metrics.document_differences(paired.baseline, paired.variant)
     labels = paired.doc_columns["domain"].to_numpy()
@@ -33,8 +33,8 @@ def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
         members = labels == group.group
         assert group.n_docs == members.sum()
         assert group.nll_diff == pytest.approx(d[members].sum() / paired.n_targets[members].sum(), rel=1e-12)
-        expected = document_bootstrap(d[members], paired.n_targets[members], samples=300, seed=4 + index)
-        assert (group.low, group.high) == pytest.approx(expected.confidence_interval, rel=1e-12)
+        expected = document_bootstrap(d[members], paired.n_targets[members], n_resamples=300, seed=4 + index)
+        assert group.confidence_interval == pytest.approx(expected.confidence_interval, rel=1e-12)
         assert group.bootstrap_seed == 4 + index
     # the token-weighted group D's average back to the overall D
     total = sum(group.nll_diff * group.n_targets for group in result.groups) / paired.n_targets.sum()
@@ -44,19 +44,19 @@ def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
 
 def test_small_groups_are_pooled_or_left_out_and_said_so():
     domains = ["a"] * 6 + ["b", "c", "d"] + ["e"] * 6
-    result = breakdown(paired_with_domains(domains), "domain", samples=100, min_docs=3)
+    result = breakdown(paired_with_domains(domains), "domain", n_resamples=100, min_docs=3)
     assert [group.group for group in result.groups] == ["a", "e", OTHER]
     assert result.groups[-1].n_docs == 3 and result.pooled_groups == 3
     assert "3 groups with fewer than 3 documents pooled" in result.summary()
 
-    too_few = breakdown(paired_with_domains(["a"] * 6 + ["b"] + ["e"] * 6), "domain", samples=100, min_docs=3)
+    too_few = breakdown(paired_with_domains(["a"] * 6 + ["b"] + ["e"] * 6), "domain", n_resamples=100, min_docs=3)
     assert [group.group for group in too_few.groups] == ["a", "e"] and too_few.left_out_docs == 1
     assert "1 documents left out" in too_few.summary()
 
 
 def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents():
     paired = paired_with_domains(["x"] * 40)
-    result = breakdown(paired, "n_bytes", bins=4, samples=100, min_docs=2)
+    result = breakdown(paired, "n_bytes", bins=4, n_resamples=100, min_docs=2)
     assert result.binned and len(result.groups) == 4
     assert sum(group.n_docs for group in result.groups) == 40
     n_bytes = paired.doc_columns["n_bytes"].to_numpy()
@@ -64,7 +64,7 @@ def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents
     assert result.groups[0].group == f"{edges[0]:g}–{edges[1]:g}"
     expected_counts = pd.Series(pd.qcut(n_bytes, 4)).value_counts(sort=False).tolist()
     assert [group.n_docs for group in result.groups] == expected_counts
-    constant = breakdown(paired, "n_targets", samples=100)  # every document has 256 targets
+    constant = breakdown(paired, "n_targets", n_resamples=100)  # every document has 256 targets
     assert [group.group for group in constant.groups] == ["256"] and constant.groups[0].n_docs == 40
     frame = result.to_frame()
     assert list(frame.columns) == ["group", "n_docs", "n_targets", "nll_diff", "low", "high", "bootstrap_seed"]
@@ -74,7 +74,7 @@ def test_bad_breakdown_requests():
     paired = paired_with_domains(["x"] * 10)
     with pytest.raises(InputError, match="no document column 'topic'.*available: n_targets, domain, n_bytes"):
         breakdown(paired, "topic")
-    with pytest.raises(InputError, match="--min-docs"):
+    with pytest.raises(InputError, match="^min_docs: "):
         breakdown(paired, "domain", min_docs=1)
-    with pytest.raises(InputError, match="--bins"):
+    with pytest.raises(InputError, match="^bins: "):
         breakdown(paired, "n_bytes", bins=0)

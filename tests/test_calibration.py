@@ -35,12 +35,12 @@ def coverage_count(model, n_seeds, rng, interval_of, truth_of) -> int:
     for replication in range(REPLICATIONS):
         study = simulate(model, n_seeds, 40, rng)
         interval = interval_of(study, replication)
-        covered += interval.low <= truth_of(study) <= interval.high
+        covered += interval.confidence_interval.low <= truth_of(study) <= interval.confidence_interval.high
     return covered
 
 
 def two_level_interval(study, replication):
-    return seed_document_bootstrap(study.baseline, study.variant, study.n_targets, samples=300, seed=replication)
+    return seed_document_bootstrap(study.baseline, study.variant, study.n_targets, n_resamples=300, seed=replication)
 
 
 def test_t_interval_covers_the_evaluation_set_effect_at_95_percent_with_three_seeds():
@@ -77,7 +77,7 @@ def test_sign_flip_false_positive_rate_is_five_percent_exact_and_monte_carlo():
         for method, n_docs in (("exact", 12), ("monte-carlo", 40)):
             study = simulate(model, 3, n_docs, rng)
             d = metrics.document_differences(study.baseline, study.variant)
-            result = sign_flip_test(d, study.n_targets, resamples=199, seed=replication)
+            result = sign_flip_test(d, study.n_targets, n_resamples=199, seed=replication)
             assert result.method == method
             rejections[method] += result.p_value <= 0.05
     for method, count in rejections.items():

@@ -60,9 +60,9 @@ def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistic
 
     paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
     d = metrics.document_differences(paired.baseline, paired.variant)
-    bca = document_bootstrap(d, paired.n_targets, samples=300, seed=7, method="bca")
+    bca = document_bootstrap(d, paired.n_targets, n_resamples=300, seed=7, method="bca")
     assert payload["bca_interval"] == pytest.approx(list(bca.confidence_interval), rel=1e-12)
-    permutation = sign_flip_test(d, paired.n_targets, resamples=10_000, seed=7)
+    permutation = sign_flip_test(d, paired.n_targets, n_resamples=10_000, seed=7)
     assert payload["permutation_test"]["p_value"] == permutation.p_value
     assert payload["permutation_test"]["method"] == "monte-carlo" and payload["permutation_test"]["seed"] == 7
 
@@ -188,20 +188,23 @@ def test_plan_with_one_seed_is_an_input_error(run_dir):
 
 
 def test_reviewer_report_section_renders_through_the_report_templates(run_dir, tmp_path):
+    from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experiment
+    from gatedv_stats.analysis.pair import analyze
+    from gatedv_stats.io.discovery import discover_inputs
     from gatedv_stats.report import render_report
-    from gatedv_stats.report_data import ReportData, ReportSettings, discover_inputs, make_context
-    from gatedv_stats.analysis.pair import analyze, reviewer_section
+    from gatedv_stats.report.model import ReportData
+    from gatedv_stats.report.sections.reviewer import reviewer_section
 
-    ctx = make_context(discover_inputs([run_dir]), ReportSettings(reference=None, samples=200, seed=3))
-    section = reviewer_section(ctx)
+    analysis = analyse_experiment(discover_inputs([run_dir]), AnalysisSettings(reference=None, n_resamples=200, seed=3))
+    section = reviewer_section(analysis)
     assert [table.key for table in section.tables] == ["reviewer-dev", "reviewer-arms-dev"]
     assert [figure.key for figure in section.figures] == ["forest-dev"]
-    report = ReportData(title="t", subtitle="s", version="0", reference=ctx.reference, sections=(section,))
+    report = ReportData(title="t", subtitle="s", version="0", reference=analysis.reference, sections=(section,))
     text = render_report(report, tmp_path / "report.md", "md").read_text(encoding="utf-8")
     paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
-    expected = analyze(paired, samples=200, seed=3, by=("domain",))
+    expected = analyze(paired, n_resamples=200, seed=3, by=("domain",))
     gatedv_row = next(line for line in text.splitlines() if line.startswith("| gatedv |"))
-    interval = expected.seed_level.bootstrap
+    interval = expected.seed_level.bootstrap.confidence_interval
     assert f"[{fmt.format_delta_p(interval.low)}, {fmt.format_delta_p(interval.high)}]" in gatedv_row
     assert f"{expected.permutation.p_value:.3g}" in gatedv_row and "3/3, p = 0.125" in gatedv_row
     assert fmt.format_interval(*expected.bca_interval) in gatedv_row

@@ -38,13 +38,13 @@ def paired_losses(draw):
 
 def comparison_of(baseline, variant, n_targets, seeds, **kwargs):
     paired = pair_runs(runs_from(baseline, n_targets, "baseline", seeds), runs_from(variant, n_targets, "v", seeds))
-    return compare(paired, samples=kwargs.pop("samples", 200), **kwargs)
+    return compare(paired, n_resamples=kwargs.pop("samples", 200), **kwargs)
 
 
 def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
     runs = synthetic_runs({"baseline": [40.0, 41.0, 39.5], "gatedv": [39.0, 40.2, 39.4]}, n_docs=64, seed=2)
     paired = pair_runs(runs[:3], runs[3:])
-    result = compare(paired, samples=500, level=0.9, seed=8)
+    result = compare(paired, n_resamples=500, confidence_level=0.9, seed=8)
     payload = result.to_dict()
     assert list(payload) == ["baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean",
                              "nll_diff_ci", "ci_level", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs",
@@ -52,7 +52,7 @@ def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
     assert payload["delta_p"] == pytest.approx(np.mean([39.0, 40.2, 39.4]) / np.mean([40.0, 41.0, 39.5]) - 1, rel=1e-12)
     assert payload["improved_pairs"] == 3 and payload["n_pairs"] == 3 and payload["n_docs"] == 64
     d = metrics.document_differences(paired.baseline, paired.variant)
-    expected = document_bootstrap(d, paired.n_targets, samples=500, level=0.9, seed=8)
+    expected = document_bootstrap(d, paired.n_targets, n_resamples=500, confidence_level=0.9, seed=8)
     assert payload["nll_diff_ci"] == list(expected.confidence_interval)
     assert payload["nll_diff_mean"] == pytest.approx(expected.statistic, rel=1e-12)
     assert (payload["ci_level"], payload["bootstrap_samples"], payload["bootstrap_seed"]) == (0.9, 500, 8)
@@ -76,7 +76,7 @@ def test_document_and_file_order_do_not_matter(data, shuffler):
                         run.meta, run.source, run.sha256) for run in runs]
         shuffler.shuffle(runs)
         shuffled.append(runs)
-    assert compare(pair_runs(*shuffled), samples=200).to_dict() == reference
+    assert compare(pair_runs(*shuffled), n_resamples=200).to_dict() == reference
 
 
 @SETTINGS

@@ -56,14 +56,14 @@ def runs():
 def test_every_arm_is_tested_against_the_reference_and_adjusted(runs):
     pairs = pair_with_reference(runs, "baseline")
     assert [pair.variant_arm for pair in pairs] == ["gatedv", "q-silu", "v-tanh"]
-    result = compare_arms(pairs, resamples=2000, seed=1)
+    result = compare_arms(pairs, n_resamples=2000, seed=1)
     t_raw, perm_raw = [], []
     for pair, row in zip(pairs, result.arms):
         nll_b = metrics.token_nll(pair.baseline, pair.n_targets)
         nll_v = metrics.token_nll(pair.variant, pair.n_targets)
         assert row.t_p_value == pytest.approx(stats.ttest_rel(nll_v, nll_b).pvalue, rel=1e-10)
         expected_perm = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_targets,
-                                       resamples=2000, seed=1).p_value
+                                       n_resamples=2000, seed=1).p_value
         assert row.permutation_p_value == expected_perm
         assert row.delta_p == pytest.approx(np.exp(nll_v).mean() / np.exp(nll_b).mean() - 1, rel=1e-12)
         t_raw.append(row.t_p_value)
@@ -81,7 +81,7 @@ def test_every_arm_is_tested_against_the_reference_and_adjusted(runs):
 
 def test_one_seed_arms_get_no_t_test_but_keep_the_permutation_family(runs):
     single = [run for run in runs if run.seed == 1]
-    result = compare_arms(pair_with_reference(single, "baseline"), resamples=500)
+    result = compare_arms(pair_with_reference(single, "baseline"), n_resamples=500)
     assert all(row.t_p_value is None and row.t_p_holm is None for row in result.arms)
     assert all(0 < row.permutation_p_holm <= 1 for row in result.arms)
     assert "no seed-level t test" in result.notes[0]

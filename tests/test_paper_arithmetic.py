@@ -47,7 +47,7 @@ def test_table3_rows_from_loss_sums(seeds, baseline, variant, printed):
     """Per-document loss sums built to the paper's per-seed moments give the printed Table 3 row."""
     runs = synthetic_runs({"baseline": ppls_with_moments(*baseline, seeds), "gatedv": ppls_with_moments(*variant, seeds)},
                           n_docs=256, seed=seeds)
-    result = compare(pair_runs(runs[:seeds], runs[seeds:]), samples=200)
+    result = compare(pair_runs(runs[:seeds], runs[seeds:]), n_resamples=200)
     row = (fmt.format_ppl(result.baseline.ppl_mean, result.baseline.ppl_sd),
            fmt.format_ppl(result.variant.ppl_mean, result.variant.ppl_sd),
            fmt.format_delta_p(result.delta_p), fmt.format_pairs(result.improved_pairs, result.n_pairs))

@@ -101,7 +101,7 @@ def test_plan_without_seed_variation_says_so():
 @pytest.mark.parametrize("effect", [0.0, -1.0, -2.0, math.nan])
 def test_plan_rejects_an_effect_that_is_not_a_relative_change(effect):
     components = pl.VarianceComponents(2, 50, 0.0, 1e-4, 1e-2, 1e-4, 1e-2, 1e-4, True)
-    with pytest.raises(InputError, match="--effect"):
+    with pytest.raises(InputError, match="^effect: "):
         pl.plan_study(components, effect)
 
 

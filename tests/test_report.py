@@ -294,7 +294,9 @@ def small_input(folder: Path) -> Path:
 def test_bad_options_fail_with_one_line(small, tmp_path):
     for args, message in ((["--format", "pdf"], "--format pdf: expected one of html, md, latex"),
                           (["--reference", "nope"], "--reference nope: no loss file has this arm"),
-                          (["--samples", "0"], "--samples 0: needs at least 1")):
+                          (["--samples", "0"], "--samples: must be at least 2"),
+                          (["--samples", "1"], "--samples: must be at least 2"),
+                          (["--seed", "-1"], "--seed: must be a non-negative integer")):
         result = runner.invoke(app, ["report", str(small["root"]), "--out", str(tmp_path / "r.md"), *args])
         assert result.exit_code == 2, result.output
         assert result.output.strip().startswith("error: ") and message in result.output

@@ -34,7 +34,7 @@ def test_distribution_equals_a_loop_over_the_same_indices(sample, constant_targe
     if constant_targets:
         n_targets = np.full_like(n_targets, 256.0)
     samples = 60
-    ours = bootstrap_ratio_distribution(d, n_targets, samples=samples, seed=5)
+    ours = bootstrap_ratio_distribution(d, n_targets, n_resamples=samples, seed=5)
     index = np.random.default_rng(5).integers(0, d.size, size=(samples, d.size))  # one chunk at this size
     for b in range(samples):
         numerator = sum(float(d[i]) for i in index[b])
@@ -47,14 +47,14 @@ def test_interval_rule_equals_scipy_on_scipys_own_distribution(sample, method, s
     d, n_targets = sample
     reference = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=999,
                                 confidence_level=0.9, method=scipy_method, rng=np.random.default_rng(2))
-    ours = interval_from_distribution(d, n_targets, reference.bootstrap_distribution, level=0.9, method=method)
+    ours = interval_from_distribution(d, n_targets, reference.bootstrap_distribution, confidence_level=0.9, method=method)
     assert ours == pytest.approx(tuple(reference.confidence_interval), rel=1e-10)
 
 
 def test_same_generator_gives_scipys_resamples_draw_for_draw(sample):
     """scipy draws its (B, N) indices from the generator in one call; our chunks consume the same stream."""
     d, n_targets = sample
-    ours = document_bootstrap(d, n_targets, samples=999, seed=21, method="bca")
+    ours = document_bootstrap(d, n_targets, n_resamples=999, seed=21, method="bca")
     reference = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=999, method="BCa",
                                 rng=np.random.default_rng(21))
     np.testing.assert_allclose(ours.bootstrap_distribution, reference.bootstrap_distribution, rtol=1e-12)
@@ -64,7 +64,7 @@ def test_same_generator_gives_scipys_resamples_draw_for_draw(sample):
 @pytest.mark.parametrize(("method", "scipy_method"), [("percentile", "percentile"), ("bca", "BCa")])
 def test_endpoints_agree_with_scipy_within_monte_carlo_error(sample, method, scipy_method):
     d, n_targets = sample
-    ours = document_bootstrap(d, n_targets, samples=4000, seed=1, method=method)
+    ours = document_bootstrap(d, n_targets, n_resamples=4000, seed=1, method=method)
     reference = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=4000,
                                 method=scipy_method, rng=np.random.default_rng(99))
     se = reference.standard_error
@@ -77,14 +77,14 @@ def test_endpoints_agree_with_scipy_within_monte_carlo_error(sample, method, sci
 
 def test_seed_fixes_the_result_and_the_result_records_its_settings(sample):
     d, n_targets = sample
-    first = document_bootstrap(d, n_targets, samples=300, level=0.8, seed=4)
-    again = document_bootstrap(d, n_targets, samples=300, level=0.8, seed=4)
-    other = document_bootstrap(d, n_targets, samples=300, level=0.8, seed=5)
+    first = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, seed=4)
+    again = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, seed=4)
+    other = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, seed=5)
     np.testing.assert_array_equal(first.bootstrap_distribution, again.bootstrap_distribution)
     assert first.confidence_interval != other.confidence_interval
-    assert (first.samples, first.level, first.seed, first.method) == (300, 0.8, 4, "percentile")
+    assert (first.n_resamples, first.confidence_level, first.seed, first.method) == (300, 0.8, 4, "percentile")
     assert first.to_dict()["confidence_interval"] == list(first.confidence_interval)
-    wide = document_bootstrap(d, n_targets, samples=300, level=0.99, seed=4)
+    wide = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.99, seed=4)
     assert wide.confidence_interval[0] < first.confidence_interval[0] < first.confidence_interval[1] \
         < wide.confidence_interval[1]
 
@@ -92,7 +92,7 @@ def test_seed_fixes_the_result_and_the_result_records_its_settings(sample):
 def test_degenerate_sample_gives_a_point_interval():
     zeros = np.zeros(30)
     for method in ("percentile", "bca"):
-        result = document_bootstrap(zeros, np.full(30, 10.0), samples=50, method=method)
+        result = document_bootstrap(zeros, np.full(30, 10.0), n_resamples=50, method=method)
         assert result.confidence_interval == (0.0, 0.0) and result.statistic == 0.0
 
 
@@ -102,7 +102,7 @@ def test_memory_stays_bounded_by_the_chunk(sample):
     d, n_targets = rng.normal(size=100_000), rng.integers(1, 300, size=100_000).astype(np.float64)
     tracemalloc.start()
     try:
-        document_bootstrap(d, n_targets, samples=200, seed=0)
+        document_bootstrap(d, n_targets, n_resamples=200, seed=0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -110,9 +110,10 @@ def test_memory_stays_bounded_by_the_chunk(sample):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"method": "basic"}, "method must be one of"),
-    ({"level": 1.0}, "level must lie strictly between 0 and 1"),
-    ({"samples": 1}, "samples must be at least 2"),
+    ({"method": "basic"}, "method: must be one of"),
+    ({"confidence_level": 1.0}, "confidence_level: must lie strictly between 0 and 1"),
+    ({"n_resamples": 1}, "n_resamples: must be at least 2"),
+    ({"seed": -1}, "seed: must be a non-negative integer"),
 ])
 def test_bad_arguments(sample, kwargs, message):
     d, n_targets = sample

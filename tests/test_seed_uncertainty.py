@@ -16,16 +16,16 @@ from gatedv_stats.synthetic import synthetic_runs
 
 def test_paired_t_interval_matches_statsmodels():
     r = np.array([-0.021, -0.018, -0.026, -0.015, -0.020])
-    result = su.paired_t_interval(r, confidence=0.9)
+    result = su.paired_t_interval(r, confidence_level=0.9)
     described = DescrStatsW(r)
     low, high = described.tconfint_mean(alpha=0.1)
     t_statistic, p_value, df = described.ttest_mean(0.0)
-    assert (result.low, result.high) == pytest.approx((low, high), rel=1e-12)
+    assert result.confidence_interval == pytest.approx((low, high), rel=1e-12)
     assert result.t_statistic == pytest.approx(t_statistic, rel=1e-12)
     assert result.p_value == pytest.approx(p_value, rel=1e-10)
     assert result.df == df == 4
     assert result.mean_log_ratio == pytest.approx(r.mean())
-    assert (result.ratio_low, result.ratio_high) == pytest.approx((math.exp(low) - 1, math.exp(high) - 1))
+    assert result.ratio_interval == pytest.approx((math.exp(low) - 1, math.exp(high) - 1))
     assert result.critical_t == pytest.approx(2.1318468, rel=1e-6)  # t_0.95 with 4 df
 
 
@@ -79,14 +79,14 @@ def test_two_level_bootstrap_matches_an_explicit_loop():
     n = rng.integers(100, 257, 25).astype(float)
     baseline = n * rng.normal(3.4, 0.2, (4, 25))
     variant = baseline + n * rng.normal(-0.02, 0.03, (4, 25))
-    result = su.seed_document_bootstrap(baseline, variant, n, samples=300, seed=11, confidence=0.9)
+    result = su.seed_document_bootstrap(baseline, variant, n, n_resamples=300, seed=11, confidence_level=0.9)
     expected = loop_two_level_bootstrap(baseline, variant, n, samples=300, seed=11, confidence=0.9)
-    assert (result.low, result.high) == pytest.approx(tuple(expected), rel=1e-10)
+    assert result.confidence_interval == pytest.approx(tuple(expected), rel=1e-10)
     ppl_base = np.exp(baseline.sum(axis=1) / n.sum())
     ppl_var = np.exp(variant.sum(axis=1) / n.sum())
     assert result.delta_p == pytest.approx(ppl_var.mean() / ppl_base.mean() - 1, rel=1e-12)
     assert result.distinct_seed_resamples == math.comb(7, 4) == 35
-    assert result == su.seed_document_bootstrap(baseline, variant, n, samples=300, seed=11, confidence=0.9)
+    assert result == su.seed_document_bootstrap(baseline, variant, n, n_resamples=300, seed=11, confidence_level=0.9)
 
 
 def test_two_level_bootstrap_is_wider_than_documents_alone_when_seeds_disagree():
@@ -96,10 +96,10 @@ def test_two_level_bootstrap_is_wider_than_documents_alone_when_seeds_disagree()
     baseline = n * rng.normal(3.4, 0.2, (1, 40)).repeat(5, axis=0)
     steady = baseline + n * -0.02
     spread = baseline + n * (-0.02 + np.array([-0.03, -0.015, 0.0, 0.015, 0.03]))[:, None]
-    steady_interval = su.seed_document_bootstrap(baseline, steady, n, samples=400)
-    spread_interval = su.seed_document_bootstrap(baseline, spread, n, samples=400)
-    assert steady_interval.high - steady_interval.low < 1e-9  # identical seeds, constant per-token effect
-    assert spread_interval.high - spread_interval.low > 0.02
+    steady_interval = su.seed_document_bootstrap(baseline, steady, n, n_resamples=400)
+    spread_interval = su.seed_document_bootstrap(baseline, spread, n, n_resamples=400)
+    assert steady_interval.confidence_interval.high - steady_interval.confidence_interval.low < 1e-9  # identical seeds, constant per-token effect
+    assert spread_interval.confidence_interval.high - spread_interval.confidence_interval.low > 0.02
 
 
 def test_percentile_seed_coverage_formula():
@@ -123,11 +123,11 @@ def test_few_seed_limits_state_the_numbers():
 def test_seed_uncertainty_assembles_the_parts_from_paired_runs():
     runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.7, 30.0]}, n_docs=30, seed=1)
     paired = pair_runs([r for r in runs if r.arm == "baseline"], [r for r in runs if r.arm == "gatedv"])
-    result = su.seed_uncertainty(paired, samples=200, seed=5)
+    result = su.seed_uncertainty(paired, n_resamples=200, seed=5)
     expected_r = np.log([29.5, 29.7, 30.0]) - np.log([30.0, 30.4, 29.9])
     assert result.t_interval.mean_log_ratio == pytest.approx(expected_r.mean(), rel=1e-9)
     assert (result.sign_test.improved, result.sign_test.n_pairs) == (2, 3)
-    assert result.bootstrap.seed == 5 and result.bootstrap.samples == 200
+    assert result.bootstrap.seed == 5 and result.bootstrap.n_resamples == 200
     data = result.to_dict()
     assert set(data) == {"baseline_arm", "variant_arm", "two_level_bootstrap", "t_interval", "sign_test", "limits"}
     assert len(data["limits"]) == 3

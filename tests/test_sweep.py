@@ -103,7 +103,7 @@ def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tm
 
     monkeypatch.setattr(train_module, "next_token_loss", first_call_nan)
     runs = _sweep(path)
-    assert runs[("baseline", 0.001)]["status"] == "diverged" and runs[("baseline", 0.001)]["dev_nll"] == math.inf
+    assert runs[("baseline", 0.001)]["status"] == "diverged" and runs[("baseline", 0.001)]["dev_nll"] is None  # strict JSON
     assert runs[("baseline", 0.002)]["action"] == "trained"
     assert _sweep(path)[("baseline", 0.001)]["action"] == "skipped"
     selected = CliRunner().invoke(cli.app, ["select-lr", str(path), "--json", "--out", str(tmp_path / "c.toml")])

@@ -167,7 +167,7 @@ def _analyse_group(group: EvalGroup, reference: str | None, settings: AnalysisSe
                 left_out.append((variant, str(error)))
                 continue
             column = breakdown_column(paired)
-            result = analyze(paired, samples=settings.n_resamples, level=settings.confidence_level,
+            result = analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
                              seed=settings.seed, by=(column,) if column else ())
             pairs.append(PairResult(variant, paired, result))
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),

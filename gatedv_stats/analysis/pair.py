@@ -20,7 +20,9 @@ from gatedv_stats.stats.comparison import Comparison, compare
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
+from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.resampling import interval_from_distribution
+from gatedv_stats.stats.validation import check_at_least
 from gatedv_stats.stats.seed_uncertainty import SeedUncertainty, seed_uncertainty
 
 
@@ -44,7 +46,7 @@ class PairAnalysis:
     """One paired comparison with every reviewer statistic; `seed` and resample counts are recorded inside."""
 
     comparison: Comparison
-    bca_interval: tuple[float, float] | None  # BCa interval for D from the comparison's own bootstrap distribution
+    bca_interval: ConfidenceInterval | None  # BCa interval for D from the comparison's own bootstrap distribution
     permutation: SignFlipTest
     seed_level: SeedUncertainty | None  # None with a single seed pair or no spread over seeds
     bits_per_byte: BitsPerByte | None  # None without n_bytes
@@ -65,7 +67,7 @@ class PairAnalysis:
         }
 
     def summary(self) -> str:
-        level = self.comparison.bootstrap.level
+        level = self.comparison.bootstrap.confidence_level
         lines = [self.comparison.summary(), "", "reviewer statistics:"]
         if self.bca_interval is not None:
             lines.append(f"{fmt.format_percent(level, 0)} BCa interval for D: "
@@ -83,16 +85,18 @@ class PairAnalysis:
         return "\n".join(lines)
 
 
-def analyze(paired: PairedLosses, *, samples: int = 2000, level: float = 0.95, seed: int = 0,
-            permutation_resamples: int = 10_000, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
+def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
+            n_permutations: int = 10_000, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
             progress: bool | None = False) -> PairAnalysis:
     """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`."""
-    comparison = compare(paired, samples=samples, level=level, seed=seed, progress=progress)
+    check_at_least("n_permutations", n_permutations, 1)
+    comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
+                         progress=progress)
     differences = metrics.document_differences(paired.baseline, paired.variant)
     notes = []
     try:
         bca = interval_from_distribution(differences, paired.n_targets, comparison.bootstrap.bootstrap_distribution,
-                                         level=level, method="bca")
+                                         confidence_level=confidence_level, method="bca")
     except ValueError as error:  # resampling's message for a degenerate sample (e.g. one document)
         bca = None
         notes.append(f"no BCa interval: {error}")
@@ -101,18 +105,19 @@ def analyze(paired: PairedLosses, *, samples: int = 2000, level: float = 0.95, s
         notes.append("one seed pair: no seed-level interval, t interval or sign test (they need at least 2 pairs)")
     else:
         try:
-            seed_level = seed_uncertainty(paired, samples=samples, confidence=level, seed=seed, progress=progress)
+            seed_level = seed_uncertainty(paired, n_resamples=n_resamples, confidence_level=confidence_level,
+                                          seed=seed, progress=progress)
         except InputError as error:  # e.g. identical arms: no spread over seeds, every pair tied
             notes.append(f"no seed-level statistics: {error}")
     return PairAnalysis(
         comparison=comparison,
         bca_interval=bca,
-        permutation=sign_flip_test(differences, paired.n_targets, resamples=permutation_resamples, seed=seed,
+        permutation=sign_flip_test(differences, paired.n_targets, n_resamples=n_permutations, seed=seed,
                                    progress=progress),
         seed_level=seed_level,
         bits_per_byte=_bits_per_byte(comparison),
-        breakdowns=tuple(breakdown(paired, column, bins=bins, min_docs=min_docs, samples=samples, level=level,
-                                   seed=seed) for column in by),
+        breakdowns=tuple(breakdown(paired, column, bins=bins, min_docs=min_docs, n_resamples=n_resamples,
+                                   confidence_level=confidence_level, seed=seed) for column in by),
         notes=tuple(notes),
     )
 

@@ -13,9 +13,11 @@ import pandas as pd
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import ParameterError
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.resampling import document_bootstrap
+from gatedv_stats.stats.validation import check_at_least
 
 OTHER = "(other)"
 
@@ -26,12 +28,14 @@ class GroupEffect:
     n_docs: int
     n_targets: int
     nll_diff: float  # D over the group's documents
-    low: float
-    high: float
+    confidence_interval: ConfidenceInterval
     bootstrap_seed: int
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The published JSON keys (low, high)."""
+        return {"group": self.group, "n_docs": self.n_docs, "n_targets": self.n_targets, "nll_diff": self.nll_diff,
+                "low": self.confidence_interval.low, "high": self.confidence_interval.high,
+                "bootstrap_seed": self.bootstrap_seed}
 
 
 @dataclass(frozen=True)
@@ -44,14 +48,16 @@ class Breakdown:
     pooled_groups: int  # small groups pooled into "other"
     left_out_docs: int  # documents of a pooled "other" still below min_docs, left out
     min_docs: int
-    level: float
-    samples: int
+    confidence_level: float
+    n_resamples: int
     method: str
     seed: int  # group k is resampled with seed + k
 
     def to_dict(self) -> dict:
+        """The published JSON keys (level, samples)."""
         data = asdict(self)
         data["groups"] = [group.to_dict() for group in self.groups]
+        data["level"], data["samples"] = data.pop("confidence_level"), data.pop("n_resamples")
         return data
 
     def to_frame(self) -> pd.DataFrame:
@@ -59,15 +65,15 @@ class Breakdown:
         return pd.DataFrame([group.to_dict() for group in self.groups])
 
     def summary(self) -> str:
-        pct = fmt.format_percent(self.level, 0)
+        pct = fmt.format_percent(self.confidence_level, 0)
         width = max([len("group")] + [len(group.group) for group in self.groups]) + 2
         lines = [f"D by {self.column}" + (" (quantile bins)" if self.binned else "")
-                 + f": {pct} document-bootstrap intervals ({self.method}, B = {fmt.format_count(self.samples)}, "
+                 + f": {pct} document-bootstrap intervals ({self.method}, B = {fmt.format_count(self.n_resamples)}, "
                  f"seed {self.seed} + group index)",
                  f"{'group':<{width}}{'docs':>7}  {'D':>10}  interval"]
         for group in self.groups:
             lines.append(f"{group.group:<{width}}{group.n_docs:>7}  {fmt.format_nll_diff(group.nll_diff):>10}  "
-                         f"{fmt.format_interval(group.low, group.high)}")
+                         f"{fmt.format_interval(*group.confidence_interval)}")
         if self.pooled_groups:
             lines.append(f"note: {self.pooled_groups} groups with fewer than {self.min_docs} documents pooled into "
                          f"{OTHER!r}")
@@ -84,16 +90,14 @@ def document_column(paired: PairedLosses, column: str) -> np.ndarray:
     if column in paired.doc_columns.columns:
         return paired.doc_columns[column].to_numpy()
     available = ", ".join(["n_targets", *paired.doc_columns.columns])
-    raise InputError(f"--by: no document column {column!r} in the loss files (available: {available})")
+    raise ParameterError("by", f"no document column {column!r} in the loss files (available: {available})")
 
 
-def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int = 5, samples: int = 2000,
-              level: float = 0.95, seed: int = 0, method: str = "percentile") -> Breakdown:
+def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int = 5, n_resamples: int = 2000,
+              confidence_level: float = 0.95, seed: int = 0, method: str = "percentile") -> Breakdown:
     """D and its document-bootstrap interval per value of `column` (numeric columns: `bins` quantile bins)."""
-    if bins < 1:
-        raise InputError(f"--bins: must be at least 1 (got {bins})")
-    if min_docs < 2:
-        raise InputError(f"--min-docs: a group needs at least 2 documents for an interval (got {min_docs})")
+    check_at_least("bins", bins, 1)
+    check_at_least("min_docs", min_docs, 2)
     values = document_column(paired, column)
     binned = column in ("n_targets", "n_bytes") or pd.api.types.is_numeric_dtype(values)
     labels, natural_order = _quantile_bins(values, bins) if binned else _categories(values)
@@ -112,20 +116,21 @@ def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int
     groups = []
     for index, group in enumerate(order):
         members = labels == group
-        result = document_bootstrap(differences[members], paired.n_targets[members], samples=samples, level=level,
-                                    seed=seed + index, method=method)
-        low, high = result.confidence_interval
+        result = document_bootstrap(differences[members], paired.n_targets[members], n_resamples=n_resamples,
+                                    confidence_level=confidence_level, seed=seed + index, method=method)
         groups.append(GroupEffect(group=str(group), n_docs=int(members.sum()),
                                   n_targets=int(paired.n_targets[members].sum()), nll_diff=result.statistic,
-                                  low=low, high=high, bootstrap_seed=seed + index))
+                                  confidence_interval=result.confidence_interval, bootstrap_seed=seed + index))
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
-                     left_out_docs=left_out, min_docs=min_docs, level=level, samples=samples, method=method, seed=seed)
+                     left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
+                     n_resamples=n_resamples, method=method, seed=seed)
 
 
 def _quantile_bins(values: np.ndarray, bins: int) -> tuple[np.ndarray, list[str]]:
     numeric = pd.to_numeric(pd.Series(values), errors="coerce")
     if numeric.isna().any():
-        raise InputError("--by: the column has missing or non-numeric values, so it cannot be cut into length bins")
+        raise ParameterError("by", "the column has missing or non-numeric values, so it cannot be cut into length "
+                                   "bins")
     codes, edges = pd.qcut(numeric, q=bins, labels=False, retbins=True, duplicates="drop")
     if len(edges) < 2:  # a constant column: one group
         name = f"{edges[0]:g}"

@@ -1,4 +1,5 @@
-"""The paired comparison of two arms (SPEC §5): ΔP, improved pairs, D with its document-bootstrap interval, wins."""
+"""The paired comparison of two arms (docs/method.md §5): ΔP, improved pairs, D with its document-bootstrap interval,
+wins."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.metrics import ArmSummary, WinRate
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.resampling import BootstrapResult, document_bootstrap
 
 
@@ -27,7 +29,8 @@ class Comparison:
     sources: dict
 
     @property
-    def nll_diff_ci(self) -> tuple[float, float]:
+    def nll_diff_ci(self) -> ConfidenceInterval:
+        """The document-bootstrap interval for D (models held fixed)."""
         return self.bootstrap.confidence_interval
 
     @property
@@ -48,8 +51,8 @@ class Comparison:
             "n_pairs": self.n_pairs,
             "nll_diff_mean": self.nll_diff_mean,
             "nll_diff_ci": [low, high],
-            "ci_level": self.bootstrap.level,
-            "bootstrap_samples": self.bootstrap.samples,
+            "ci_level": self.bootstrap.confidence_level,
+            "bootstrap_samples": self.bootstrap.n_resamples,
             "bootstrap_seed": self.bootstrap.seed,
             "wins": self.win.wins,
             "n_docs": self.win.n_docs,
@@ -71,9 +74,9 @@ class Comparison:
             f"ΔP                 {fmt.format_delta_p(self.delta_p)}",
             f"improved pairs     {fmt.format_pairs(self.improved_pairs, self.n_pairs)}",
             f"mean NLL diff D    {fmt.format_nll_diff(self.nll_diff_mean)}",
-            f"{f'{self.bootstrap.level * 100:g}% interval':<19}"
+            f"{f'{self.bootstrap.confidence_level * 100:g}% interval':<19}"
             f"{fmt.format_interval(*self.bootstrap.confidence_interval)} (document bootstrap, "
-            f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.samples)}, seed {self.bootstrap.seed})",
+            f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, seed {self.bootstrap.seed})",
             f"wins               {fmt.format_count(self.win.wins)} of {fmt.format_count(self.win.n_docs)} "
             f"({fmt.format_percent(self.win.win_rate)})",
         ]
@@ -85,7 +88,7 @@ class Comparison:
         return "\n".join(lines)
 
 
-def compare(paired: PairedLosses, *, samples: int = 2000, level: float = 0.95, seed: int = 0,
+def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
             method: str = "percentile", progress: bool | None = False) -> Comparison:
     """Assemble the paired comparison of `paired.variant` against `paired.baseline`."""
     n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
@@ -99,8 +102,8 @@ def compare(paired: PairedLosses, *, samples: int = 2000, level: float = 0.95, s
         improved_pairs=metrics.improved_pairs(baseline.ppl, variant.ppl),
         n_pairs=paired.n_pairs,
         nll_diff_mean=metrics.nll_diff_mean(baseline.nll, variant.nll),
-        bootstrap=document_bootstrap(differences, paired.n_targets, samples=samples, level=level, seed=seed,
-                                     method=method, progress=progress),
+        bootstrap=document_bootstrap(differences, paired.n_targets, n_resamples=n_resamples,
+                                     confidence_level=confidence_level, seed=seed, method=method, progress=progress),
         win=metrics.document_wins(paired.baseline, paired.variant, paired.n_targets),
         dropped_seeds=paired.dropped_seeds,
         sources=paired.sources,

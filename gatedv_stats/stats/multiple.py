@@ -21,6 +21,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval
+from gatedv_stats.stats.validation import check_open_unit
 
 ADJUSTMENTS = {"holm": "holm", "bh": "fdr_bh"}  # our key → multipletests method
 
@@ -53,12 +54,12 @@ class ArmsComparison:
     reference: str
     arms: tuple[ArmTest, ...]
     alpha: float
-    permutation_resamples: int
+    n_resamples: int  # sign vectors per permutation test
     permutation_seed: int
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"reference": self.reference, "alpha": self.alpha, "permutation_resamples": self.permutation_resamples,
+        return {"reference": self.reference, "alpha": self.alpha, "permutation_resamples": self.n_resamples,
                 "permutation_seed": self.permutation_seed, "arms": [arm.to_dict() for arm in self.arms],
                 "notes": list(self.notes)}
 
@@ -87,15 +88,16 @@ class ArmsComparison:
         return f"{value:>8.3g}{star}"
 
 
-def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, resamples: int = 10_000,
+def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamples: int = 10_000,
                  seed: int = 0) -> ArmsComparison:
     """Each pair's variant against its baseline (the shared reference), p-values adjusted over the arms."""
+    check_open_unit("alpha", alpha)
     if not pairs:
         raise InputError("no arms to compare")
     references = {pair.baseline_arm for pair in pairs}
     if len(references) != 1:
         raise InputError(f"the pairs must share one reference arm, got {', '.join(sorted(references))}")
-    rows = [_raw_test(pair, resamples=resamples, seed=seed) for pair in pairs]
+    rows = [_raw_test(pair, n_resamples=n_resamples, seed=seed) for pair in pairs]
     notes = []
     t_values = [row["t_p_value"] for row in rows]
     if any(value is None for value in t_values):
@@ -113,7 +115,7 @@ def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, resample
     for pair in pairs:
         if pair.dropped_seeds:
             notes.append(f"{pair.variant_arm}: dropped unpaired seeds {', '.join(map(str, pair.dropped_seeds))}")
-    return ArmsComparison(reference=pairs[0].baseline_arm, arms=arms, alpha=alpha, permutation_resamples=resamples,
+    return ArmsComparison(reference=pairs[0].baseline_arm, arms=arms, alpha=alpha, n_resamples=n_resamples,
                           permutation_seed=seed, notes=tuple(notes))
 
 
@@ -123,7 +125,7 @@ def adjust_p_values(p_values: Sequence[float]) -> dict[str, list[float]]:
             for key, method in ADJUSTMENTS.items()}
 
 
-def _raw_test(pair: PairedLosses, *, resamples: int, seed: int) -> dict:
+def _raw_test(pair: PairedLosses, *, n_resamples: int, seed: int) -> dict:
     nll_baseline = metrics.token_nll(pair.baseline, pair.n_targets)
     nll_variant = metrics.token_nll(pair.variant, pair.n_targets)
     ppl_baseline, ppl_variant = metrics.perplexity(nll_baseline), metrics.perplexity(nll_variant)
@@ -131,7 +133,7 @@ def _raw_test(pair: PairedLosses, *, resamples: int, seed: int) -> dict:
     t_p_value = (paired_t_interval(log_ratios).p_value
                  if log_ratios.size >= 2 and np.ptp(log_ratios) > 0 else None)
     permutation = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_targets,
-                                 resamples=resamples, seed=seed)
+                                 n_resamples=n_resamples, seed=seed)
     return {
         "arm": pair.variant_arm, "n_pairs": pair.n_pairs, "n_docs": pair.n_docs,
         "ppl_mean": float(ppl_variant.mean()), "reference_ppl_mean": float(ppl_baseline.mean()),

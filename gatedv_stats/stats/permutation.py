@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError
+from gatedv_stats.stats.validation import check_at_least, check_rng_seed
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_MAX_DOCS = 20
@@ -32,17 +33,20 @@ class SignFlipTest:
     alternative: str
     method: str  # "exact" (all 2^N sign vectors) or "monte-carlo"
     n_docs: int
-    resamples: int  # sign vectors evaluated
+    n_resamples: int  # sign vectors evaluated
     seed: int | None  # generator seed of the Monte Carlo draw; None when exact
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The published JSON keys (`resamples` for the sign vectors evaluated)."""
+        data = asdict(self)
+        data["resamples"] = data.pop("n_resamples")
+        return data
 
     def summary(self) -> str:
         how = (
             f"exact over 2^{self.n_docs} sign vectors"
             if self.method == "exact"
-            else f"Monte Carlo, {self.resamples:,} sign vectors, seed {self.seed}"
+            else f"Monte Carlo, {self.n_resamples:,} sign vectors, seed {self.seed}"
         )
         return (f"sign-flip permutation test on d_i ({self.alternative}): D {fmt.format_nll_diff(self.statistic)}, "
                 f"p = {self.p_value:.4g} ({how})")
@@ -54,15 +58,15 @@ def sign_flip_test(
     *,
     alternative: str = "two-sided",
     exact_max_docs: int = EXACT_MAX_DOCS,
-    resamples: int = 10_000,
+    n_resamples: int = 10_000,
     seed: int = 0,
     progress: bool | None = False,
 ) -> SignFlipTest:
     """Sign-flip test of D = Σ d_i / Σ n_i, d_i = mean over seeds of the variant-minus-baseline loss sums.
 
     `alternative`: "two-sided" (|D*| ≥ |D|), "less" (D* ≤ D: the variant is better) or "greater".
-    Exact when N ≤ `exact_max_docs`; otherwise `resamples` sign vectors from `numpy.random.default_rng(seed)`
-    and p = (1 + #extreme) / (1 + resamples), which never reports an impossible p of zero.
+    Exact when N ≤ `exact_max_docs`; otherwise `n_resamples` sign vectors from `numpy.random.default_rng(seed)`
+    and p = (1 + #extreme) / (1 + n_resamples), which never reports an impossible p of zero.
     """
     d = np.asarray(differences, dtype=np.float64)
     n = np.asarray(n_targets, dtype=np.float64)
@@ -73,8 +77,8 @@ def sign_flip_test(
         raise InputError("sign-flip test: per-document differences must be finite")
     if alternative not in ALTERNATIVES:
         raise InputError(f"sign-flip test: alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
-    if resamples < 1:
-        raise InputError(f"sign-flip test: resamples must be ≥ 1, got {resamples}")
+    check_at_least("n_resamples", n_resamples, 1)
+    check_rng_seed(seed)
 
     total = n.sum()
     observed = float(d.sum() / total)
@@ -94,20 +98,20 @@ def sign_flip_test(
             count += _count_extreme(signs @ d / total, observed, alternative, tolerance)
         p_value = count / n_vectors
     else:
-        n_vectors = resamples
+        n_vectors = n_resamples
         rng = np.random.default_rng(seed)
-        for start in tqdm(range(0, resamples, chunk), desc="sign-flip (Monte Carlo)", disable=quiet, leave=False):
-            size = min(chunk, resamples - start)
+        for start in tqdm(range(0, n_resamples, chunk), desc="sign-flip (Monte Carlo)", disable=quiet, leave=False):
+            size = min(chunk, n_resamples - start)
             signs = 1.0 - 2.0 * rng.integers(0, 2, size=(size, d.size))
             count += _count_extreme(signs @ d / total, observed, alternative, tolerance)
-        p_value = (count + 1) / (resamples + 1)
+        p_value = (count + 1) / (n_resamples + 1)
     return SignFlipTest(
         statistic=observed,
         p_value=float(p_value),
         alternative=alternative,
         method="exact" if exact else "monte-carlo",
         n_docs=int(d.size),
-        resamples=int(n_vectors),
+        n_resamples=int(n_vectors),
         seed=None if exact else int(seed),
     )
 

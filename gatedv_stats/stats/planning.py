@@ -26,9 +26,10 @@ from statsmodels.stats.power import TTestPower
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.seed_uncertainty import paired_arrays
+from gatedv_stats.stats.validation import check_open_unit
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,9 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
                power: float = 0.8) -> StudyPlan:
     """Paired seeds and documents detecting a relative ΔP of `effect`, and the pilot design's detectable ΔP."""
     if not math.isfinite(effect) or effect <= -1.0 or effect == 0.0:
-        raise InputError(f"--effect: a relative ΔP must be non-zero and greater than −1 (e.g. 0.02), got {effect}")
-    for name, value in (("--alpha", alpha), ("--power", power)):
-        if not 0.0 < value < 1.0:
-            raise InputError(f"{name}: must lie strictly between 0 and 1 (got {value})")
+        raise ParameterError("effect", f"a relative ΔP must be non-zero and greater than −1 (e.g. 0.02), got {effect}")
+    check_open_unit("alpha", alpha)
+    check_open_unit("power", power)
     log_effect = abs(math.log1p(effect))
     # The pilot's own design rests on the observed variances; the components project to other designs.
     seed_sd = math.sqrt(components.seed_ratio_var)

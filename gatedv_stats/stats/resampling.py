@@ -1,4 +1,4 @@
-"""Document bootstrap of the mean NLL difference (SPEC §5), models held fixed.
+"""Document bootstrap of the mean NLL difference (docs/method.md §5), models held fixed.
 
 The statistic is the ratio Σ d_i / Σ n_i over a resample of documents drawn with replacement. Resamples are
 drawn in chunks of index rows (about 64Ki indices, or one resample when N is larger) so that the working arrays
@@ -15,7 +15,9 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from tqdm import tqdm
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
 
 METHODS = ("percentile", "bca")
 CHUNK_ELEMENTS = 1 << 16  # indices per chunk: 512 KiB of int64 plus a 512 KiB gather buffer
@@ -26,10 +28,10 @@ class BootstrapResult:
     """A bootstrap confidence interval, shaped like `scipy.stats.bootstrap`'s result."""
 
     statistic: float  # the statistic on the full sample
-    confidence_interval: tuple[float, float]  # (low, high)
-    bootstrap_distribution: np.ndarray  # (samples,)
-    samples: int
-    level: float
+    confidence_interval: ConfidenceInterval
+    bootstrap_distribution: np.ndarray  # (n_resamples,)
+    n_resamples: int
+    confidence_level: float
     seed: int
     method: str
 
@@ -42,8 +44,8 @@ class BootstrapResult:
             "statistic": self.statistic,
             "confidence_interval": list(self.confidence_interval),
             "standard_error": self.standard_error,
-            "samples": self.samples,
-            "level": self.level,
+            "n_resamples": self.n_resamples,
+            "confidence_level": self.confidence_level,
             "seed": self.seed,
             "method": self.method,
         }
@@ -54,9 +56,10 @@ def ratio_statistic(d: np.ndarray, n_targets: np.ndarray) -> float:
     return float(np.sum(d) / np.sum(n_targets, dtype=np.float64))
 
 
-def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, samples: int, seed: int,
+def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, n_resamples: int, seed: int,
                                  progress: bool | None = False) -> np.ndarray:
-    """Σ d_i / Σ n_i over `samples` resamples of the documents with replacement, drawn from default_rng(seed)."""
+    """Σ d_i / Σ n_i over `n_resamples` resamples of the documents with replacement, drawn from default_rng(seed)."""
+    samples = n_resamples
     d = np.asarray(d, dtype=np.float64)
     n = np.asarray(n_targets, dtype=np.float64)
     count = d.shape[0]
@@ -81,30 +84,30 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, sample
     return distribution
 
 
-def document_bootstrap(d: np.ndarray, n_targets: np.ndarray, *, samples: int = 2000, level: float = 0.95,
-                       seed: int = 0, method: str = "percentile", progress: bool | None = False) -> BootstrapResult:
+def document_bootstrap(d: np.ndarray, n_targets: np.ndarray, *, n_resamples: int = 2000,
+                       confidence_level: float = 0.95, seed: int = 0, method: str = "percentile",
+                       progress: bool | None = False) -> BootstrapResult:
     """Bootstrap interval for D = Σ d_i / Σ n_i, resampling documents (percentile or BCa, as scipy defines them)."""
     d = np.asarray(d, dtype=np.float64)
     n_targets = np.asarray(n_targets, dtype=np.float64)
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, not {level}")
-    if samples < 2:
-        raise ValueError(f"samples must be at least 2, not {samples}")
+        raise ParameterError("method", f"must be one of {', '.join(METHODS)} (got {method!r})")
+    check_confidence_level(confidence_level)
+    check_n_resamples(n_resamples)
+    check_rng_seed(seed)
     if d.ndim != 1 or d.shape != n_targets.shape or d.size == 0:
         raise ValueError("d and n_targets must be non-empty 1-D arrays of equal length")
     statistic = ratio_statistic(d, n_targets)
-    distribution = bootstrap_ratio_distribution(d, n_targets, samples=samples, seed=seed, progress=progress)
-    return BootstrapResult(statistic=statistic,
-                           confidence_interval=interval_from_distribution(d, n_targets, distribution, level=level, method=method),
-                           bootstrap_distribution=distribution, samples=samples, level=level, seed=seed, method=method)
+    distribution = bootstrap_ratio_distribution(d, n_targets, n_resamples=n_resamples, seed=seed, progress=progress)
+    interval = interval_from_distribution(d, n_targets, distribution, confidence_level=confidence_level, method=method)
+    return BootstrapResult(statistic=statistic, confidence_interval=interval, bootstrap_distribution=distribution,
+                           n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, method=method)
 
 
-def interval_from_distribution(d: np.ndarray, n_targets: np.ndarray, distribution: np.ndarray, *, level: float,
-                               method: str = "percentile") -> tuple[float, float]:
+def interval_from_distribution(d: np.ndarray, n_targets: np.ndarray, distribution: np.ndarray, *,
+                               confidence_level: float, method: str = "percentile") -> ConfidenceInterval:
     """Two-sided interval from a bootstrap distribution of Σ d_i / Σ n_i (linear-interpolated quantiles)."""
-    alpha = (1.0 - level) / 2.0
+    alpha = (1.0 - confidence_level) / 2.0
     if method == "bca":
         statistic = ratio_statistic(d, n_targets)
         probabilities = _bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_targets, dtype=np.float64),
@@ -112,7 +115,7 @@ def interval_from_distribution(d: np.ndarray, n_targets: np.ndarray, distributio
     else:
         probabilities = (alpha, 1.0 - alpha)
     low, high = np.quantile(distribution, probabilities)
-    return float(low), float(high)
+    return ConfidenceInterval(float(low), float(high))
 
 
 def _bca_probabilities(d: np.ndarray, n: np.ndarray, statistic: float, distribution: np.ndarray,

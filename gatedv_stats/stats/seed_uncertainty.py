@@ -24,6 +24,8 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
 
 _CHUNK_ELEMENTS = 1 << 21  # resample-weight elements per vectorised chunk
 
@@ -33,10 +35,9 @@ class SeedDocumentInterval:
     """Two-level (seed × document) percentile bootstrap interval for ΔP."""
 
     delta_p: float  # observed ΔP = P̄_variant / P̄_baseline − 1
-    low: float
-    high: float
-    confidence: float
-    samples: int
+    confidence_interval: ConfidenceInterval  # for ΔP
+    confidence_level: float
+    n_resamples: int
     seed: int
     n_seeds: int
     n_docs: int
@@ -44,7 +45,12 @@ class SeedDocumentInterval:
     seed_level_coverage: float  # approximate coverage of the percentile interval when seed variation dominates
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The published JSON keys (low, high, confidence, samples)."""
+        return {"delta_p": self.delta_p, "low": self.confidence_interval.low, "high": self.confidence_interval.high,
+                "confidence": self.confidence_level, "samples": self.n_resamples, "seed": self.seed,
+                "n_seeds": self.n_seeds, "n_docs": self.n_docs,
+                "distinct_seed_resamples": self.distinct_seed_resamples,
+                "seed_level_coverage": self.seed_level_coverage}
 
 
 @dataclass(frozen=True)
@@ -52,19 +58,22 @@ class PairedTInterval:
     """Paired t interval on the per-seed log PPL ratios (evaluation set fixed)."""
 
     mean_log_ratio: float  # mean of r_s, equal to D
-    low: float
-    high: float
-    confidence: float
+    confidence_interval: ConfidenceInterval  # for the mean log ratio
+    confidence_level: float
     df: int
     critical_t: float
     t_statistic: float
     p_value: float  # two-sided, H0: mean r_s = 0
     ratio_change: float  # exp(mean r_s) − 1: geometric-mean relative PPL change
-    ratio_low: float
-    ratio_high: float
+    ratio_interval: ConfidenceInterval  # exp(interval) − 1
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The published JSON keys (low, high, confidence, ratio_low, ratio_high)."""
+        return {"mean_log_ratio": self.mean_log_ratio, "low": self.confidence_interval.low,
+                "high": self.confidence_interval.high, "confidence": self.confidence_level, "df": self.df,
+                "critical_t": self.critical_t, "t_statistic": self.t_statistic, "p_value": self.p_value,
+                "ratio_change": self.ratio_change, "ratio_low": self.ratio_interval.low,
+                "ratio_high": self.ratio_interval.high}
 
 
 @dataclass(frozen=True)
@@ -104,15 +113,13 @@ class SeedUncertainty:
 
     def summary(self) -> str:
         b, t, s = self.bootstrap, self.t_interval, self.sign_test
-        pct = fmt.format_percent(b.confidence, 0)
+        pct = fmt.format_percent(b.confidence_level, 0)
         lines = [
-            f"seed × document bootstrap ({fmt.format_count(b.samples)} resamples, seed {b.seed}): "
-            f"ΔP {fmt.format_delta_p(b.delta_p)}, {pct} interval "
-            f"[{fmt.format_delta_p(b.low)}, {fmt.format_delta_p(b.high)}]",
+            f"seed × document bootstrap ({fmt.format_count(b.n_resamples)} resamples, seed {b.seed}): "
+            f"ΔP {fmt.format_delta_p(b.delta_p)}, {pct} interval {fmt.format_delta_p_interval(b.confidence_interval)}",
             f"paired t on per-seed log PPL ratios (df {t.df}): mean {fmt.format_nll_diff(t.mean_log_ratio)}, "
-            f"{pct} interval {fmt.format_interval(t.low, t.high)}, p = {t.p_value:.4g}; as a PPL ratio "
-            f"{fmt.format_delta_p(t.ratio_change)} "
-            f"[{fmt.format_delta_p(t.ratio_low)}, {fmt.format_delta_p(t.ratio_high)}]",
+            f"{pct} interval {fmt.format_interval(*t.confidence_interval)}, p = {t.p_value:.4g}; as a PPL ratio "
+            f"{fmt.format_delta_p(t.ratio_change)} {fmt.format_delta_p_interval(t.ratio_interval)}",
             f"sign test: {fmt.format_pairs(s.improved, s.n_pairs)} pairs improved"
             + (f" ({s.ties} tied)" if s.ties else "")
             + f", one-sided exact p = {s.p_value:.4g}",
@@ -122,7 +129,7 @@ class SeedUncertainty:
 
 
 def seed_document_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray, *,
-                            samples: int = 2000, confidence: float = 0.95, seed: int = 0,
+                            n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
                             progress: bool | None = False) -> SeedDocumentInterval:
     """Percentile interval for ΔP from resampling seed pairs and, independently, documents.
 
@@ -132,18 +139,18 @@ def seed_document_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_targets
     baseline, variant, n = paired_arrays(baseline, variant, n_targets)
     if baseline.shape[0] < 2:
         raise InputError(f"seed × document bootstrap: needs at least 2 paired seeds, got {baseline.shape[0]}")
-    if samples < 1:
-        raise InputError(f"samples must be ≥ 1, got {samples}")
-    _check_confidence(confidence)
+    check_n_resamples(n_resamples)
+    check_confidence_level(confidence_level)
+    check_rng_seed(seed)
     n_seeds, n_docs = baseline.shape
     observed = metrics.delta_p(metrics.perplexity(metrics.token_nll(baseline, n)).mean(),
                                metrics.perplexity(metrics.token_nll(variant, n)).mean())
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_ELEMENTS // (n_docs + n_seeds))
-    estimates = np.empty(samples)
+    estimates = np.empty(n_resamples)
     quiet = None if progress is None else not progress  # tqdm: None = only on a terminal
-    for start in tqdm(range(0, samples, chunk), desc="seed × document bootstrap", disable=quiet, leave=False):
-        size = min(chunk, samples - start)
+    for start in tqdm(range(0, n_resamples, chunk), desc="seed × document bootstrap", disable=quiet, leave=False):
+        size = min(chunk, n_resamples - start)
         seed_counts = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=size)  # (b, S)
         doc_counts = rng.multinomial(n_docs, np.full(n_docs, 1.0 / n_docs), size=size).astype(np.float64)  # (b, N)
         # Row b of doc_counts weights each document by how often resample b drew it, so the per-seed
@@ -153,17 +160,17 @@ def seed_document_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_targets
         ppl_variant = metrics.perplexity((doc_counts @ variant.T) / tokens[:, None])
         estimates[start:start + size] = ((seed_counts * ppl_variant).sum(axis=1)
                                          / (seed_counts * ppl_baseline).sum(axis=1) - 1.0)
-    alpha = 1.0 - confidence
+    alpha = 1.0 - confidence_level
     low, high = np.quantile(estimates, [alpha / 2, 1 - alpha / 2])
     return SeedDocumentInterval(
-        delta_p=float(observed), low=float(low), high=float(high), confidence=confidence, samples=samples,
-        seed=seed, n_seeds=n_seeds, n_docs=n_docs,
+        delta_p=float(observed), confidence_interval=ConfidenceInterval(float(low), float(high)),
+        confidence_level=confidence_level, n_resamples=n_resamples, seed=seed, n_seeds=n_seeds, n_docs=n_docs,
         distinct_seed_resamples=math.comb(2 * n_seeds - 1, n_seeds),
-        seed_level_coverage=percentile_seed_coverage(n_seeds, confidence),
+        seed_level_coverage=percentile_seed_coverage(n_seeds, confidence_level),
     )
 
 
-def paired_t_interval(log_ratios: np.ndarray, *, confidence: float = 0.95) -> PairedTInterval:
+def paired_t_interval(log_ratios: np.ndarray, *, confidence_level: float = 0.95) -> PairedTInterval:
     """Student t interval and two-sided test on the per-seed log PPL ratios r_s (scipy `ttest_1samp`)."""
     r = np.asarray(log_ratios, dtype=np.float64)
     if r.ndim != 1 or r.size < 2:
@@ -172,15 +179,16 @@ def paired_t_interval(log_ratios: np.ndarray, *, confidence: float = 0.95) -> Pa
         raise InputError("paired t interval: per-seed log PPL ratios must be finite")
     if np.ptp(r) == 0:
         raise InputError("paired t interval: every seed pair has the same log PPL ratio, so its spread is zero")
-    _check_confidence(confidence)
+    check_confidence_level(confidence_level)
     result = stats.ttest_1samp(r, 0.0)
-    interval = result.confidence_interval(confidence)
+    interval = result.confidence_interval(confidence_level)
     mean = float(r.mean())
     return PairedTInterval(
-        mean_log_ratio=mean, low=float(interval.low), high=float(interval.high), confidence=confidence,
-        df=int(result.df), critical_t=float(stats.t.ppf(0.5 + confidence / 2, result.df)),
-        t_statistic=float(result.statistic), p_value=float(result.pvalue),
-        ratio_change=math.expm1(mean), ratio_low=math.expm1(interval.low), ratio_high=math.expm1(interval.high),
+        mean_log_ratio=mean, confidence_interval=ConfidenceInterval(float(interval.low), float(interval.high)),
+        confidence_level=confidence_level, df=int(result.df),
+        critical_t=float(stats.t.ppf(0.5 + confidence_level / 2, result.df)),
+        t_statistic=float(result.statistic), p_value=float(result.pvalue), ratio_change=math.expm1(mean),
+        ratio_interval=ConfidenceInterval(math.expm1(interval.low), math.expm1(interval.high)),
     )
 
 
@@ -198,7 +206,7 @@ def sign_test(baseline_ppl: np.ndarray, variant_ppl: np.ndarray) -> SignTest:
                     min_attainable_p=0.5 ** n_pairs)
 
 
-def percentile_seed_coverage(n_seeds: int, confidence: float = 0.95) -> float:
+def percentile_seed_coverage(n_seeds: int, confidence_level: float = 0.95) -> float:
     """Approximate coverage of a percentile bootstrap over n seeds for a mean of normal seed effects.
 
     The bootstrap spread is the plug-in SD (ddof 0) and its quantiles are normal ones, so the interval covers
@@ -206,15 +214,15 @@ def percentile_seed_coverage(n_seeds: int, confidence: float = 0.95) -> float:
     """
     if n_seeds < 2:
         return math.nan
-    z = stats.norm.ppf(0.5 + confidence / 2)
+    z = stats.norm.ppf(0.5 + confidence_level / 2)
     return float(1.0 - 2.0 * stats.t.sf(z * math.sqrt((n_seeds - 1) / n_seeds), n_seeds - 1))
 
 
-def few_seed_limits(n_seeds: int, confidence: float = 0.95) -> tuple[str, ...]:
+def few_seed_limits(n_seeds: int, confidence_level: float = 0.95) -> tuple[str, ...]:
     """Plain statements of what S paired seeds can and cannot show."""
-    pct = round(100 * confidence)
-    coverage = round(100 * percentile_seed_coverage(n_seeds, confidence))
-    alpha = 1.0 - confidence
+    pct = round(100 * confidence_level)
+    coverage = round(100 * percentile_seed_coverage(n_seeds, confidence_level))
+    alpha = 1.0 - confidence_level
     critical = stats.t.ppf(1 - alpha / 2, n_seeds - 1)
     z = stats.norm.ppf(1 - alpha / 2)
     one_sided = 0.5 ** n_seeds
@@ -236,8 +244,8 @@ def few_seed_limits(n_seeds: int, confidence: float = 0.95) -> tuple[str, ...]:
     )
 
 
-def seed_uncertainty(paired: PairedLosses, *, samples: int = 2000, confidence: float = 0.95, seed: int = 0,
-                     progress: bool | None = False) -> SeedUncertainty:
+def seed_uncertainty(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95,
+                     seed: int = 0, progress: bool | None = False) -> SeedUncertainty:
     """Two-level bootstrap, paired t interval and sign test for one paired comparison (≥ 2 seed pairs)."""
     if paired.n_pairs < 2:
         raise InputError(f"{paired.baseline_arm} vs {paired.variant_arm}: seed-level uncertainty needs at least "
@@ -247,11 +255,12 @@ def seed_uncertainty(paired: PairedLosses, *, samples: int = 2000, confidence: f
     return SeedUncertainty(
         baseline_arm=paired.baseline_arm,
         variant_arm=paired.variant_arm,
-        bootstrap=seed_document_bootstrap(paired.baseline, paired.variant, paired.n_targets, samples=samples,
-                                          confidence=confidence, seed=seed, progress=progress),
-        t_interval=paired_t_interval(nll_variant - nll_baseline, confidence=confidence),
+        bootstrap=seed_document_bootstrap(paired.baseline, paired.variant, paired.n_targets,
+                                          n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
+                                          progress=progress),
+        t_interval=paired_t_interval(nll_variant - nll_baseline, confidence_level=confidence_level),
         sign_test=sign_test(metrics.perplexity(nll_baseline), metrics.perplexity(nll_variant)),
-        limits=few_seed_limits(paired.n_pairs, confidence),
+        limits=few_seed_limits(paired.n_pairs, confidence_level),
     )
 
 
@@ -266,7 +275,3 @@ def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
                          "must be (S, N), (S, N), (N,)")
     return baseline, variant, n
 
-
-def _check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise InputError(f"confidence must lie strictly between 0 and 1, got {confidence}")

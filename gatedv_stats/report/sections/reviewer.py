@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gatedv_stats.analysis.experiment import AdjustedPValues, ExperimentAnalysis, PairResult
-from gatedv_stats.formatting import (eval_set_name, format_delta_p, format_interval, format_lr, format_pairs,
-                                     format_percent)
+from gatedv_stats.formatting import (eval_set_name, format_delta_p, format_delta_p_interval, format_interval,
+                                     format_lr, format_pairs, format_percent)
 from gatedv_stats.report import plots
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Figure, RowGroup, Section, Table, omitted, row, slug
@@ -83,10 +83,10 @@ def _statistics_row(pair: PairResult):
         pair.variant,
         format_delta_p(result.comparison.delta_p),
         MISSING if seed_level is None else
-        f"[{format_delta_p(seed_level.bootstrap.low)}, {format_delta_p(seed_level.bootstrap.high)}]",
+        format_delta_p_interval(seed_level.bootstrap.confidence_interval),
         MISSING if seed_level is None else format_delta_p(seed_level.t_interval.ratio_change),
         MISSING if seed_level is None else
-        f"[{format_delta_p(seed_level.t_interval.ratio_low)}, {format_delta_p(seed_level.t_interval.ratio_high)}]",
+        format_delta_p_interval(seed_level.t_interval.ratio_interval),
         MISSING if seed_level is None else f"{seed_level.t_interval.p_value:.3g}",
         MISSING if seed_level is None else
         f"{format_pairs(seed_level.sign_test.improved, seed_level.sign_test.n_pairs)}, "
