@@ -63,7 +63,7 @@ class LlamaLogits(torch.nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="small")
     parser.add_argument("--batch", type=int, default=8)
@@ -84,51 +84,63 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.warmup, args.calls = 3, 1, 3
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = select_device(args.device)
-    Precision(tf32=args.tf32).apply(device)
+    return args
 
+
+def build_models(args: argparse.Namespace, device: torch.device, batch: torch.Tensor) -> tuple[dict, float | None]:
+    """Ours, the transformers Llama with the same weights, GatedV, and (with --compile) torch.compile(ours) after
+    checking that it gives the eager loss; returns the models and that loss difference."""
     baseline = build_model(model_config(args.config), args.seed, device)
     models = {
         "ours": baseline,
         "hf": LlamaLogits(to_llama(build_model(model_config(args.config), args.seed, device)).train()),
         "gatedv": build_model(model_config(args.config, "gatedv"), args.seed, device),
     }
-    batch = synthetic_batch(baseline.config.vocab_size, args.batch, baseline.config.seq_len, device)
-    compiled_loss_diff = None
-    if args.compile:
-        compiled = torch.compile(build_model(model_config(args.config), args.seed, device))
-        with torch.no_grad():
-            eager_loss, compiled_loss = baseline(batch[:, :-1], batch[:, 1:]), compiled(batch[:, :-1], batch[:, 1:])
-        compiled_loss_diff = abs(eager_loss.item() - compiled_loss.item())
-        if compiled_loss_diff > 1e-5:
-            raise SystemExit(f"torch.compile changed the loss: {eager_loss.item()} vs {compiled_loss.item()}")
-        models["ours-compiled"] = compiled
+    if not args.compile:
+        return models, None
+    compiled = torch.compile(build_model(model_config(args.config), args.seed, device))
+    with torch.no_grad():
+        eager_loss, compiled_loss = baseline(batch[:, :-1], batch[:, 1:]), compiled(batch[:, :-1], batch[:, 1:])
+    difference = abs(eager_loss.item() - compiled_loss.item())
+    if difference > 1e-5:
+        raise SystemExit(f"torch.compile changed the loss: {eager_loss.item()} vs {compiled_loss.item()}")
+    models["ours-compiled"] = compiled
+    return models, difference
+
+
+def measure(args: argparse.Namespace, device: torch.device) -> tuple[dict, dict, float | None, float | None]:
+    """The alternating protocol over every model; per-round medians, load averages, the step's kernel floor."""
+    cfg = model_config(args.config)
+    batch = synthetic_batch(cfg.vocab_size, args.batch, cfg.seq_len, device)
+    models, compiled_loss_diff = build_models(args, device, batch)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     load_before = os.getloadavg()
     calls = {name: mode_calls(m, batch, device) for name, m in models.items()}
     if args.compile:  # compile both graphs outside the timed protocol
         calls["ours-compiled"]["forward"]()
         calls["ours-compiled"]["step"]()
-    medians = time_calls(calls,
-                         rounds=args.rounds, warmup=args.warmup, timed=args.calls, sync=sync,
+    medians = time_calls(calls, rounds=args.rounds, warmup=args.warmup, timed=args.calls, sync=sync,
                          clock=time.process_time if args.clock == "cpu" else time.perf_counter)
-    load_after = os.getloadavg()
+    load = {"before": load_before[0], "after": os.getloadavg()[0]}
     # On a CPU, the step's matrix products and attention kernels alone (profiled after the timed protocol).
     kernel_step_s = kernel_seconds(calls["ours"]["step"])[0] if device.type == "cpu" else None
+    return medians, load, kernel_step_s, compiled_loss_diff
 
-    tokens = args.batch * baseline.config.seq_len
-    cfg = baseline.config
-    flops_per_token = training_flops_per_token(count_parameters(baseline), cfg.n_layers, cfg.d_model, cfg.seq_len)
+
+def summarise(args: argparse.Namespace, device: torch.device, medians: dict, load: dict,
+              kernel_step_s: float | None, compiled_loss_diff: float | None) -> dict:
+    cfg = model_config(args.config)
+    tokens = args.batch * cfg.seq_len
+    parameters = count_parameters(build_model(cfg, args.seed, "meta"))
+    flops_per_token = training_flops_per_token(parameters, cfg.n_layers, cfg.d_model, cfg.seq_len)
     peak = peak_tflops(device, args.tf32, args.peak_tflops)
     step_tokens_per_s = {name: tokens / float(np.median(per["step"])) for name, per in medians.items()}
-    result = {
-        "config": args.config, "batch": args.batch, "seq_len": baseline.config.seq_len, "device": str(device),
+    return {
+        "config": args.config, "batch": args.batch, "seq_len": cfg.seq_len, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads",
         "precision": "tf32" if args.tf32 else "fp32", "torch": torch.__version__, "clock": args.clock,
         "rounds": args.rounds, "warmup": args.warmup, "calls": args.calls,
-        "load_average_before_after": [load_before[0], load_after[0]],
+        "load_average_before_after": [load["before"], load["after"]],
         "tokens_per_s": {name: {mode: tokens / float(np.median(t)) for mode, t in per.items()}
                          for name, per in medians.items()},
         # Per-round ratios, then their median.
@@ -144,28 +156,45 @@ def main() -> None:
         "mfu": {name: rate * flops_per_token / (peak * 1e12) for name, rate in step_tokens_per_s.items()} if peak else None,
         "per_round_s": {name: {mode: t.tolist() for mode, t in per.items()} for name, per in medians.items()},
     }
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    print(f"{args.config} config, batch {args.batch} × {baseline.config.seq_len}, {result['precision']}, "
-          f"{result['device_name']}, torch {torch.__version__}; {args.rounds} rounds × "
-          f"({args.warmup} warm-up + {args.calls} timed), {args.clock} clock; load average {load_before[0]:.1f} → {load_after[0]:.1f}")
+
+
+def print_result(result: dict, medians: dict) -> None:
+    load_before, load_after = result["load_average_before_after"]
+    print(f"{result['config']} config, batch {result['batch']} × {result['seq_len']}, {result['precision']}, "
+          f"{result['device_name']}, torch {result['torch']}; {result['rounds']} rounds × "
+          f"({result['warmup']} warm-up + {result['calls']} timed), {result['clock']} clock; load average "
+          f"{load_before:.1f} → {load_after:.1f}")
     print(f"{'':22}{'step tok/s':>12}{'forward tok/s':>15}")
-    for name in models:
-        print(f"{name:22}{result['tokens_per_s'][name]['step']:>12,.0f}{result['tokens_per_s'][name]['forward']:>15,.0f}")
+    for name, rates in result["tokens_per_s"].items():
+        print(f"{name:22}{rates['step']:>12,.0f}{rates['forward']:>15,.0f}")
     s, o = result["ours_vs_hf_speedup"], result["gatedv_overhead"]
     print(f"ours / transformers throughput: step {s['step']:.3f}×, forward {s['forward']:.3f}× (median per-round ratio)")
     print(f"GatedV overhead vs ours:        step {o['step']:+.2%}, forward {o['forward']:+.2%}")
-    if kernel_step_s:
-        print(kernel_floor_line("ours (step)", kernel_step_s, float(np.median(medians["ours"]["step"])),
+    if result["ours_step_kernel_s"]:
+        print(kernel_floor_line("ours (step)", result["ours_step_kernel_s"], float(np.median(medians["ours"]["step"])),
                                 "transformers", float(np.median(medians["hf"]["step"]))))
-    if args.compile:
+    if "ours-compiled" in medians:
         compiled_speedup = float(np.median(medians["ours"]["step"] / medians["ours-compiled"]["step"]))
-        print(f"torch.compile(ours): step {compiled_speedup:.3f}× eager; |loss difference| {compiled_loss_diff:.1e}")
+        print(f"torch.compile(ours): step {compiled_speedup:.3f}× eager; |loss difference| "
+              f"{result['compiled_vs_eager_loss_diff']:.1e}")
     if result["mfu"]:
-        print(f"MFU of the training step (6N + 12·L·d·T FLOPs/token, peak {peak:g} TFLOPS): "
+        print(f"MFU of the training step (6N + 12·L·d·T FLOPs/token, peak {result['peak_tflops']:g} TFLOPS): "
               + ", ".join(f"{name} {mfu:.1%}" for name, mfu in result["mfu"].items()))
     sys.stdout.flush()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = select_device(args.device)
+    Precision(tf32=args.tf32).apply(device)
+    medians, load, kernel_step_s, compiled_loss_diff = measure(args, device)
+    result = summarise(args, device, medians, load, kernel_step_s, compiled_loss_diff)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_result(result, medians)
 
 
 if __name__ == "__main__":

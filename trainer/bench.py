@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.benchfiles import BENCH_FORMAT
 from gatedv_stats.io.fileio import file_sha256
 
 MODES = ("forward", "step")
-FORMAT = "gatedv-bench-1"
 GIB = 1024**3
 
 
@@ -130,7 +130,7 @@ class BenchResult:
         }
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, **self.settings, "pairs": [pair.to_dict() for pair in self.pairs],
+        return {"format": BENCH_FORMAT, **self.settings, "pairs": [pair.to_dict() for pair in self.pairs],
                 "summary": self.summary_dict()}
 
     def summary(self) -> str:

@@ -19,6 +19,7 @@ from gatedv_stats.errors import InputError
 from trainer.model import ModelConfig, Transformer, build_model
 
 FORMAT = "gatedv-checkpoint-1"
+CHECKPOINT_FILE_NAME = "checkpoint.pt"  # inside a run directory
 
 
 @dataclass(frozen=True)

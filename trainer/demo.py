@@ -21,7 +21,8 @@ from trainer.data import EVAL_SET_NAMES, MANIFEST, PreparedData
 from trainer.device import select_device
 from trainer.prepare import PrepareWarning, prepare
 from trainer.sweep import Experiment, run_experiment
-from trainer.train import RECIPES, Runtime, read_run_record
+from gatedv_stats.io.runrecords import read_run_record
+from trainer.train import RECIPES, Runtime
 
 CORPUS = "builtin:python-stdlib"
 SIZE = "tiny"

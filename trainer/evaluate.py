@@ -1,4 +1,5 @@
-"""Per-document evaluation (SPEC §5): summed next-token loss of every evaluation window, written as a loss file."""
+"""Per-document evaluation (docs/method.md §5): summed next-token loss of every evaluation window, written as a
+loss file."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gatedv_stats import __version__
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.fileio import file_sha256
 from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.stats.metrics import token_nll
 from trainer.checkpoint import load_checkpoint
 from trainer.data import EvalSet, PreparedData
 from trainer.device import Precision, select_device
@@ -50,11 +52,6 @@ def document_loss_sums(
     finally:
         model.train(was_training)
     return sums
-
-
-def token_averaged_nll(loss_sums: np.ndarray, n_targets: np.ndarray) -> float:
-    """NLL = Σ loss sums / Σ targets (SPEC §5)."""
-    return float(np.sum(loss_sums) / np.sum(n_targets))
 
 
 def eval_set_frame(eval_set: EvalSet, loss_sums: np.ndarray) -> pd.DataFrame:
@@ -153,5 +150,5 @@ def evaluate_checkpoint(
     return Evaluation(
         out=str(out), arm=run["variant"], seed=int(run["seed"]), step=int(loaded.extra["update"]),
         eval_set=windows.name, value_act=value_act, n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
-        nll=token_averaged_nll(loss_sums, docs["n_targets"].to_numpy()),
+        nll=float(token_nll(loss_sums, docs["n_targets"].to_numpy())),
     )

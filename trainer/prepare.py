@@ -1,4 +1,5 @@
-"""`prepare(corpus, out)`: tokenizer, domain-disjoint evaluation sets, training token store and manifest (SPEC §3).
+"""`prepare(corpus, out)`: tokenizer, domain-disjoint evaluation sets, training token store and manifest
+(docs/method.md §3).
 
 The corpus is streamed three times and never held whole:
 
@@ -35,6 +36,7 @@ from gatedv_stats.io.fileio import file_sha256
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
                           write_eval_set)
+from trainer.token_store import SplitStore
 from trainer.tokenizer import (DEFAULT_VOCAB_SIZE, encode_batch, load_tokenizer, save_tokenizer,
                                token_byte_lengths, train_tokenizer)
 
@@ -246,61 +248,55 @@ class _Preparation:
 
     # pass 3
     def tokenize_and_split(self, bpe, n_per_set: int, eval_docs: int, remove_eval_groups: bool) -> dict:
-        n_docs = len(self.doc_group)
-        n_tokens = np.zeros(n_docs, dtype=np.int64)
+        """Tokenize the corpus, choose and write the evaluation sets, write the training store; the manifest."""
         side_path = self.out / ".candidate-groups.bin.tmp"
-        side_docs: list[int] = []
-        side_offsets = [0]
-        side_names: dict[int, tuple[str, str]] = {}  # corpus position -> (doc_id, domain)
-        train_docs: list[int] = []
-        train_offsets = [0]
         try:
             with atomic_path(self.out / TRAIN_TOKENS) as train_tmp, open(train_tmp, "wb") as train_file, \
                     open(side_path, "w+b") as side_file:
-                index = 0
-                with self._bar(desc="tokenizing", unit=" doc", total=n_docs, position=0) as doc_bar, \
-                        self._bar(desc="tokens", unit=" tok", unit_scale=True, position=1) as token_bar:
-                    for batch in self.source.batches(self.batch_size):
-                        for document, ids in zip(batch, encode_batch(bpe, [document.text for document in batch])):
-                            array = np.asarray(ids, dtype=np.uint16)
-                            n_tokens[index] = len(array)
-                            if self.is_candidate_group[self.doc_group[index]]:
-                                side_file.write(array.tobytes())
-                                side_docs.append(index)
-                                side_names[index] = (document.doc_id, document.domain)
-                                side_offsets.append(side_offsets[-1] + len(array))
-                            else:
-                                train_file.write(array.tobytes())
-                                train_docs.append(index)
-                                train_offsets.append(train_offsets[-1] + len(array))
-                            index += 1
-                        doc_bar.update(len(batch))
-                        token_bar.update(int(n_tokens[index - len(batch):index].sum()))
-                if index != n_docs:
-                    raise InputError(f"{self.source.spec}: the corpus changed while being read "
-                                     f"({index} documents now, {n_docs} before)")
-                side_file.flush()
-                side = np.memmap(side_path, dtype=np.uint16, mode="r") if side_offsets[-1] else np.zeros(0, np.uint16)
-                chosen = self._choose_eval_docs(side_docs, side_offsets, n_tokens, n_per_set, eval_docs)
-                eval_sets = self._write_eval_sets(bpe, chosen, side, side_docs, side_offsets, side_names)
+                store = SplitStore(train_file, side_file, side_path)
+                n_tokens = self._tokenize(bpe, store)
+                side = store.candidate_tokens()
+                chosen = self._choose_eval_docs(store.side_docs, n_tokens, n_per_set, eval_docs)
+                eval_sets = self._write_eval_sets(bpe, chosen, side, store)
                 excluded = self._excluded(chosen, remove_eval_groups)
-                for position, index in enumerate(side_docs):
-                    if not excluded[index]:
-                        train_file.write(side[side_offsets[position]:side_offsets[position + 1]].tobytes())
-                        train_docs.append(index)
-                        train_offsets.append(train_offsets[-1] + int(n_tokens[index]))
+                store.keep_candidates(side, excluded)
                 del side
-                train_lengths = np.diff(np.asarray(train_offsets, dtype=np.int64))
-                windows = int(np.maximum(train_lengths - WINDOW + 1, 0).sum())
+                windows = int(np.maximum(store.train_lengths() - WINDOW + 1, 0).sum())
                 if windows == 0:
                     raise InputError(f"{self.source.spec}: no training document of at least {WINDOW} tokens remains "
                                      "after removing the evaluation documents")
                 train_file.flush()
             with atomic_path(self.out / TRAIN_OFFSETS) as offsets_tmp, open(offsets_tmp, "wb") as handle:
-                np.save(handle, np.asarray(train_offsets, dtype=np.int64))
+                np.save(handle, np.asarray(store.train_offsets, dtype=np.int64))
         finally:
             side_path.unlink(missing_ok=True)
+        return self._manifest(n_tokens, store, excluded, windows, eval_sets, eval_docs, remove_eval_groups)
 
+    def _tokenize(self, bpe, store: SplitStore) -> np.ndarray:
+        """Tokenize every document in parallel batches into `store`; returns each document's token count."""
+        n_docs = len(self.doc_group)
+        n_tokens = np.zeros(n_docs, dtype=np.int64)
+        index = 0
+        with self._bar(desc="tokenizing", unit=" doc", total=n_docs, position=0) as doc_bar, \
+                self._bar(desc="tokens", unit=" tok", unit_scale=True, position=1) as token_bar:
+            for batch in self.source.batches(self.batch_size):
+                for document, ids in zip(batch, encode_batch(bpe, [document.text for document in batch])):
+                    array = np.asarray(ids, dtype=np.uint16)
+                    n_tokens[index] = len(array)
+                    if self.is_candidate_group[self.doc_group[index]]:
+                        store.add_candidate(index, array, document.doc_id, document.domain)
+                    else:
+                        store.add_training(index, array)
+                    index += 1
+                doc_bar.update(len(batch))
+                token_bar.update(int(n_tokens[index - len(batch):index].sum()))
+        if index != n_docs:
+            raise InputError(f"{self.source.spec}: the corpus changed while being read "
+                             f"({index} documents now, {n_docs} before)")
+        return n_tokens
+
+    def _manifest(self, n_tokens: np.ndarray, store: SplitStore, excluded: np.ndarray, windows: int,
+                  eval_sets: dict, eval_docs: int, remove_eval_groups: bool) -> dict:
         counts = self.read_counts
         eligible = n_tokens >= WINDOW
         return {
@@ -314,7 +310,7 @@ class _Preparation:
             "remove_eval_groups": remove_eval_groups,
             "warnings": self.warnings,
             "counts": {
-                "documents": n_docs,
+                "documents": len(n_tokens),
                 "tokens": int(n_tokens.sum()),
                 "domain_groups": len(self.group_names),
                 "eligible_documents": int(eligible.sum()),
@@ -322,8 +318,8 @@ class _Preparation:
                 "undecodable_documents": counts.undecodable,
                 "empty_documents": counts.empty,
                 "excluded_documents": int(excluded.sum()),
-                "train": {"documents": len(train_docs), "tokens": int(train_offsets[-1]),
-                          "eligible_documents": int((train_lengths >= WINDOW).sum()),
+                "train": {"documents": len(store.train_docs), "tokens": int(store.train_offsets[-1]),
+                          "eligible_documents": int((store.train_lengths() >= WINDOW).sum()),
                           "eligible_windows": windows},
             },
             "eval_sets": {name: {"file": f"{name}.parquet", **eval_set.to_dict()} for name, eval_set in eval_sets.items()},
@@ -331,7 +327,7 @@ class _Preparation:
                       "sha256": file_sha256(self.out / TRAIN_TOKENS)},
         }
 
-    def _choose_eval_docs(self, side_docs: list[int], side_offsets: list[int], n_tokens: np.ndarray, n_per_set: int,
+    def _choose_eval_docs(self, side_docs: list[int], n_tokens: np.ndarray, n_per_set: int,
                           eval_docs: int) -> list[int]:
         """Document indices: the first N for dev, the next N for held-out, one per candidate group in seeded order."""
         eligible_by_group: dict[int, list[int]] = {}
@@ -354,20 +350,18 @@ class _Preparation:
                        f"{WINDOW} tokens; evaluation sets capped at {n_per_set} documents each (asked for {eval_docs})")
         return chosen[:2 * n_per_set]
 
-    def _write_eval_sets(self, bpe, chosen: list[int], side: np.ndarray, side_docs: list[int],
-                         side_offsets: list[int], side_names: dict[int, tuple[str, str]]) -> dict:
+    def _write_eval_sets(self, bpe, chosen: list[int], side: np.ndarray, store: SplitStore) -> dict:
+        side_names = store.side_names
         doc_ids = [side_names[index][0] for index in chosen]
         if len(set(doc_ids)) != len(doc_ids):
             raise InputError(f"{self.source.spec}: evaluation documents share `id` values "
                              f"({len(doc_ids) - len(set(doc_ids))} duplicates); document ids must be unique")
-        position_of = {index: position for position, index in enumerate(side_docs)}
         byte_lengths = token_byte_lengths(bpe)
         n_per_set = len(chosen) // 2
         eval_sets = {}
         for set_number, name in enumerate(EVAL_SET_NAMES):
             members = chosen[set_number * n_per_set:(set_number + 1) * n_per_set]
-            tokens = np.stack([side[side_offsets[position_of[i]]:side_offsets[position_of[i]] + WINDOW]
-                               for i in members]).astype(np.int64)
+            tokens = np.stack([store.candidate_window(side, i, WINDOW) for i in members]).astype(np.int64)
             eval_sets[name] = write_eval_set(self.out / f"{name}.parquet", name,
                                              [side_names[i][0] for i in members], [side_names[i][1] for i in members],
                                              tokens, byte_lengths[tokens[:, 1:]].sum(axis=1))
@@ -404,8 +398,6 @@ def _progress(items: Iterator, bar: tqdm) -> Iterator:
     for item in items:
         bar.update(1)
         yield item
-
-
 
 
 __all__ = ["DEFAULT_EVAL_DOCS", "PrepareResult", "PrepareWarning", "prepare"]

@@ -40,7 +40,10 @@ from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.errors import InputError
 from gatedv_stats.stats.lr_selection import LRSelection, select_lr
 from trainer.evaluate import evaluate_checkpoint
-from trainer.train import DivergenceError, Runtime, RunSpec, read_run_record, train
+from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
+from gatedv_stats.io.runrecords import read_run_record
+from trainer.checkpoint import CHECKPOINT_FILE_NAME
+from trainer.train import DivergenceError, Runtime, RunSpec, train
 
 _KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out", "updates", "warmup",
          "eval_every", "batch_size", "select"}
@@ -266,7 +269,7 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
     if status == "diverged":
         return _outcome(run, "skipped", "diverged")
     if status != "finished":
-        resume = (run.run_dir / "checkpoint.pt").is_file()
+        resume = (run.run_dir / CHECKPOINT_FILE_NAME).is_file()
         try:
             train(run.spec, run.run_dir, runtime=runtime, resume=resume)
         except DivergenceError:
@@ -275,7 +278,7 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
     for eval_set in run.eval_sets:
         out = loss_file_path(run.run_dir, eval_set)
         if not out.is_file():
-            evaluate_checkpoint(run.run_dir / "checkpoint.pt", eval_set, out, device=runtime.device,
+            evaluate_checkpoint(run.run_dir / CHECKPOINT_FILE_NAME, eval_set, out, device=runtime.device,
                                 precision=runtime.precision, batch_size=runtime.eval_batch_size, progress=False)
             action = "evaluated" if action == "skipped" else action
     return _outcome(run, action, "finished")
@@ -292,8 +295,8 @@ def _outcome(run: GridRun, action: str, status: str) -> RunOutcome:
 
 
 def final_dev_nll(run_dir: Path) -> float:
-    """The development NLL at the final update (the last row of the run's curve)."""
-    curve = pd.read_csv(Path(run_dir) / "curve.csv")
+    """The development NLL at the final update (the last row of the run's checked curve file)."""
+    curve = read_curve_file(Path(run_dir) / CURVE_FILE_NAME)
     return float(curve["dev_nll"].iloc[-1])
 
 

@@ -9,7 +9,6 @@ Under `torchrun` every process takes its slice of the same global batch; rank 0 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -18,19 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.io import curvefiles
-from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
-from trainer.checkpoint import load_checkpoint, save_checkpoint
+from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
+from gatedv_stats.io.runrecords import read_run_record, update_run_record
+from gatedv_stats.stats.metrics import token_nll
+from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, save_checkpoint
 from trainer.data import PreparedData
 from trainer.device import Precision, select_device
-from trainer.evaluate import document_loss_sums, token_averaged_nll
+from trainer.evaluate import document_loss_sums
 from trainer.model import Transformer, build_model, count_parameters, model_config
 from trainer.moments import compute_moments
 
@@ -39,7 +38,6 @@ EPS = 1e-8
 WEIGHT_DECAY = 0.1
 CLIP_NORM = 1.0
 FINAL_LR_FRACTION = 0.1
-CURVE_COLUMNS = curvefiles.CURVE_COLUMNS + curvefiles.OPTIONAL_CURVE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -208,22 +206,8 @@ def _set_rng_state(state: dict) -> None:
     np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
-def write_curve(path: Path, rows: list[dict]) -> None:
-    """The curve file (atomic): one row per recorded update."""
-    with atomic_path(path) as tmp:
-        pd.DataFrame(rows, columns=list(CURVE_COLUMNS)).to_csv(tmp, index=False)
-
-
-def read_run_record(run_dir: str | Path) -> dict | None:
-    """RUN_DIR/run.json, or None when the run has not started."""
-    path = Path(run_dir) / "run.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 def _write_run_record(run_dir: Path, spec: RunSpec, **fields) -> None:
-    record = read_run_record(run_dir) or {}
-    record.update(spec.to_dict(), gatedv_version=__version__, **fields)
-    write_text_atomic(run_dir / "run.json", json.dumps(record, indent=2) + "\n")
+    update_run_record(run_dir, {**spec.to_dict(), "gatedv_version": __version__, **fields})
 
 
 def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), resume: bool = False,
@@ -255,7 +239,7 @@ class _Loop:
 
     def __init__(self, spec: RunSpec, run_dir: Path, runtime: Runtime, where: _Dist, device: torch.device) -> None:
         self.spec, self.run_dir, self.runtime, self.where, self.device = spec, run_dir, runtime, where, device
-        self.checkpoint_path = run_dir / "checkpoint.pt"
+        self.checkpoint_path = run_dir / CHECKPOINT_FILE_NAME
         self.data = PreparedData.open(spec.data)
         self.dev = self.data.eval_set("dev")
         self.sampler = self.data.sampler(spec.seed)
@@ -379,7 +363,7 @@ class _Loop:
             count = self.window[1]
             row[0] = {
                 "arm": self.spec.variant, "seed": self.spec.seed, "lr": self.spec.lr, "step": self.update,
-                "dev_nll": token_averaged_nll(sums, n_targets),
+                "dev_nll": float(token_nll(sums, n_targets)),
                 "train_loss": self.window[0] / count if count else math.nan,
                 "tokens": self.update * self.spec.batch_size * self.model.config.seq_len,
             }
@@ -388,7 +372,7 @@ class _Loop:
         self.curve.append(row[0])
         self.window = [0.0, 0]
         if self.where.main:
-            write_curve(self.run_dir / "curve.csv", self.curve)
+            write_curve_file(self.run_dir / CURVE_FILE_NAME, self.curve)
         self._save()
 
     def _save(self) -> None:

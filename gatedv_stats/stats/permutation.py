@@ -8,6 +8,7 @@ documents, not to new seeds.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -85,35 +86,34 @@ def sign_flip_test(
     # Sums of the same terms in another order differ by rounding only; treat those as ties.
     tolerance = 1e-10 * float(np.abs(d).sum() / total)
     exact = d.size <= exact_max_docs
-    quiet = None if progress is None else not progress  # tqdm: None = only on a terminal
-    count = 0
-    chunk = max(1, _CHUNK_ELEMENTS // d.size)
-    if exact:
-        n_vectors = 1 << d.size
-        bit = np.arange(d.size, dtype=np.int64)
-        starts = range(0, n_vectors, chunk)
-        for start in tqdm(starts, desc="sign-flip (exact)", disable=quiet, leave=False):
-            codes = np.arange(start, min(start + chunk, n_vectors), dtype=np.int64)
-            signs = 1.0 - 2.0 * ((codes[:, None] >> bit) & 1)
-            count += _count_extreme(signs @ d / total, observed, alternative, tolerance)
-        p_value = count / n_vectors
-    else:
-        n_vectors = n_resamples
-        rng = np.random.default_rng(seed)
-        for start in tqdm(range(0, n_resamples, chunk), desc="sign-flip (Monte Carlo)", disable=quiet, leave=False):
-            size = min(chunk, n_resamples - start)
-            signs = 1.0 - 2.0 * rng.integers(0, 2, size=(size, d.size))
-            count += _count_extreme(signs @ d / total, observed, alternative, tolerance)
-        p_value = (count + 1) / (n_resamples + 1)
+    n_vectors = (1 << d.size) if exact else n_resamples
+    count = sum(_count_extreme(signs @ d / total, observed, alternative, tolerance)
+                for signs in _sign_vectors(d.size, n_vectors, exact, seed, progress))
     return SignFlipTest(
         statistic=observed,
-        p_value=float(p_value),
+        p_value=float(count / n_vectors if exact else (count + 1) / (n_resamples + 1)),
         alternative=alternative,
         method="exact" if exact else "monte-carlo",
         n_docs=int(d.size),
         n_resamples=int(n_vectors),
         seed=None if exact else int(seed),
     )
+
+
+def _sign_vectors(n_docs: int, n_vectors: int, exact: bool, seed: int, progress: bool | None) -> Iterator[np.ndarray]:
+    """(chunk, n_docs) matrices of ±1: every vector in binary order when exact, else draws from default_rng(seed)."""
+    chunk = max(1, _CHUNK_ELEMENTS // n_docs)
+    bit = np.arange(n_docs, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    quiet = None if progress is None else not progress  # tqdm: None = only on a terminal
+    desc = "sign-flip (exact)" if exact else "sign-flip (Monte Carlo)"
+    for start in tqdm(range(0, n_vectors, chunk), desc=desc, disable=quiet, leave=False):
+        size = min(chunk, n_vectors - start)
+        if exact:
+            codes = np.arange(start, start + size, dtype=np.int64)
+            yield 1.0 - 2.0 * ((codes[:, None] >> bit) & 1)
+        else:
+            yield 1.0 - 2.0 * rng.integers(0, 2, size=(size, n_docs))
 
 
 def _count_extreme(null: np.ndarray, observed: float, alternative: str, tolerance: float) -> int:
