@@ -227,24 +227,40 @@ def plan_command(
 # --- model commands (issue 3) ---
 
 
+_KNOB = typer.Option(None, "--knob", metavar="KNOB=VALUE", show_default=False, help="Set a model knob (repeatable; "
+                     "`gatedv params --knobs` lists them). A new --variant name is the size's baseline plus its "
+                     "knobs; a preset takes only knobs that leave it as it is. d_ff=matched sizes the ffn kind to "
+                     "the parameter count of the size's SwiGLU (the 2/3 rule); without it d_ff stays the size's.")
+
+
 @app.command("params")
 def params_command(
     config: str = typer.Option("all", "--config", help="tiny, small, medium, or all (small and medium)."),
-    variant: str = typer.Option("all", "--variant", help="A variant name, or all."),
+    variant: str = typer.Option("all", "--variant", help="A variant name, or all; a new name with --knob."),
+    knob: list[str] = _KNOB,
+    list_knobs: bool = typer.Option(False, "--knobs", help="List the knobs, their values and what they do."),
     as_json: bool = _JSON,
 ) -> None:
-    """Table 1: the model setup and the trainable-parameter count of each variant."""
+    """Table 1: the model setup and the trainable-parameter count of each variant (or of one with --knob)."""
     import json
 
-    from trainer.model import CONFIGS, VARIANTS, parameter_table
+    from trainer.knobs import knobs_listing, knobs_summary, parse_knob_options
+    from trainer.model import CONFIGS, VARIANTS
+    from trainer.params import parameter_table
 
+    if list_knobs:
+        typer.echo(json.dumps(knobs_listing(), indent=2) if as_json else knobs_summary())
+        return
     if config != "all" and config not in CONFIGS:
         raise InputError(f"--config: unknown size {config!r} (choose from {', '.join(CONFIGS)}, all)")
-    if variant != "all" and variant not in VARIANTS:
-        raise InputError(f"--variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)}, all)")
-    table = parameter_table(
-        ["small", "medium"] if config == "all" else [config], list(VARIANTS) if variant == "all" else [variant]
-    )
+    knobs = parse_knob_options(knob or [])
+    if variant == "all" and knobs:
+        raise InputError("--knob: needs one --variant name (a new one, or the preset they leave as it is), not all")
+    if variant != "all" and variant not in VARIANTS and not knobs:
+        raise InputError(f"--variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)}, all; a new "
+                         "name needs at least one --knob)")
+    table = parameter_table(["small", "medium"] if config == "all" else [config],
+                            list(VARIANTS) if variant == "all" else [variant], {variant: knobs} if knobs else None)
     typer.echo(json.dumps(table.to_dict(), indent=2) if as_json else table.summary())
 
 
