@@ -335,7 +335,9 @@ def _echo_result(result, as_json: bool) -> None:
 def train_command(
     data: str = typer.Option(..., "--data", help="A prepared data directory (gatedv prepare)."),
     config: str = typer.Option("small", "--config", help="Model size: tiny, small or medium."),
-    variant: str = typer.Option("baseline", "--variant", help="Variant name (gatedv params lists them)."),
+    variant: str = typer.Option("baseline", "--variant", help="Variant name (gatedv params lists them); a new "
+                                "name with --knob."),
+    knob: list[str] = _KNOB,
     seed: int = typer.Option(..., "--seed", help="Training seed: initial weights and training windows."),
     out: str = typer.Option(..., "--out", help="The run directory."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate (default: the size's confirmation rate).",
@@ -358,10 +360,11 @@ def train_command(
     """Train one run (SPEC §4): checkpoints, development curve, --resume; data parallel under torchrun."""
     import os
 
+    from trainer.knobs import parse_knob_options
     from trainer.train import DivergenceError, RunSpec, train
 
     spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
-                        batch_size=batch_size)
+                        batch_size=batch_size, knobs=parse_knob_options(knob or []))
     try:
         result = train(spec, out, runtime=_runtime(device, tf32, bf16, compile_model), resume=resume,
                        stop_after=stop_after)
