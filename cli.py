@@ -239,22 +239,39 @@ def plan_command(
 # --- the model family ---
 
 
+_KNOB = typer.Option(None, "--knob", metavar="KNOB=VALUE", show_default=False, help="Set a model knob (repeatable; "
+                     "`gatedv params --knobs` lists them). A new --variant name is the size's baseline plus its "
+                     "knobs; a preset takes only knobs that leave it as it is. d_ff=matched sizes the ffn kind to "
+                     "the parameter count of the size's SwiGLU (the 2/3 rule); without it d_ff stays the size's.")
+
+
 @app.command("params")
 def params_command(
     config: str = typer.Option("all", "--config", help="tiny, small, medium, or all (small and medium)."),
-    variant: str = typer.Option("all", "--variant", help="A variant name, or all."),
+    variant: str = typer.Option("all", "--variant", help="A variant name, or all; a new name with --knob."),
+    knob: list[str] = _KNOB,
+    list_knobs: bool = typer.Option(False, "--knobs", help="List the knobs, their values and what they do."),
     as_json: bool = _JSON,
 ) -> None:
-    """Table 1: the model setup and the trainable-parameter count of each variant."""
-    from trainer.model import CONFIGS, VARIANTS, parameter_table
+    """Table 1: the model setup and the trainable-parameter count of each variant (or of one with --knob)."""
+    from gatedv_stats.io.jsonout import strict_json
+    from trainer.knobs import knobs_listing, knobs_summary, parse_knob_options
+    from trainer.model import CONFIGS, VARIANTS
+    from trainer.params import parameter_table
 
+    if list_knobs:
+        typer.echo(strict_json(knobs_listing()) if as_json else knobs_summary())
+        return
     if config != "all" and config not in CONFIGS:
         raise InputError(f"--config: unknown size {config!r} (choose from {', '.join(CONFIGS)}, all)")
-    if variant != "all" and variant not in VARIANTS:
-        raise InputError(f"--variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)}, all)")
-    table = parameter_table(
-        ["small", "medium"] if config == "all" else [config], list(VARIANTS) if variant == "all" else [variant]
-    )
+    knobs = parse_knob_options(knob or [])
+    if variant == "all" and knobs:
+        raise InputError("--knob: needs one --variant name (a new one, or the preset they leave as it is), not all")
+    if variant != "all" and variant not in VARIANTS and not knobs:
+        raise InputError(f"--variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)}, all; a new "
+                         "name needs at least one --knob)")
+    table = parameter_table(["small", "medium"] if config == "all" else [config],
+                            list(VARIANTS) if variant == "all" else [variant], {variant: knobs} if knobs else None)
     _emit(table, as_json)
 
 
@@ -324,7 +341,9 @@ def _runtime(device: str, tf32: bool, bf16: bool, compile_model: bool = False):
 def train_command(
     data: str = typer.Option(..., "--data", help="A prepared data directory (gatedv prepare)."),
     config: str = typer.Option("small", "--config", help="Model size: tiny, small or medium."),
-    variant: str = typer.Option("baseline", "--variant", help="Variant name (gatedv params lists them)."),
+    variant: str = typer.Option("baseline", "--variant", help="Variant name (gatedv params lists them); a new "
+                                "name with --knob."),
+    knob: list[str] = _KNOB,
     seed: int = typer.Option(..., "--seed", help="Training seed: initial weights and training windows."),
     out: str = typer.Option(..., "--out", help="The run directory."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate (default: the size's confirmation rate).",
@@ -347,10 +366,11 @@ def train_command(
     """Train one run (docs/method.md §4): checkpoints, development curve, --resume; data parallel under torchrun."""
     import os
 
+    from trainer.knobs import parse_knob_options
     from trainer.train import DivergenceError, RunSpec, train
 
     spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
-                        batch_size=batch_size)
+                        batch_size=batch_size, knobs=parse_knob_options(knob or []))
     try:
         result = train(spec, out, runtime=_runtime(device, tf32, bf16, compile_model), resume=resume,
                        stop_after=stop_after)

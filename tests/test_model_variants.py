@@ -61,7 +61,12 @@ def reference_logits(model, idx: torch.Tensor) -> torch.Tensor:
             qh, kh = _rope(qh, cfg.rope_base), _rope(kh, cfg.rope_base)
             heads.append(torch.softmax(qh @ kh.T / math.sqrt(dh) + mask, dim=-1) @ vh)
         o = torch.cat(heads, dim=-1)
-        if cfg.output_gate != "none":
+        if cfg.output_act == "silu":
+            o = silu(o)
+        if cfg.output_gate == "headwise":
+            gates = torch.sigmoid(u @ W[p + "attn.w_go"].T)  # (T, H)
+            o = torch.cat([o[:, h * dv : (h + 1) * dv] * gates[:, h : h + 1] for h in range(H)], dim=-1)
+        elif cfg.output_gate != "none":
             z = u @ W[p + "attn.w_go"].T
             o = o * (torch.sigmoid(z) if cfg.output_gate == "sigmoid" else torch.log1p(torch.exp(z)))
         x = x + o @ W[p + "attn.w_o"].T
@@ -84,6 +89,11 @@ CASES = [(variant, {}) for variant in VARIANTS] + [
     ("baseline", {"ffn": "reglu"}),
     ("baseline", {"ffn": "gelu", "d_ff": 288}),
     ("baseline", {"ffn": "relu", "d_ff": 288}),
+    ("o-silu", {"n_kv_heads": 1}),
+    ("g1-headwise", {"n_kv_heads": 1}),
+    ("g1-headwise", {"value_head_dim": 8}),
+    ("baseline", {"output_act": "silu", "output_gate": "headwise"}),
+    ("baseline", {"output_act": "silu", "output_gate": "sigmoid", "value_act": "silu"}),
 ]
 
 

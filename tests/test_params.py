@@ -12,11 +12,11 @@ from trainer.model import VARIANTS
 
 SPEC_COUNTS = {
     "small": {"baseline": 2_328_192, "g2-headwise": 2_331_264, "glu-full": 2_426_496, "g1-sigmoid": 2_426_496,
-              "g1-softplus": 2_426_496, "glu-reduced": 2_325_120},
+              "g1-softplus": 2_426_496, "glu-reduced": 2_325_120, "g1-headwise": 2_331_264},
     "medium": {"baseline": 26_158_464, "g2-headwise": 26_186_112, "glu-reduced": 26_186_112,
-               "glu-full": 27_927_936, "g1-sigmoid": 27_927_936, "g1-softplus": 27_927_936},
+               "glu-full": 27_927_936, "g1-sigmoid": 27_927_936, "g1-softplus": 27_927_936, "g1-headwise": 26_186_112},
 }
-PARAMETER_FREE = ("gatedv", "q-silu", "qkv-silu", "v-tanh", "affine-match", "moment-silu")
+PARAMETER_FREE = ("gatedv", "q-silu", "qkv-silu", "v-tanh", "affine-match", "moment-silu", "o-silu")
 
 
 def _params(*args: str):

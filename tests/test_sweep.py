@@ -150,9 +150,12 @@ def test_the_paper_study_examples_load():
     assert sizes == {
         "small-confirmation": ("small", 2 * 5), "small-placement": ("small", 4 * 3), "small-lr-grid": ("small", 2 * 4 * 3),
         "small-moment-controls": ("small", 4 * 2 * 3), "medium-lr-selection": ("medium", 2 * 4),
-        "medium-confirmation": ("medium", 2 * 2 * 3), "medium-value-gates": ("medium", 6 * 3), "tiny-lr-grid": ("tiny", 6)}
+        "medium-confirmation": ("medium", 2 * 2 * 3), "medium-value-gates": ("medium", 6 * 3),
+        "tiny-lr-grid": ("tiny", 6), "small-placement-controls": ("small", 5 * 3)}
     # Table 5 and Table 7 reuse the runs of the grids they compare against.
     assert examples["small-moment-controls"].out == examples["small-lr-grid"].out
     assert examples["medium-value-gates"].out == examples["medium-lr-selection"].out
+    assert examples["small-placement-controls"].out == examples["small-placement"].out
+    assert examples["small-placement-controls"].knobs == {"k-silu": {"key_act": "silu"}}
     assert examples["medium-lr-selection"].confirm_seeds == (20270211, 20270212, 20270213)
     assert examples["small-confirmation"].spec("gatedv", 0.0048, 1).updates == 32_768

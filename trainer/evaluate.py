@@ -21,6 +21,7 @@ from gatedv_stats.stats.metrics import token_nll
 from trainer.checkpoint import load_checkpoint
 from trainer.data import EvalSet, PreparedData
 from trainer.device import Precision, select_device
+from trainer.knobs import differing_knobs
 
 EVAL_BATCH_SIZE = 16
 
@@ -142,6 +143,7 @@ def evaluate_checkpoint(
         "data_manifest_sha256": data.manifest_sha256,
         "value_act": value_act,
         "trained_value_act": loaded.config.value_act,
+        "knobs": differing_knobs(loaded.config, run["size"]),  # what the variant is: its changes to the baseline
         "config": loaded.config.to_dict(),
         "precision": precision.to_dict(),
         "gatedv_version": __version__,

@@ -31,6 +31,7 @@ def llama_incompatibilities(cfg: ModelConfig) -> list[str]:
             ("key_act", "linear"),
             ("value_gate", "none"),
             ("output_gate", "none"),
+            ("output_act", "linear"),
             ("qk_norm", False),
         )
         if getattr(cfg, knob) != plain

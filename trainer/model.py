@@ -2,7 +2,8 @@
 
 Read top to bottom: configuration and presets, the building blocks (RMSNorm, RoPE, attention,
 feed-forward), the block, the tied readout's cross-entropy, the model, then paired initialisation and
-`build_model`, and the parameter counts of Table 1.
+`build_model`. Table 1's parameter counts are in `trainer/params.py`, the command-line knobs and custom
+variants in `trainer/knobs.py`.
 
 * `model(idx)` gives logits; `model(idx, targets)` the mean next-token cross-entropy, computed chunk by
   chunk without holding all (B·T, vocab) logits (faster on a CPU, less memory anywhere); `model.loss(...,
@@ -12,8 +13,10 @@ feed-forward), the block, the tied readout's cross-entropy, the model, then pair
   rotary base 10,000 (non-interleaved halves, as Llama), causal softmax attention, SwiGLU, RMSNorm with
   ε = 1e-6 (Llama's default), tied readout, no dropout.
 * Variants are named presets (`VARIANTS`) over orthogonal knobs of `ModelConfig`: the value activation,
-  query/key activations, a value gate, an output gate, the feed-forward kind, key/value heads (GQA),
-  QK-norm and the value head width.
+  query/key activations, a value gate, an output gate, an output activation, the feed-forward kind,
+  key/value heads (GQA), QK-norm and the value head width. Two controls place the nonlinearity or gate
+  after attention instead of on V: `o-silu`, SiLU(concat_h A_h V_h) W_O (φ(A·V) against GatedV's A·φ(V),
+  no parameters), and `g1-headwise`, one sigmoid gate per head on the attention output (W_G ∈ R^{d×H}).
 * Paired initialisation: every *logical* matrix (W_Q, W_K, W_V, W_O, W_1, W_2, W_3, W_G, the embedding)
   is drawn from its own `torch.Generator`, seeded from SHA-256 of (seed, name, shape), even where the
   storage is fused. A baseline and a variant with the same seed therefore share every matrix of equal
@@ -47,7 +50,7 @@ from gatedv_stats.errors import InputError
 ACTIVATIONS = ("linear", "silu")
 VALUE_ACTIVATIONS = ("linear", "silu", "xtanh", "affine-match", "moment-silu")
 VALUE_GATES = ("none", "glu", "headwise")
-OUTPUT_GATES = ("none", "sigmoid", "softplus")
+OUTPUT_GATES = ("none", "sigmoid", "softplus", "headwise")
 FFN_KINDS = ("swiglu", "geglu", "glu", "reglu", "gelu", "relu")
 GATED_FFN_KINDS = ("swiglu", "geglu", "glu", "reglu")
 
@@ -59,7 +62,9 @@ class ModelConfig:
     value_act: V ← linear | SiLU(V) | V·tanh(V) (`xtanh`) | affine-match | moment-silu (SPEC §2, §6).
     query_act, key_act: linear | silu, applied before RoPE.
     value_gate: none | glu (V ← V ⊙ SiLU(U W_G), GLU attention) | headwise (V_h ← V_h · σ((U W_G)_h), G2).
-    output_gate: none | sigmoid | softplus: O ← concat_h(A_h V_h) ⊙ gate(U W_G) before W_O (G1).
+    output_gate: none | sigmoid | softplus: O ← concat_h(A_h V_h) ⊙ gate(U W_G) before W_O (G1);
+        headwise: O_h ← O_h · σ((U W_G)_h), one gate per query head.
+    output_act: linear | silu: O ← SiLU(concat_h(A_h V_h)) before the output gate and W_O.
     ffn: swiglu | geglu | glu | reglu (gated, W_1 gate, W_2 up) | gelu | relu (ungated: W_1 then W_3).
     n_kv_heads: key/value heads (GQA); None = n_heads. With a value gate, gates act on the key/value heads.
     value_head_dim: per-head value width; None = head width (`glu-reduced` narrows it).
@@ -83,6 +88,7 @@ class ModelConfig:
     key_act: str = "linear"
     value_gate: str = "none"
     output_gate: str = "none"
+    output_act: str = "linear"
     ffn: str = "swiglu"
     qk_norm: bool = False
 
@@ -93,6 +99,7 @@ class ModelConfig:
             ("key_act", ACTIVATIONS),
             ("value_gate", VALUE_GATES),
             ("output_gate", OUTPUT_GATES),
+            ("output_act", ACTIVATIONS),
             ("ffn", FFN_KINDS),
         ):
             if getattr(self, field) not in allowed:
@@ -164,6 +171,8 @@ VARIANTS: dict[str, dict] = {
     "moment-silu": {"value_act": "moment-silu"},
     "g1-sigmoid": {"output_gate": "sigmoid"},
     "g1-softplus": {"output_gate": "softplus"},
+    "g1-headwise": {"output_gate": "headwise"},
+    "o-silu": {"output_act": "silu"},
 }
 
 
@@ -242,7 +251,9 @@ class Attention(nn.Module):
         self.out = nn.Linear(self.out_width, cfg.d_model, bias=False)
         gate_width = {"none": 0, "glu": self.v_width, "headwise": cfg.kv_heads}[cfg.value_gate]
         self.value_gate = nn.Linear(cfg.d_model, gate_width, bias=False) if gate_width else None
-        self.output_gate = nn.Linear(cfg.d_model, self.out_width, bias=False) if cfg.output_gate != "none" else None
+        gate_width = {"none": 0, "sigmoid": self.out_width, "softplus": self.out_width, "headwise": cfg.n_heads}[
+            cfg.output_gate]
+        self.output_gate = nn.Linear(cfg.d_model, gate_width, bias=False) if gate_width else None
         if cfg.qk_norm:
             self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
             self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
@@ -284,9 +295,13 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.n_heads)
         o = o.transpose(1, 2).reshape(B, T, self.out_width)
+        if self.cfg.output_act == "silu":
+            o = F.silu(o)
         if self.output_gate is not None:
             g = self.output_gate(u)
-            o = o * (torch.sigmoid(g) if self.cfg.output_gate == "sigmoid" else F.softplus(g))
+            if self.cfg.output_gate == "headwise":  # head h's gate scales all of its v_head_dim channels
+                g = g.repeat_interleave(self.v_head_dim, dim=-1)
+            o = o * (F.softplus(g) if self.cfg.output_gate == "softplus" else torch.sigmoid(g))
         return self.out(o)
 
 
@@ -549,56 +564,3 @@ def build_model(cfg: ModelConfig, seed: int, device: str | torch.device = "cpu")
 def count_parameters(model: nn.Module) -> int:
     """Trainable parameters, each shared tensor once (the tied readout is the embedding)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-# --- Table 1 and parameter counts ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParameterTable:
-    """The model setup of each size (Table 1) and the trainable-parameter count of each variant."""
-
-    setups: dict[str, dict]  # size -> layers, width, heads, head width, d_ff, vocabulary, context, norm ε
-    counts: dict[str, dict[str, int]]  # size -> variant -> trainable parameters
-
-    def to_dict(self) -> dict:
-        return {size: {**self.setups[size], "parameters": self.counts[size]} for size in self.setups}
-
-    def summary(self) -> str:
-        sizes = list(self.setups)
-        rows = [
-            ("layers / width", lambda s: f"{s['n_layers']} / {s['d_model']}"),
-            ("heads / head width", lambda s: f"{s['n_heads']} / {s['head_dim']}"),
-            ("SwiGLU hidden width d_ff", lambda s: f"{s['d_ff']:,}"),
-            ("vocabulary", lambda s: f"{s['vocab_size']:,}"),
-            ("context", lambda s: f"{s['seq_len']}"),
-            ("RMSNorm eps", lambda s: f"{s['norm_eps']:g}"),
-        ]
-        table = [("", *sizes)] + [(label, *(fmt(self.setups[size]) for size in sizes)) for label, fmt in rows]
-        table.append(("trainable parameters", *("" for _ in sizes)))
-        for variant in self.counts[sizes[0]]:
-            table.append((f"  {variant}", *(f"{self.counts[size][variant]:,}" for size in sizes)))
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        return "\n".join(
-            "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-            for row in table
-        )
-
-
-def parameter_table(sizes: list[str], variants: list[str]) -> ParameterTable:
-    """Setups and counts, with every model built on the meta device (no memory, no initialisation)."""
-    setups, counts = {}, {}
-    for size in sizes:
-        cfg = model_config(size)
-        setups[size] = {
-            "n_layers": cfg.n_layers,
-            "d_model": cfg.d_model,
-            "n_heads": cfg.n_heads,
-            "head_dim": cfg.head_dim,
-            "d_ff": cfg.d_ff,
-            "vocab_size": cfg.vocab_size,
-            "seq_len": cfg.seq_len,
-            "norm_eps": cfg.norm_eps,
-        }
-        counts[size] = {v: count_parameters(build_model(model_config(size, v), 0, "meta")) for v in variants}
-    return ParameterTable(setups=setups, counts=counts)

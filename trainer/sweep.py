@@ -19,6 +19,14 @@ interrupted ones resumed, diverged ones recorded and left alone. Paths in the fi
     seed = 20270201                      # the selection seed (default: the smallest seed of the grid)
     confirm_seeds = [20270211, 20270212, 20270213]
     confirm_out = "runs/medium-confirmation"
+
+Variants of your own are tables instead of the `variants` list (TOML cannot hold both): every
+`[variants.NAME]` table is a variant of the grid, in file order; an empty table is the preset NAME, a
+table of knobs (`gatedv params --knobs`) a new variant, the baseline of the size plus those knobs.
+
+    [variants.baseline]
+    [variants.k-silu]
+    key_act = "silu"
 """
 
 from __future__ import annotations
@@ -43,7 +51,10 @@ from trainer.evaluate import evaluate_checkpoint
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_run_record
 from trainer.checkpoint import CHECKPOINT_FILE_NAME
-from trainer.train import DivergenceError, Runtime, RunSpec, train
+from trainer.knobs import resolve_variant
+from trainer.model import model_config
+from trainer.params import variant_parameters
+from trainer.train import DivergenceError, Runtime, RunSpec, recorded_spec, train
 
 _KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out", "updates", "warmup",
          "eval_every", "batch_size", "select"}
@@ -70,6 +81,7 @@ class Experiment:
     selection_seed: int | None = None
     confirm_seeds: tuple[int, ...] = ()
     confirm_out: Path | None = None
+    knobs: dict = field(default_factory=dict)  # new variant -> its knobs ([variants.NAME] tables)
 
     def runs(self) -> list[GridRun]:
         """Every run of the grid, variant-major, then learning rate, then seed."""
@@ -80,7 +92,13 @@ class Experiment:
     def spec(self, variant: str, lr: float, seed: int) -> RunSpec:
         optional = {key: getattr(self, key) for key in ("updates", "warmup", "eval_every", "batch_size")
                     if getattr(self, key) is not None}
-        return RunSpec.make(self.data, self.size, variant, seed, lr=lr, **optional)
+        return RunSpec.make(self.data, self.size, variant, seed, lr=lr, knobs=self.knobs.get(variant), **optional)
+
+    def describe_variants(self) -> dict[str, dict]:
+        """Per variant, its trainable parameters and the knobs that differ from the size's baseline."""
+        described = {variant: variant_parameters(self.size, variant, self.knobs.get(variant))
+                     for variant in self.variants}
+        return {variant: {"parameters": count, "knobs": knobs} for variant, (count, knobs) in described.items()}
 
 
 @dataclass(frozen=True)
@@ -111,13 +129,18 @@ class RunOutcome:
 class SweepResult:
     experiment: str
     outcomes: tuple[RunOutcome, ...] = field(default_factory=tuple)
+    variants: dict = field(default_factory=dict)  # variant -> {"parameters", "knobs"} (Experiment.describe_variants)
 
     def to_dict(self) -> dict:
-        return {"experiment": self.experiment, "runs": [outcome.to_dict() for outcome in self.outcomes]}
+        return {"experiment": self.experiment, "variants": self.variants,
+                "runs": [outcome.to_dict() for outcome in self.outcomes]}
 
     def summary(self) -> str:
-        lines = [f"{self.experiment}: {len(self.outcomes)} runs",
-                 f"{'variant':<14}{'lr':>10}{'seed':>10}  {'action':<10}{'dev NLL':>10}  run directory"]
+        lines = [f"{self.experiment}: {len(self.outcomes)} runs"]
+        for variant, described in self.variants.items():
+            knobs = ", ".join(f"{name}={value}" for name, value in described["knobs"].items())
+            lines.append(f"  {variant}: {described['parameters']:,} parameters" + (f" ({knobs})" if knobs else ""))
+        lines.append(f"{'variant':<14}{'lr':>10}{'seed':>10}  {'action':<10}{'dev NLL':>10}  run directory")
         lines += [f"{o.variant:<14}{o.lr:>10g}{o.seed:>10}  {o.action:<10}"
                   f"{('diverged' if o.status == 'diverged' else f'{o.dev_nll:.6f}'):>10}  {o.run_dir}"
                   for o in self.outcomes]
@@ -144,7 +167,8 @@ def load_experiment(path: str | Path) -> Experiment:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: invalid TOML ({error})") from None
+        hint = "; [variants.NAME] tables replace the variants list" if "'variants'" in str(error) else ""
+        raise InputError(f"{path}: invalid TOML ({error}){hint}") from None
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
         raise InputError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})")
@@ -152,7 +176,7 @@ def load_experiment(path: str | Path) -> Experiment:
         if key not in raw:
             raise InputError(f"{path}: missing key {key!r}")
     base = path.parent
-    variants = tuple(_list_of(raw, "variants", str, path))
+    variants, knobs = _variants(raw["variants"], _typed(raw, "config", str, path), path)
     seeds = tuple(_list_of(raw, "seeds", int, path))
     lrs = _learning_rates(raw["lrs"], variants, path)
     select = raw.get("select", {})
@@ -171,6 +195,7 @@ def load_experiment(path: str | Path) -> Experiment:
         selection_seed=_typed(select, "seed", int, path, "select.") if "seed" in select else None,
         confirm_seeds=tuple(_list_of(select, "confirm_seeds", int, path, "select.")) if "confirm_seeds" in select else (),
         confirm_out=base / _typed(select, "confirm_out", str, path, "select.") if "confirm_out" in select else None,
+        knobs=knobs,
     )
     if "dev" not in experiment.eval_sets:
         raise InputError(f"{path}: eval_sets must include 'dev' (learning-rate selection reads it)")
@@ -202,6 +227,28 @@ def _list_of(table: dict, key: str, kind: type, path: Path, prefix: str = "") ->
     return checked
 
 
+def _variants(raw: object, size: str, path: Path) -> tuple[tuple[str, ...], dict]:
+    """The variant names in order and the knobs of the new ones, checked at `size`, from a list of preset
+    names or from [variants.NAME] tables of knobs."""
+    try:
+        model_config(size)
+    except InputError as error:
+        raise InputError(f"{path}: {error}") from None
+    if isinstance(raw, list):
+        tables = {name: {} for name in _list_of({"variants": raw}, "variants", str, path)}
+    elif isinstance(raw, dict) and raw and all(isinstance(table, dict) for table in raw.values()):
+        tables = raw
+    else:
+        raise InputError(f"{path}: variants must be a non-empty list of preset names or [variants.NAME] tables")
+    knobs = {}
+    for name, table in tables.items():
+        try:
+            knobs[name] = resolve_variant(size, name, table)[1]
+        except InputError as error:
+            raise InputError(f"{path}: {f'[variants.{name}] ' if raw is tables else ''}{error}") from None
+    return tuple(tables), {name: checked for name, checked in knobs.items() if checked}
+
+
 def _learning_rates(raw: object, variants: tuple[str, ...], path: Path) -> dict:
     if isinstance(raw, list):
         rates = tuple(_list_of({"lrs": raw}, "lrs", float, path))
@@ -224,13 +271,19 @@ def experiment_toml(experiment: Experiment, relative_to: Path) -> str:
         return "[" + ", ".join(json.dumps(value) for value in values) + "]"
 
     lines = [f"name = {json.dumps(experiment.name)}", f"data = {path(experiment.data)}",
-             f"config = {json.dumps(experiment.size)}", f"variants = {array(experiment.variants)}",
+             f"config = {json.dumps(experiment.size)}",
+             *([] if experiment.knobs else [f"variants = {array(experiment.variants)}"]),
              f"seeds = {array(experiment.seeds)}", f"eval_sets = {array(experiment.eval_sets)}",
              f"out = {path(experiment.out)}"]
     lines += [f"{key} = {getattr(experiment, key)}" for key in ("updates", "warmup", "eval_every", "batch_size")
               if getattr(experiment, key) is not None]
     lines += ["", "[lrs]"] + [f"{json.dumps(variant)} = {array(experiment.lrs[variant])}"
                               for variant in experiment.variants]
+    if experiment.knobs:  # new variants: every variant as a table, in order
+        for variant in experiment.variants:
+            knobs = experiment.knobs.get(variant, {})
+            lines += ["", f"[variants.{json.dumps(variant)}]"] + [f"{name} = {json.dumps(value)}"
+                                                                  for name, value in knobs.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -251,7 +304,7 @@ def run_experiment(experiment: Experiment, *, jobs: int = 1, runtime: Runtime = 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(_run_in_worker, run, quiet, threads) for run in runs]
             outcomes = [future.result() for future in tqdm(futures, **bar)]
-    return SweepResult(experiment.name, tuple(outcomes))
+    return SweepResult(experiment.name, tuple(outcomes), experiment.describe_variants())
 
 
 def _run_in_worker(run: GridRun, runtime: Runtime, threads: int) -> RunOutcome:
@@ -286,7 +339,7 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
 
 def record_spec(record: dict) -> dict:
     """The RunSpec fields of a run.json record."""
-    return {key: record.get(key) for key in RunSpec.__dataclass_fields__}
+    return recorded_spec(record)
 
 
 def _outcome(run: GridRun, action: str, status: str) -> RunOutcome:

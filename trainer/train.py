@@ -13,7 +13,8 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +25,14 @@ from tqdm import tqdm
 from gatedv_stats import __version__
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
-from gatedv_stats.io.runrecords import read_run_record, update_run_record
+from gatedv_stats.io.runrecords import update_run_record
 from gatedv_stats.stats.metrics import token_nll
 from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, save_checkpoint
 from trainer.data import PreparedData
 from trainer.device import Precision, select_device
 from trainer.evaluate import document_loss_sums
-from trainer.model import Transformer, build_model, count_parameters, model_config
+from trainer.knobs import resolve_variant
+from trainer.model import ModelConfig, Transformer, build_model, count_parameters
 from trainer.moments import compute_moments
 
 BETAS = (0.9, 0.95)
@@ -71,12 +73,14 @@ class RunSpec:
     warmup: int
     eval_every: int
     batch_size: int = BATCH_SIZE
+    knobs: dict = field(default_factory=dict)  # a new variant's knobs (trainer/knobs.py); {} for a preset
 
     @classmethod
     def make(cls, data: str | Path, size: str, variant: str, seed: int, *, lr: float | None = None,
              updates: int | None = None, warmup: int | None = None, eval_every: int | None = None,
-             batch_size: int = BATCH_SIZE) -> RunSpec:
-        """A spec with the size's recipe filling whatever is not given; checks every field."""
+             batch_size: int = BATCH_SIZE, knobs: Mapping[str, object] | None = None) -> RunSpec:
+        """A spec with the size's recipe filling whatever is not given; checks every field. `knobs` are
+        recorded as checked ({} for a preset, which takes only knobs that leave it as it is)."""
         if size not in RECIPES:
             raise InputError(f"--config: unknown size {size!r} (choose from {', '.join(RECIPES)})")
         recipe = RECIPES[size]
@@ -86,12 +90,16 @@ class RunSpec:
         spec = cls(data=str(Path(data).resolve()), size=size, variant=variant, seed=int(seed),
                    lr=float(recipe.lr if lr is None else lr), updates=int(updates), warmup=int(warmup),
                    eval_every=int(min(recipe.eval_every, updates) if eval_every is None else eval_every),
-                   batch_size=int(batch_size))
+                   batch_size=int(batch_size), knobs=resolve_variant(size, variant, knobs)[1])
         spec.validate()
         return spec
 
+    def model_config(self) -> ModelConfig:
+        """The model of the run: the preset `variant`, or the size's baseline with `knobs` under a new name."""
+        return resolve_variant(self.size, self.variant, self.knobs)[0]
+
     def validate(self) -> None:
-        model_config(self.size, self.variant)  # names the bad size or variant
+        self.model_config()  # names the bad size, variant or knob
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"--lr: must be a positive number, got {self.lr}")
         for name, value, minimum in (("updates", self.updates, 1), ("warmup", self.warmup, 0),
@@ -103,6 +111,12 @@ class RunSpec:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def recorded_spec(record: dict) -> dict:
+    """The RunSpec fields of a run record (run.json, or a checkpoint's "run"); a record written before
+    knobs existed holds a preset, so its knobs are {}."""
+    return {key: record.get(key, {} if key == "knobs" else None) for key in RunSpec.__dataclass_fields__}
 
 
 @dataclass(frozen=True)
@@ -320,7 +334,7 @@ class _Loop:
         if resume:
             self._load()
             return
-        self.model = build_model(model_config(self.spec.size, self.spec.variant), self.spec.seed, self.device)
+        self.model = build_model(self.spec.model_config(), self.spec.seed, self.device)
         if self.model.config.uses_moments:
             moments = compute_moments(self.data, self.spec.size, self.spec.seed, device=self.device)
             self.model.set_moments(moments.tensor())
@@ -337,10 +351,10 @@ class _Loop:
     def _load(self) -> None:
         loaded = load_checkpoint(self.checkpoint_path, device=self.device)
         extra = loaded.extra
-        saved = extra.get("run", {})
-        differing = [key for key, value in self.spec.to_dict().items() if saved.get(key) != value]
+        saved = recorded_spec(extra.get("run", {}))
+        differing = [key for key, value in self.spec.to_dict().items() if saved[key] != value]
         if differing:
-            shown = ", ".join(f"{key} {saved.get(key)!r} != {getattr(self.spec, key)!r}" for key in differing)
+            shown = ", ".join(f"{key} {saved[key]!r} != {getattr(self.spec, key)!r}" for key in differing)
             raise InputError(f"{self.checkpoint_path}: the checkpoint's run differs ({shown})")
         if extra["data_manifest_sha256"] != self.data.manifest_sha256:
             raise InputError(f"{self.spec.data}: data manifest differs from the one the checkpoint was trained on")
