@@ -430,18 +430,49 @@ def moments_command(
 @app.command("sweep")
 def sweep_command(
     experiment: str = typer.Argument(..., help="An experiment TOML file (see examples/)."),
-    jobs: int = typer.Option(1, "--jobs", help="Runs at a time, each in its own process."),
+    jobs: int = typer.Option(None, "--jobs", help="Runs at a time on this machine, each in its own process on its "
+                             "own GPU(s) (default: one per visible GPU, else 1).", show_default=False),
+    gpus_per_run: int = typer.Option(1, "--gpus-per-run", help="GPUs per run; K > 1 trains each run data parallel "
+                                     "in K processes (torchrun here, K tasks of one job on a cluster; gloo on a CPU)."),
+    executor: str = typer.Option("pool", "--executor", help="pool (processes on this machine), slurm (one job per "
+                                 "unfinished run, as a job array) or local (the same jobs as local subprocesses)."),
+    partition: str = typer.Option(None, "--partition", help="Slurm partition.", show_default=False),
+    time_limit: str = typer.Option("24:00:00", "--time", help="Time limit of each job, as Slurm writes it "
+                                   "(90, 12:00:00, 2-00:00:00); a longer run is requeued from its last checkpoint."),
+    array_parallelism: int = typer.Option(None, "--array-parallelism", help="Slurm jobs of the array running at "
+                                          "once (default: all).", show_default=False),
+    slurm_options: list[str] = typer.Option(None, "--slurm-option", metavar="KEY=VALUE", help="Extra sbatch "
+                                            "option, repeatable (e.g. account=ml, cpus-per-task=8, exclusive).",
+                                            show_default=False),
+    status: bool = typer.Option(False, "--status", help="Only show each run's state: not started, pending, "
+                                "running, interrupted, failed (with its log), unknown, finished or diverged."),
     device: str = _DEVICE,
     tf32: bool = _TF32,
     bf16: bool = _BF16,
     compile_model: bool = typer.Option(False, "--compile", help="torch.compile the models for training."),
     as_json: bool = _JSON,
 ) -> None:
-    """Train and evaluate a grid of variants x learning rates x seeds; finished runs are skipped, interrupted resumed."""
+    """Train and evaluate a grid of variants x learning rates x seeds, here or as cluster jobs; finished runs are
+    skipped, interrupted ones resumed from their checkpoint."""
     from trainer.sweep import load_experiment, run_experiment
 
-    result = run_experiment(load_experiment(experiment), jobs=jobs, runtime=_runtime(device, tf32, bf16, compile_model))
-    _emit(result, as_json)
+    grid = load_experiment(experiment)
+    runtime = _runtime(device, tf32, bf16, compile_model)
+    if status or executor != "pool":
+        from trainer.cluster import ClusterOptions, experiment_status, submit_experiment
+
+        if status:
+            _emit(experiment_status(grid), as_json)
+            return
+        if jobs is not None:
+            raise InputError("--jobs: only with --executor pool (use --array-parallelism on a cluster)")
+        options = ClusterOptions(executor, partition, time_limit, gpus_per_run, array_parallelism,
+                                 tuple(slurm_options or ()))
+        _emit(submit_experiment(grid, options, runtime), as_json)
+        return
+    if partition or array_parallelism or slurm_options:
+        raise InputError("--partition, --array-parallelism, --slurm-option: only with --executor slurm")
+    _emit(run_experiment(grid, jobs=jobs, gpus_per_run=gpus_per_run, runtime=runtime), as_json)
 
 
 @app.command("select-lr")

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 import tomllib
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -47,6 +45,7 @@ from tqdm import tqdm
 from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.errors import InputError
 from gatedv_stats.stats.lr_selection import LRSelection, select_lr
+from trainer import launch
 from trainer.evaluate import evaluate_checkpoint
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_run_record
@@ -290,30 +289,38 @@ def experiment_toml(experiment: Experiment, relative_to: Path) -> str:
 # --- running a grid -------------------------------------------------------------------------------------
 
 
-def run_experiment(experiment: Experiment, *, jobs: int = 1, runtime: Runtime = Runtime()) -> SweepResult:
-    """Train and evaluate every run of the grid that is not finished; `jobs` runs at a time (processes)."""
-    if jobs < 1:
-        raise InputError(f"--jobs: must be at least 1, got {jobs}")
+def run_experiment(experiment: Experiment, *, jobs: int | None = None, gpus_per_run: int = 1,
+                   runtime: Runtime = Runtime()) -> SweepResult:
+    """Train and evaluate every run of the grid that is not finished, `jobs` runs at a time (default: one per
+    visible GPU, else 1), each worker process on its own `gpus_per_run` GPUs (see trainer.launch)."""
+    gpus = launch.visible_gpus(os.environ, torch.cuda.device_count()) if launch.uses_gpus(runtime.device) else []
+    jobs = launch.default_jobs(gpus, gpus_per_run) if jobs is None else jobs
+    environments = launch.gpu_assignment(gpus, jobs, gpus_per_run)
     runs = experiment.runs()
     bar = {"desc": experiment.name, "unit": "run", "disable": not runtime.progress}
     if jobs == 1:
-        outcomes = [run_one(run, runtime) for run in tqdm(runs, **bar)]
+        outcomes = [_run_in_worker(run, runtime, gpus_per_run, environments[0]) for run in tqdm(runs, **bar)]
     else:  # one process per run slot; the CPU threads shared out between them, no inner progress bars
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+        threads = launch.threads_per_worker(os.cpu_count() or 1, jobs)
         quiet = replace(runtime, progress=False)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_run_in_worker, run, quiet, threads) for run in runs]
+        with launch.worker_pool(environments, threads) as pool:
+            futures = [pool.submit(_run_in_worker, run, quiet, gpus_per_run) for run in runs]
             outcomes = [future.result() for future in tqdm(futures, **bar)]
     return SweepResult(experiment.name, tuple(outcomes), experiment.describe_variants())
 
 
-def _run_in_worker(run: GridRun, runtime: Runtime, threads: int) -> RunOutcome:
-    torch.set_num_threads(threads)
+def _run_in_worker(run: GridRun, runtime: Runtime, gpus_per_run: int, environment: dict | None = None) -> RunOutcome:
+    """One run here, or over `gpus_per_run` torchrun processes (on the GPUs `environment` names, if given)."""
+    if gpus_per_run > 1:
+        return launch.run_distributed(run, runtime, gpus_per_run, environment)
     return run_one(run, runtime)
 
 
 def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
-    """Bring one grid run to `finished` with its loss files: train, resume, or only evaluate as needed."""
+    """Bring one grid run to `finished` with its loss files: train, resume, or only evaluate as needed.
+
+    Under torchrun every process calls this: all train (the decision to resume is taken before the process
+    group forms, so before rank 0 writes anything), rank 0 alone writes the loss files."""
     record = read_run_record(run.run_dir)
     status = record.get("status") if record else None
     if record is not None and status in ("finished", "diverged") and record_spec(record) != run.spec.to_dict():
@@ -328,6 +335,8 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
         except DivergenceError:
             return _outcome(run, "diverged", "diverged")
         action = "resumed" if resume else "trained"
+    if int(os.environ.get("RANK", 0)) != 0:
+        return _outcome(run, action, "finished")
     for eval_set in run.eval_sets:
         out = loss_file_path(run.run_dir, eval_set)
         if not out.is_file():

@@ -1,4 +1,5 @@
-"""Run records: `RUN_DIR/run.json`, the trainer's account of one run (its spec, status, sizes and throughput)."""
+"""Run records: `RUN_DIR/run.json`, the trainer's account of one run (its spec, status, sizes and throughput), and
+`RUN_DIR/job.json`, the cluster job that runs it (executor, job id, log paths)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.io.fileio import read_json_object
 
 RUN_FILE_NAME = "run.json"
+JOB_FILE_NAME = "job.json"
 
 
 def run_record_path(run_dir: str | Path) -> Path:
@@ -26,6 +28,17 @@ def update_run_record(run_dir: str | Path, fields: dict) -> dict:
     record = {**(read_run_record(run_dir) or {}), **fields}
     write_text_atomic(run_record_path(run_dir), json.dumps(record, indent=2) + "\n")
     return record
+
+
+def read_job_record(run_dir: str | Path) -> dict | None:
+    """RUN_DIR/job.json, or None when no job was submitted for the run."""
+    path = Path(run_dir) / JOB_FILE_NAME
+    return read_json_object(path) if path.is_file() else None
+
+
+def write_job_record(run_dir: str | Path, record: dict) -> None:
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    write_text_atomic(Path(run_dir) / JOB_FILE_NAME, json.dumps(record, indent=2) + "\n")
 
 
 def record_arm(record: dict) -> str | None:

@@ -1,0 +1,127 @@
+"""Many runs on one machine: each worker on its own GPU(s) from CUDA_VISIBLE_DEVICES, CPU threads shared out,
+`--jobs 2` on a CPU, and a run trained data parallel by `--gpus-per-run 2` (torchrun, gloo)."""
+
+import json
+import multiprocessing
+import os
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import cli
+from gatedv_stats.errors import InputError
+from trainer import launch
+from trainer.train import RunSpec, Runtime, train
+
+GRID = """
+name = "pool"
+data = "{data}"
+config = "tiny"
+variants = {variants}
+seeds = [5]
+lrs = [0.01]
+updates = 2
+eval_every = 2
+batch_size = 2
+out = "runs"
+"""
+
+
+def _visible(worker_environments):
+    return [environment.get("CUDA_VISIBLE_DEVICES") for environment in worker_environments]
+
+
+def test_visible_gpus_respects_an_existing_list_and_else_counts_devices():
+    assert launch.visible_gpus({}, 4) == ["0", "1", "2", "3"]
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": "4,6"}, 2) == ["4", "6"]
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-1a2b, MIG-3c4d"}, 2) == ["GPU-1a2b", "MIG-3c4d"]
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": "1,2,3"}, 2) == ["1", "2"]  # CUDA saw only two of them
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, 0) == []
+    assert launch.visible_gpus({}, 0) == []
+
+
+def test_each_worker_gets_its_own_gpus_and_shares_round_robin_when_there_are_more_workers():
+    eight = [str(index) for index in range(8)]
+    assert _visible(launch.gpu_assignment(eight[:4], 4)) == ["0", "1", "2", "3"]
+    assert _visible(launch.gpu_assignment(["4", "6"], 2)) == ["4", "6"]
+    assert _visible(launch.gpu_assignment(["0", "1"], 5)) == ["0", "1", "0", "1", "0"]
+    assert _visible(launch.gpu_assignment(eight, 4, gpus_per_run=2)) == ["0,1", "2,3", "4,5", "6,7"]
+    assert _visible(launch.gpu_assignment(["0", "1", "2"], 2, gpus_per_run=2)) == ["0,1", "2,0"]
+    assert launch.gpu_assignment([], 3) == [{}, {}, {}]  # a CPU machine: environments left alone
+    assert launch.gpu_assignment([], 1, gpus_per_run=2) == [{}]  # gloo processes on a CPU
+
+
+def test_the_default_jobs_are_one_per_gpu_and_threads_are_split_evenly():
+    assert launch.default_jobs(["0", "1", "2", "3"]) == 4
+    assert launch.default_jobs(["0", "1", "2", "3"], gpus_per_run=2) == 2
+    assert launch.default_jobs([]) == 1
+    assert launch.threads_per_worker(16, 4) == 4
+    assert launch.threads_per_worker(2, 3) == 1
+    assert launch.uses_gpus("auto") and launch.uses_gpus("cuda") and not launch.uses_gpus("cuda:1")
+    assert not launch.uses_gpus("cpu")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((["0"], 0), "--jobs: must be at least 1, got 0"),
+    ((["0"], 1, 0), "--gpus-per-run: must be at least 1, got 0"),
+    ((["0", "1"], 1, 4), "--gpus-per-run: 4 but only 2 GPU(s) are visible"),
+])
+def test_impossible_assignments_are_one_line_errors(args, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        launch.gpu_assignment(*args)
+
+
+def _worker_view(barrier):
+    barrier.wait(timeout=60)  # both workers hold a task at once, so each reports its own slot
+    import torch
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), torch.get_num_threads()
+
+
+def test_every_spawned_worker_starts_with_its_own_environment():
+    environments = launch.gpu_assignment(["GPU-a", "GPU-b", "GPU-c", "GPU-d"], 2, gpus_per_run=2)
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        barrier = manager.Barrier(2)
+        with launch.worker_pool(environments, threads=1) as pool:
+            views = sorted(future.result() for future in [pool.submit(_worker_view, barrier) for _ in range(2)])
+    assert views == [("GPU-a,GPU-b", 1), ("GPU-c,GPU-d", 1)]
+
+
+def test_torchrun_trains_one_run_in_k_processes():
+    command = launch.torchrun_command("run.pkl", "outcome.json", 4)
+    assert command[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4", "-m"]
+    assert command[6:] == ["trainer.launch", "run.pkl", "outcome.json"]
+
+
+def _sweep(path, *args):
+    result = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--json", *args])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["runs"]
+
+
+def test_two_jobs_on_a_cpu_train_the_grid(prepared_data, tmp_path):
+    path = tmp_path / "pool.toml"
+    path.write_text(GRID.format(data=prepared_data, variants='["baseline", "gatedv"]'))
+    runs = _sweep(path, "--jobs", "2")
+    assert [(run["variant"], run["action"], run["status"]) for run in runs] == [
+        ("baseline", "trained", "finished"), ("gatedv", "trained", "finished")]
+    for run in runs:
+        assert {"dev.parquet", "heldout.parquet", "checkpoint.pt"} <= {p.name for p in tmp_path.glob("runs/*/*/*/*")}
+        assert run["dev_nll"] == pd.read_csv(os.path.join(run["run_dir"], "curve.csv"))["dev_nll"].iloc[-1]
+
+
+def test_gpus_per_run_trains_data_parallel_and_matches_one_process(prepared_data, tmp_path):
+    path = tmp_path / "ddp.toml"
+    path.write_text(GRID.format(data=prepared_data, variants='["gatedv"]'))
+    (run,) = _sweep(path, "--gpus-per-run", "2")
+    assert (run["action"], run["status"]) == ("trained", "finished")
+    run_dir = tmp_path / "runs" / "gatedv" / "lr0.01" / "seed5"
+    assert {"dev.parquet", "heldout.parquet"} <= {p.name for p in run_dir.iterdir()}
+
+    single = tmp_path / "single"
+    train(RunSpec.make(prepared_data, "tiny", "gatedv", 5, lr=0.01, updates=2, eval_every=2, batch_size=2), single,
+          runtime=Runtime(device="cpu", progress=False))
+    one, two = pd.read_csv(single / "curve.csv"), pd.read_csv(run_dir / "curve.csv")
+    assert list(two["step"]) == [0, 2]
+    pd.testing.assert_series_equal(one["dev_nll"], two["dev_nll"], rtol=1e-5, atol=0)
