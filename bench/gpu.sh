@@ -3,7 +3,8 @@
 #   1. the test suite's CUDA-marked tests (pytest -m cuda);
 #   2. the training-step benchmark (ours vs transformers Llama, GatedV vs baseline) for the small and medium
 #      configs in FP32 and TF32, with MFU;
-#   3. `gatedv bench` (SPEC §7, Table 6) on two freshly initialised medium models (baseline and GatedV, one seed).
+#   3. `gatedv bench` (docs/method.md §7, Table 6) on two freshly initialised medium models (baseline and GatedV,
+#      one seed).
 # Usage: bash bench/gpu.sh [OUT_DIR]      (default: a new temporary directory; JSON results are kept there)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,8 +1,8 @@
 """Training-step and forward throughput: our baseline vs `transformers` LlamaForCausalLM, and GatedV vs baseline.
 
 One run alternates the three models (same weights for ours and Llama; GatedV with the same seed) under the
-SPEC §7 protocol of `trainer.bench` (rounds, warm-up calls, timed calls, median per round). The step is
-forward with next-token cross-entropy (ours: `model(inputs, targets)`, the chunked fused readout loss; Llama:
+cost protocol (docs/method.md §7) of `trainer.bench` (rounds, warm-up calls, timed calls, median per round). The
+step is forward with next-token cross-entropy (ours: `model(inputs, targets)`, the chunked fused readout loss; Llama:
 its logits and `F.cross_entropy`), backward, gradient clipping at 1.0 and the AdamW of `gatedv train` for both.
 Ratios are taken per round (both models ran back to back) and summarised by their median, which keeps them
 meaningful on a shared machine; the absolute tokens/s are not.

@@ -5,7 +5,7 @@
 Times `gatedv report` as a user runs it (a fresh process: interpreter start, imports, reading 20 loss files
 and a curve file, 4 paired comparisons with B = 2,000 document-bootstrap resamples, figures, rendering) for
 HTML, Markdown and LaTeX; HTML both with an empty cache (vl_convert builds the Vega JavaScript bundle) and
-with the bundle cached. Target (issue 6): under 10 s on 2 CPU cores.
+with the bundle cached. Target: under 10 s on 2 CPU cores.
 """
 
 from __future__ import annotations

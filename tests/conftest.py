@@ -7,7 +7,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-# --- data fixtures (issue 4) ---
+# --- data fixtures ---
 import pytest  # noqa: E402
 
 

@@ -1,4 +1,5 @@
-"""SPEC §7 protocol with a fake clock (round structure, medians, ratios, aggregation) and `gatedv bench` itself."""
+"""The cost-benchmark protocol (docs/method.md §7) with a fake clock (round structure, medians, ratios,
+aggregation) and `gatedv bench` itself."""
 
 from __future__ import annotations
 

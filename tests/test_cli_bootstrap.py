@@ -1,4 +1,4 @@
-"""`gatedv bootstrap` end to end: both input modes, the JSON keys, and every bad-input case of issue 2."""
+"""`gatedv bootstrap` end to end: both input modes, the JSON keys, and every bad-input case."""
 
 from __future__ import annotations
 

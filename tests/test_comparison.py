@@ -1,4 +1,4 @@
-"""The assembled comparison: exact keys, agreement with its parts, and the properties of issue 2 (hypothesis)."""
+"""The assembled comparison: exact keys, agreement with its parts, and its invariances (hypothesis)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Per-document evaluation: loss sums against a direct computation, SPEC §5 metadata, batching, --value-act."""
+"""Per-document evaluation: loss sums against a direct computation, the loss-file metadata of docs/method.md §5,
+batching, --value-act."""
 
 import hashlib
 import json

@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-_SPEC = importlib.util.spec_from_file_location("kernel_floor", Path(__file__).parents[1] / "bench" / "kernel_floor.py")
-kernel_floor = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(kernel_floor)
+_LOADER = importlib.util.spec_from_file_location("kernel_floor", Path(__file__).parents[1] / "bench" / "kernel_floor.py")
+kernel_floor = importlib.util.module_from_spec(_LOADER)
+_LOADER.loader.exec_module(kernel_floor)
 
 
 def test_only_matrix_products_and_attention_are_counted():

@@ -1,4 +1,4 @@
-"""Every variant computes its SPEC §2 formula: the model against a direct FP64 re-computation."""
+"""Every variant computes its formula (docs/method.md §2): the model against a direct FP64 re-computation."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
 
 
 def reference_logits(model, idx: torch.Tensor) -> torch.Tensor:
-    """SPEC §2 written out with explicit heads, masks and FP64, from the model's logical weights."""
+    """docs/method.md §2 written out with explicit heads, masks and FP64, from the model's logical weights."""
     cfg = model.config
     W = {name: w.detach().double() for name, w in model.logical_weights().items()}
     silu = lambda z: z * torch.sigmoid(z)  # noqa: E731

@@ -1,4 +1,5 @@
-"""SPEC §6 moment-matching coefficients: against an independent computation, and stored by affine-match runs."""
+"""Moment-matching coefficients (docs/method.md §6): against an independent computation, and stored by affine-match
+runs."""
 
 import json
 

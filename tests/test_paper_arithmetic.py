@@ -1,4 +1,5 @@
-"""SPEC §8: the paper's printed numbers follow from its published means through our arithmetic and formats."""
+"""The paper's printed numbers (docs/method.md §8) follow from its published means through our arithmetic and
+formats."""
 
 from __future__ import annotations
 

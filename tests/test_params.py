@@ -1,4 +1,5 @@
-"""`gatedv params`: Table 1 and the exact trainable-parameter counts of SPEC §2 (models on the meta device)."""
+"""`gatedv params`: Table 1 and the exact trainable-parameter counts of docs/method.md §2 (models on the meta
+device)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typer.testing import CliRunner
 from cli import app
 from trainer.model import VARIANTS
 
-SPEC_COUNTS = {
+EXPECTED_COUNTS = {
     "small": {"baseline": 2_328_192, "g2-headwise": 2_331_264, "glu-full": 2_426_496, "g1-sigmoid": 2_426_496,
               "g1-softplus": 2_426_496, "glu-reduced": 2_325_120, "g1-headwise": 2_331_264},
     "medium": {"baseline": 26_158_464, "g2-headwise": 26_186_112, "glu-reduced": 26_186_112,
@@ -30,10 +31,10 @@ def test_params_json_gives_spec_counts_for_every_variant(size):
     table = json.loads(result.output)[size]
     counts = table["parameters"]
     assert set(counts) == set(VARIANTS)
-    for variant, expected in SPEC_COUNTS[size].items():
+    for variant, expected in EXPECTED_COUNTS[size].items():
         assert counts[variant] == expected, variant
     for variant in PARAMETER_FREE:
-        assert counts[variant] == SPEC_COUNTS[size]["baseline"], variant
+        assert counts[variant] == EXPECTED_COUNTS[size]["baseline"], variant
     setup = {"small": (6, 128, 4, 32, 384), "medium": (12, 384, 6, 64, 1152)}[size]
     assert (table["n_layers"], table["d_model"], table["n_heads"], table["head_dim"], table["d_ff"]) == setup
     assert table["vocab_size"] == 8192 and table["norm_eps"] == 1e-6

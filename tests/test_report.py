@@ -1,4 +1,5 @@
-"""`gatedv report` in Markdown and LaTeX from loss files built to have the paper's per-arm means and SDs (SPEC §8)."""
+"""`gatedv report` in Markdown and LaTeX from loss files built to have the paper's per-arm means and SDs
+(docs/method.md §8)."""
 
 from __future__ import annotations
 

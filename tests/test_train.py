@@ -1,4 +1,5 @@
-"""The SPEC §4 training loop: schedule, optimizer groups, paired runs, the curve, divergence and bad input."""
+"""The training loop of docs/method.md §4: schedule, optimizer groups, paired runs, the curve, divergence and bad
+input."""
 
 import hashlib
 import json

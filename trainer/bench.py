@@ -1,4 +1,4 @@
-"""SPEC §7 cost benchmark (paper Table 6): paired time ratios and peak memory of two model checkpoints.
+"""Cost benchmark (paper Table 6, docs/method.md §7): paired time ratios and peak memory of two model checkpoints.
 
 Protocol. Fixed synthetic inputs (batch 8 × 256). Over R rounds the two models alternate (baseline first
 in even rounds, variant first in odd rounds, so neither always runs on a warmer machine); per round and mode
@@ -241,7 +241,7 @@ def run_bench(
     device: torch.device | None = None,
     progress: bool = True,
 ) -> BenchResult:
-    """SPEC §7 over seed pairs (baseline_checkpoints[i], variant_checkpoints[i])."""
+    """The cost protocol (docs/method.md §7) over seed pairs (baseline_checkpoints[i], variant_checkpoints[i])."""
     from tqdm import tqdm
 
     from trainer.checkpoint import load_checkpoint

@@ -1,4 +1,4 @@
-"""Corpus readers (SPEC §3): documents with ids and domain groups, streamed in batches.
+"""Corpus readers (docs/method.md §3): documents with ids and domain groups, streamed in batches.
 
 Sources: `builtin:python-stdlib` (the running interpreter's standard library, test suites excluded);
 JSONL / JSONL.gz / Parquet files or globs with a `text` column and optional `id`, `url`, `domain`;

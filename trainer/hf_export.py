@@ -1,4 +1,4 @@
-"""Baseline-family models as `transformers` `LlamaForCausalLM` (the numerical reference of SPEC §2).
+"""Baseline-family models as `transformers` `LlamaForCausalLM` (the numerical reference of docs/method.md §2).
 
 Llama expresses linear values, queries and keys, no value or output gate, no QK-norm, equal query and
 value head widths and a gated feed-forward whose gate activation Llama names (SwiGLU, GEGLU, GLU, ReGLU);

@@ -1,4 +1,4 @@
-"""The GatedV model family (SPEC §2): a pre-norm decoder-only Transformer and its variants.
+"""The GatedV model family (docs/method.md §2): a pre-norm decoder-only Transformer and its variants.
 
 Read top to bottom: configuration and presets, the building blocks (RMSNorm, RoPE, attention,
 feed-forward), the block, the tied readout's cross-entropy, the model, then paired initialisation and
@@ -23,7 +23,7 @@ variants in `trainer/knobs.py`.
   name and shape bit for bit (`glu-full`'s W_C is the baseline's W_V), and a matrix of another shape is a
   new draw.
 * Inference-time value-activation override (Table 9): `Transformer.set_value_activation("silu")`.
-* Moment matching (SPEC §6): `affine-match` / `moment-silu` hold per-layer coefficients
+* Moment matching (docs/method.md §6): `affine-match` / `moment-silu` hold per-layer coefficients
   (mu_v, sigma_v, mu_phi, sigma_phi) as buffers, NaN until `Transformer.set_moments` fills them; a
   forward pass refuses to run on unset coefficients. To compute them, run a baseline model inside
   `with model.capture_values() as values: model(idx)`: afterwards `values[l]` holds layer l's projected
@@ -59,7 +59,7 @@ GATED_FFN_KINDS = ("swiglu", "geglu", "glu", "reglu")
 class ModelConfig:
     """Sizes and knobs of one model. Defaults are the `small` baseline of Table 1.
 
-    value_act: V ← linear | SiLU(V) | V·tanh(V) (`xtanh`) | affine-match | moment-silu (SPEC §2, §6).
+    value_act: V ← linear | SiLU(V) | V·tanh(V) (`xtanh`) | affine-match | moment-silu (docs/method.md §2, §6).
     query_act, key_act: linear | silu, applied before RoPE.
     value_gate: none | glu (V ← V ⊙ SiLU(U W_G), GLU attention) | headwise (V_h ← V_h · σ((U W_G)_h), G2).
     output_gate: none | sigmoid | softplus: O ← concat_h(A_h V_h) ⊙ gate(U W_G) before W_O (G1);
@@ -236,7 +236,7 @@ def _value_transform(v: torch.Tensor, act: str, moments: torch.Tensor) -> torch.
 
 
 class Attention(nn.Module):
-    """Causal multi-head attention with a fused QKV map and the value/query/key/gate knobs of SPEC §2."""
+    """Causal multi-head attention with a fused QKV map and the value/query/key/gate knobs of docs/method.md §2."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -257,7 +257,7 @@ class Attention(nn.Module):
         if cfg.qk_norm:
             self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
             self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
-        # mu_v, sigma_v, mu_phi, sigma_phi (SPEC §6); NaN until set_moments.
+        # mu_v, sigma_v, mu_phi, sigma_phi (docs/method.md §6); NaN until set_moments.
         self.register_buffer("moments", torch.full((4,), math.nan) if cfg.uses_moments else None)
         self.value_act = cfg.value_act
         self.capture: Callable[[torch.Tensor], None] | None = None
@@ -469,7 +469,7 @@ class Transformer(nn.Module):
             block.attn.value_act = self.config.value_act if act is None else act
 
     def set_moments(self, coefficients: torch.Tensor) -> None:
-        """Per-layer moment-matching coefficients (L, 4): mu_v, sigma_v, mu_phi, sigma_phi (SPEC §6)."""
+        """Per-layer moment-matching coefficients (L, 4): mu_v, sigma_v, mu_phi, sigma_phi (docs/method.md §6)."""
         if not self.config.uses_moments:
             raise InputError(f"moments: variant {self.config.variant!r} does not use moment coefficients")
         coefficients = torch.as_tensor(coefficients, dtype=torch.float32)
@@ -534,7 +534,8 @@ def draw_normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> tor
 
 
 def init_weights(model: Transformer, seed: int) -> None:
-    """SPEC §2: every matrix ~ N(0, 1/fan_in); W_O and W_3 also × 1/sqrt(2L); the tied embedding uses
+    """Paired initialisation (docs/method.md §2): every matrix ~ N(0, 1/fan_in); W_O and W_3 also × 1/sqrt(2L);
+    the tied embedding uses
     fan-in d; gains 1. Each logical matrix from its own stream."""
     residual_scale = 1.0 / math.sqrt(2 * model.config.n_layers)
     with torch.no_grad():

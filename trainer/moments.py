@@ -1,4 +1,4 @@
-"""Moment-matching coefficients (SPEC §6): per-layer mean and population SD of the values V and of SiLU(V)
+"""Moment-matching coefficients (docs/method.md §6): per-layer mean and population SD of the values V and of SiLU(V)
 of the baseline-initialised model on 128 training windows of the run's seed."""
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def compute_moments(
     n_windows: int = N_WINDOWS,
     batch_size: int = 16,
 ) -> Moments:
-    """SPEC §6 coefficients for `seed`: the windows are the first `n_windows` of the seed's sampler
+    """Moment-matching coefficients (docs/method.md §6) for `seed`: the windows are the first `n_windows` of the
+    seed's sampler
     (update 0), the model is the baseline of `size` with the seed's paired initialisation."""
     if n_windows < 1:
         raise InputError(f"--windows: must be at least 1, got {n_windows}")

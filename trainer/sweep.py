@@ -1,4 +1,4 @@
-"""Grids of paired runs from a TOML experiment file, and learning-rate selection over a grid (SPEC §5).
+"""Grids of paired runs from a TOML experiment file, and learning-rate selection over a grid (docs/method.md §5).
 
 An experiment names a data directory, a size, variants, seeds and learning rates (one list for every
 variant, or a table of lists per variant). Each (variant, lr, seed) trains into
@@ -381,7 +381,7 @@ def development_table(experiment: Experiment, seed: int) -> pd.DataFrame:
 
 
 def select_learning_rates(experiment: Experiment, seed: int | None = None) -> LRSelection:
-    """SPEC §5: per variant, the grid rate with the lowest final development NLL on the selection seed."""
+    """Per variant, the grid rate with the lowest final development NLL on the selection seed (docs/method.md §5)."""
     if seed is None:
         seed = experiment.selection_seed if experiment.selection_seed is not None else min(experiment.seeds)
     if seed not in experiment.seeds:

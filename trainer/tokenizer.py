@@ -1,4 +1,5 @@
-"""Byte-level BPE with an exact vocabulary size (SPEC §3), trained or loaded with the `tokenizers` library."""
+"""Byte-level BPE with an exact vocabulary size (docs/method.md §3), trained or loaded with the `tokenizers`
+library."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The SPEC §4 training loop: paired runs, development curve, atomic checkpoints, bit-for-bit resume, DDP.
+"""The training loop of docs/method.md §4: paired runs, development curve, atomic checkpoints, bit-for-bit resume, DDP.
 
 A run is a pure function of its `RunSpec`: the initial weights depend on (seed, tensor name, shape), the
 batch of update u on (seed, u) only, so a baseline and a variant with the same seed see the same windows,

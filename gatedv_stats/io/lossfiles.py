@@ -1,4 +1,4 @@
-"""Loss files (SPEC §5): read, validate and write per-document loss sums of evaluated runs.
+"""Loss files (docs/method.md §5): read, validate and write per-document loss sums of evaluated runs.
 
 A loss file holds one run: one row per evaluation document (`doc_id`, `n_targets`, `loss_sum`, optional
 `domain`, `n_bytes`) plus run metadata (`arm`, `seed`, `lr`, ...) in Parquet key-value metadata, or for

@@ -119,7 +119,7 @@ def chart_spec(chart: alt.TopLevelMixin) -> dict:
         return chart.to_dict()
 
 
-# --- forest plot of D per document group (issue 8) ---
+# --- forest plot of D per document group ---
 
 def forest_chart(groups: pd.DataFrame, *, title: str) -> alt.FacetChart:
     """Forest plot of D per document group: point and interval per group, one panel per comparison.

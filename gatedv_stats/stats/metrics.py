@@ -1,4 +1,4 @@
-"""Per-run and paired metrics of SPEC §5, over plain float64 arrays.
+"""Per-run and paired metrics of docs/method.md §5, over plain float64 arrays.
 
 `loss_sums` are (S, N) arrays (row = seed, column = document) of summed token losses in nats;
 `n_targets` is (N,) — the number of predicted tokens of each document.

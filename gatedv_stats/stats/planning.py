@@ -10,7 +10,7 @@ next), a document effect h_i (SD σ_doc: how much it moves between documents) an
 (SD σ_resid). The per-seed log PPL ratio r_s then has variance σ_seed² + σ_resid²/N, and the
 seed-averaged per-document difference has variance σ_doc² + σ_resid²/S between documents. The components
 are estimated by the two-way ANOVA method of moments (documents weighted equally — exact when every
-document has the same number of targets, as in the evaluation sets of SPEC §3).
+document has the same number of targets, as in the evaluation sets of docs/method.md §3).
 
 `PopulationModel` and `simulate` draw loss files from this model with a known effect; the calibration
 tests and `bench/calibration.py` use them.
