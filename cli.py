@@ -419,8 +419,9 @@ def moments_command(
     """Moment-matching coefficients (docs/method.md §6): per layer mu_v, sigma_v, mu_phi, sigma_phi at initialisation."""
     from trainer.data import PreparedData
     from trainer.device import select_device
-    from trainer.moments import compute_moments
+    from trainer.moments import check_moment_options, compute_moments
 
+    check_moment_options(windows, seed)
     moments = compute_moments(PreparedData.open(data), config, seed, device=select_device(device), n_windows=windows)
     if out is not None:
         moments.write(out)

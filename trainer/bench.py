@@ -32,6 +32,13 @@ MODES = ("forward", "step")
 GIB = 1024**3
 
 
+def check_protocol(rounds: int, warmup: int, calls: int) -> None:
+    """R ≥ 1 rounds, W ≥ 0 warm-up calls and K ≥ 1 timed calls."""
+    for flag, value, minimum in (("--rounds", rounds, 1), ("--warmup", warmup, 0), ("--calls", calls, 1)):
+        if value < minimum:
+            raise InputError(f"{flag}: must be at least {minimum}, got {value}")
+
+
 def time_calls(
     calls: dict[str, dict[str, Callable[[], object]]],
     *,
@@ -46,8 +53,7 @@ def time_calls(
     Models alternate order every round (the first model of `calls` leads even rounds); within a round each
     mode runs for each model in turn: `warmup` untimed calls, then `timed` calls each bracketed by `sync`.
     """
-    if rounds < 1 or warmup < 0 or timed < 1:
-        raise InputError(f"bench: need rounds ≥ 1, warmup ≥ 0, calls ≥ 1 (got {rounds}, {warmup}, {timed})")
+    check_protocol(rounds, warmup, timed)
     names = list(calls)
     modes = list(calls[names[0]])
     medians = {name: {mode: np.empty(rounds) for mode in modes} for name in names}
@@ -246,6 +252,7 @@ def run_bench(
 
     from trainer.checkpoint import load_checkpoint
 
+    check_protocol(rounds, warmup, calls)
     device = device or torch.device("cpu")
     if not baseline_checkpoints or len(baseline_checkpoints) != len(variant_checkpoints):
         raise InputError(f"bench: need one --variant checkpoint per baseline checkpoint "

@@ -109,10 +109,10 @@ def evaluate_checkpoint(
     of every layer (the inference-time swap of Table 9).
     """
     checkpoint = Path(checkpoint)
-    if not checkpoint.is_file():
-        raise InputError(f"{checkpoint}: no such checkpoint")
     if batch_size < 1:
         raise InputError(f"--batch-size: must be at least 1, got {batch_size}")
+    if not checkpoint.is_file():
+        raise InputError(f"{checkpoint}: no such checkpoint")
     torch_device = select_device(device)
     loaded = load_checkpoint(checkpoint, device=torch_device)
     run = loaded.extra.get("run")

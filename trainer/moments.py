@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gatedv_stats.stats.validation import check_rng_seed
 from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.errors import InputError
 from trainer.data import PreparedData
@@ -55,6 +56,13 @@ class Moments:
 
 
 @torch.no_grad()
+def check_moment_options(n_windows: int, seed: int) -> None:
+    """The window count and seed of `compute_moments`, checked before any data is opened."""
+    if n_windows < 1:
+        raise InputError(f"--windows: must be at least 1, got {n_windows}")
+    check_rng_seed(seed)
+
+
 def compute_moments(
     data: PreparedData,
     size: str,
@@ -65,10 +73,8 @@ def compute_moments(
     batch_size: int = 16,
 ) -> Moments:
     """Moment-matching coefficients (docs/method.md §6) for `seed`: the windows are the first `n_windows` of the
-    seed's sampler
-    (update 0), the model is the baseline of `size` with the seed's paired initialisation."""
-    if n_windows < 1:
-        raise InputError(f"--windows: must be at least 1, got {n_windows}")
+    seed's sampler (update 0), the model is the baseline of `size` with the seed's paired initialisation."""
+    check_moment_options(n_windows, seed)
     model = build_model(model_config(size, "baseline"), seed, device)
     windows = data.sampler(seed).batch(0, n_windows).to(device)
     # Per layer: element count, Σv, Σv², Σφ, Σφ² in float64.

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
                           write_eval_set)
 from trainer.token_store import SplitStore
-from trainer.tokenizer import (DEFAULT_VOCAB_SIZE, encode_batch, load_tokenizer, save_tokenizer,
+from trainer.tokenizer import (DEFAULT_VOCAB_SIZE, check_vocab_size, encode_batch, load_tokenizer, save_tokenizer,
                                token_byte_lengths, train_tokenizer)
 
 DEFAULT_EVAL_DOCS = 2048
@@ -94,6 +95,7 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
         raise InputError(f"--eval-docs: must be at least 1, got {eval_docs}")
     if split_seed < 0:
         raise InputError(f"--split-seed: must be a non-negative integer, got {split_seed}")
+    check_vocab_size(vocab_size)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a directory")
@@ -106,8 +108,23 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
         if previous is not None:
             return PrepareResult(out, previous, reused=True)
 
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # a half-rewritten directory must not look prepared
+    try:
+        manifest = _prepare_into(out, source, tokenizer_source, fingerprint, eval_docs=eval_docs,
+                                 split_seed=split_seed, vocab_size=vocab_size, remove_eval_groups=remove_eval_groups,
+                                 batch_size=batch_size, progress=progress)
+    except BaseException:
+        if created:  # a failed first preparation leaves nothing behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    return PrepareResult(out, manifest, reused=False)
+
+
+def _prepare_into(out: Path, source: Corpus, tokenizer_source: Path | Corpus | None, fingerprint: str, *,
+                  eval_docs: int, split_seed: int, vocab_size: int, remove_eval_groups: bool, batch_size: int,
+                  progress: bool) -> dict:
     run = _Preparation(source, out, split_seed, batch_size, progress)
     run.read_metadata()
     n_per_set = run.choose_candidates(eval_docs)
@@ -125,7 +142,7 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
     manifest["input_fingerprint"] = fingerprint
     manifest = {"format": DATA_FORMAT, **manifest}
     write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return PrepareResult(out, manifest, reused=False)
+    return manifest
 
 
 def _tokenizer_source(tokenizer: str | None, on_decode_error: str) -> Path | Corpus | None:

@@ -21,7 +21,7 @@ MAX_VOCAB_SIZE = 2**16  # token ids are stored as uint16
 def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, *, source: str = "training text",
                     length: int | None = None) -> Tokenizer:
     """Train a byte-level BPE with exactly `vocab_size` entries (256 bytes + merges) on `texts`."""
-    _check_size(vocab_size)
+    check_vocab_size(vocab_size)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -37,7 +37,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
 
 def load_tokenizer(path: str | os.PathLike, vocab_size: int = DEFAULT_VOCAB_SIZE) -> Tokenizer:
     """Load a `tokenizer.json`, checking that it is a byte-level BPE with exactly `vocab_size` entries."""
-    _check_size(vocab_size)
+    check_vocab_size(vocab_size)
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises plain Exception for unreadable or malformed files
@@ -72,7 +72,7 @@ def token_byte_lengths(tokenizer: Tokenizer, *, source: str = "tokenizer") -> np
     return lengths
 
 
-def _check_size(vocab_size: int) -> None:
+def check_vocab_size(vocab_size: int) -> None:
     if not 256 < vocab_size <= MAX_VOCAB_SIZE:
         raise InputError(f"--vocab-size: must be between 257 and {MAX_VOCAB_SIZE}, got {vocab_size}")
 

@@ -27,6 +27,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
 from gatedv_stats.io.runrecords import update_run_record
 from gatedv_stats.stats.metrics import token_nll
+from gatedv_stats.stats.validation import check_rng_seed
 from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, save_checkpoint
 from trainer.data import PreparedData
 from trainer.device import Precision, select_device
@@ -100,6 +101,7 @@ class RunSpec:
 
     def validate(self) -> None:
         self.model_config()  # names the bad size, variant or knob
+        check_rng_seed(self.seed)
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"--lr: must be a positive number, got {self.lr}")
         for name, value, minimum in (("updates", self.updates, 1), ("warmup", self.warmup, 0),

@@ -90,6 +90,8 @@ def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
             progress: bool | None = False) -> PairAnalysis:
     """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`."""
     check_at_least("n_permutations", n_permutations, 1)
+    check_at_least("bins", bins, 1)
+    check_at_least("min_docs", min_docs, 2)
     comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
                          progress=progress)
     differences = metrics.document_differences(paired.baseline, paired.variant)
