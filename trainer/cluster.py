@@ -21,7 +21,8 @@ from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
 from gatedv_stats.errors import InputError
 from trainer import launch
-from trainer.sweep import Experiment, GridRun, loss_file_path, run_one
+from trainer.grid_run import GridRun, loss_file_path, run_one
+from trainer.sweep import Experiment
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
 from trainer.train import Runtime

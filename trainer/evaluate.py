@@ -131,7 +131,20 @@ def evaluate_checkpoint(
     loss_sums = document_loss_sums(model, windows.tokens, device=torch_device, precision=precision,
                                    batch_size=batch_size, progress=progress)
     docs = eval_set_frame(windows, loss_sums)
-    meta = {
+    meta = loss_file_metadata(checkpoint, loaded, data, windows, value_act, precision)
+    write_loss_file(out, docs, meta)
+    return Evaluation(
+        out=str(out), arm=run["variant"], seed=int(run["seed"]), step=int(loaded.extra["update"]),
+        eval_set=windows.name, value_act=value_act, n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
+        nll=float(token_nll(loss_sums, docs["n_targets"].to_numpy())),
+    )
+
+
+def loss_file_metadata(checkpoint: Path, loaded, data: PreparedData, windows: EvalSet, value_act: str | None,
+                       precision: Precision) -> dict:
+    """The run metadata of a loss file (docs/method.md §5): who was evaluated, on what, with which hashes."""
+    run = loaded.extra["run"]
+    return {
         "arm": run["variant"],
         "seed": run["seed"],
         "lr": run["lr"],
@@ -148,9 +161,3 @@ def evaluate_checkpoint(
         "precision": precision.to_dict(),
         "gatedv_version": __version__,
     }
-    write_loss_file(out, docs, meta)
-    return Evaluation(
-        out=str(out), arm=run["variant"], seed=int(run["seed"]), step=int(loaded.extra["update"]),
-        eval_set=windows.name, value_act=value_act, n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
-        nll=float(token_nll(loss_sums, docs["n_targets"].to_numpy())),
-    )

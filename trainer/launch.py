@@ -21,6 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.atomic import write_text_atomic
+from trainer.grid_run import RunOutcome, run_one
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
 
@@ -90,11 +92,9 @@ def torchrun_command(job_file: Path, outcome_file: Path, nproc: int) -> list[str
 
 
 def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | None = None):
-    """`sweep.run_one` over `nproc` data-parallel processes (torchrun), with `environment` added to theirs
+    """`run_one` over `nproc` data-parallel processes (torchrun), with `environment` added to theirs
     (their GPUs); returns rank 0's RunOutcome."""
     import torch
-
-    from trainer.sweep import RunOutcome
 
     with tempfile.TemporaryDirectory(prefix="gatedv-launch-") as scratch:
         job_file, outcome_file = Path(scratch) / "run.pkl", Path(scratch) / "outcome.json"
@@ -110,9 +110,6 @@ def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | N
 
 def _main(job_file: str, outcome_file: str) -> None:
     """One rank of `run_distributed`: run the pickled grid run; rank 0 writes the outcome."""
-    from gatedv_stats.io.atomic import write_text_atomic
-    from trainer.sweep import run_one
-
     run, runtime = pickle.loads(Path(job_file).read_bytes())
     outcome = run_one(run, runtime)
     if int(os.environ.get("RANK", 0)) == 0:

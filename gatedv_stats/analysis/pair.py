@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
