@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs
 from gatedv_stats.runs import select_runs
 
@@ -29,6 +29,7 @@ class PairedLosses:
     doc_columns: pd.DataFrame  # N rows aligned with doc_ids: domain / n_bytes when present
     sources: dict  # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
     dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
+    mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
 
     @property
     def n_docs(self) -> int:
@@ -38,12 +39,22 @@ class PairedLosses:
     def n_pairs(self) -> int:
         return int(self.seeds.shape[0])
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the pairing dropped or accepted, for the output's warnings."""
+        dropped = (f"dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}",) if self.dropped_seeds else ()
+        return dropped + self.mismatches
 
-def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allow_unpaired: bool = False) -> PairedLosses:
+
+def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allow_unpaired: bool = False,
+              allow_mismatch: tuple[str, ...] = ()) -> PairedLosses:
     """Match runs by seed and documents by `doc_id`, checking that every run saw the same documents.
 
     Seeds present in one arm only are an error unless `allow_unpaired`, which drops them (see `dropped_seeds`).
+    Runs whose files record a different evaluation set or tokenizer are an error unless the field is in
+    `allow_mismatch` (see `check_provenance`).
     """
+    mismatches = check_provenance([*baseline_runs, *variant_runs], allow_mismatch)
     baseline_arm = _single_arm(baseline_runs, "baseline")
     variant_arm = _single_arm(variant_runs, "variant")
     baseline_by_seed = _by_seed(baseline_runs, baseline_arm)
@@ -86,7 +97,40 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
             "variant_sha256": [run.sha256 for run in runs[half:]],
         },
         dropped_seeds=unpaired,
+        mismatches=mismatches,
     )
+
+
+PROVENANCE_FIELDS = ("eval_set", "eval_set_sha256", "tokenizer_sha256")
+
+
+def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Refuse to pair runs whose files record a different evaluation set (name or hash) or tokenizer.
+
+    A field is compared only between files that carry it. A field in `allow_mismatch` is reported in the
+    returned notes instead, so that the output can say what was compared anyway.
+    """
+    unknown = sorted(set(allow_mismatch) - set(PROVENANCE_FIELDS))
+    if unknown:
+        raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(PROVENANCE_FIELDS)}")
+    notes = []
+    for name in PROVENANCE_FIELDS:
+        carrying = [run for run in runs if run.meta.get(name) not in (None, "")]
+        first = carrying[0] if carrying else None
+        other = next((run for run in carrying if str(run.meta[name]) != str(first.meta[name])), None)
+        if other is None:
+            continue
+        text = (f"{name} differs: {first.source} has {_shown(first.meta[name])}, {other.source} has "
+                f"{_shown(other.meta[name])}")
+        if name not in allow_mismatch:
+            raise InputError(f"{text}; they were not evaluated alike (--allow-mismatch {name} compares them anyway)")
+        notes.append(f"compared although {text}")
+    return tuple(notes)
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    return repr(text[:12] + "…") if len(text) == 64 else repr(text)  # a SHA-256 by its first 12 digits
 
 
 def _single_arm(runs: list[LossRun], side: str) -> str:
@@ -136,7 +180,7 @@ def _agreed_column(column: str, runs: list[LossRun], aligned: list[pd.DataFrame]
 
 def load_paired(*, tables: list | None = None, baseline: list | None = None, variant: list | None = None,
                 baseline_arm: str | None = None, variant_arm: str | None = None, eval_set: str | None = None,
-                allow_unpaired: bool = False) -> PairedLosses:
+                allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = ()) -> PairedLosses:
     """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
     or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`."""
     if tables and (baseline or variant):
@@ -154,10 +198,11 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
         raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and --variant-arm")
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
-    return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired)
+    return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
 
 
-def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False) -> list[PairedLosses]:
+def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False,
+                        allow_mismatch: tuple[str, ...] = ()) -> list[PairedLosses]:
     """Pair every other arm in `runs` with the `reference` arm, arms in name order."""
     arms = sorted({run.arm for run in runs})
     if reference not in arms:
@@ -166,12 +211,14 @@ def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpair
     if not others:
         raise InputError(f"only the reference arm {reference!r} was found; give loss files of at least one other arm")
     reference_runs = [run for run in runs if run.arm == reference]
-    return [pair_runs(reference_runs, [run for run in runs if run.arm == arm], allow_unpaired=allow_unpaired)
+    return [pair_runs(reference_runs, [run for run in runs if run.arm == arm], allow_unpaired=allow_unpaired,
+                      allow_mismatch=allow_mismatch)
             for arm in others]
 
 
 def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
-               eval_set: str | None = None, allow_unpaired: bool = False) -> PairedLosses:
+               eval_set: str | None = None, allow_unpaired: bool = False,
+               allow_mismatch: tuple[str, ...] = ()) -> PairedLosses:
     """Pair the two arms of pilot runs; the baseline defaults to the arm named "baseline", the variant to the other."""
     runs = select_runs(runs, eval_set=eval_set, what="pilot files")
     arms = sorted({run.arm for run in runs})
@@ -185,4 +232,5 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
                              f"--variant-arm (arms found: {', '.join(arms)})")
         variant_arm = others[0]
     return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
-                     select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired)
+                     select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired,
+                     allow_mismatch=allow_mismatch)

@@ -25,7 +25,7 @@ class Comparison:
     nll_diff_mean: float  # D
     bootstrap: BootstrapResult  # interval for D over documents
     win: WinRate
-    dropped_seeds: tuple
+    pairing_notes: tuple[str, ...]  # seeds dropped, provenance differences accepted
     sources: dict
 
     @property
@@ -35,9 +35,9 @@ class Comparison:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        notes = list(dict.fromkeys(self.baseline.notes + self.variant.notes))
-        if self.dropped_seeds:
-            notes.append(f"dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}")
+        notes = list(dict.fromkeys(self.baseline.notes + self.variant.notes)) + list(self.pairing_notes)
+        if self.win.n_docs < 2:
+            notes.append("one document: the document bootstrap cannot vary, so its interval has zero width")
         return tuple(notes)
 
     def to_dict(self) -> dict:
@@ -52,6 +52,7 @@ class Comparison:
             "nll_diff_mean": self.nll_diff_mean,
             "nll_diff_ci": [low, high],
             "ci_level": self.bootstrap.confidence_level,
+            "ci_method": self.bootstrap.method,
             "bootstrap_samples": self.bootstrap.n_resamples,
             "bootstrap_seed": self.bootstrap.seed,
             "wins": self.win.wins,
@@ -105,6 +106,6 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         bootstrap=document_bootstrap(differences, paired.n_targets, n_resamples=n_resamples,
                                      confidence_level=confidence_level, seed=seed, method=method, progress=progress),
         win=metrics.document_wins(paired.baseline, paired.variant, paired.n_targets),
-        dropped_seeds=paired.dropped_seeds,
+        pairing_notes=paired.notes,
         sources=paired.sources,
     )

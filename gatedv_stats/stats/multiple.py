@@ -113,8 +113,7 @@ def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamp
                 permutation_p_holm=permutation_adjusted["holm"][k], permutation_p_bh=permutation_adjusted["bh"][k])
         for k, row in enumerate(rows))
     for pair in pairs:
-        if pair.dropped_seeds:
-            notes.append(f"{pair.variant_arm}: dropped unpaired seeds {', '.join(map(str, pair.dropped_seeds))}")
+        notes += [f"{pair.variant_arm}: {note}" for note in pair.notes]
     return ArmsComparison(reference=pairs[0].baseline_arm, arms=arms, alpha=alpha, n_resamples=n_resamples,
                           permutation_seed=seed, notes=tuple(notes))
 
