@@ -80,15 +80,18 @@ def floor(n_docs: int = 100_000) -> dict:
     packed = d + 1j * n_targets
     sizes, _, _ = blocks = resampling._document_blocks(n_docs)
     rows = resampling.CHUNK_ELEMENTS // min(n_docs, resampling._BLOCK_SIZE)  # resamples per chunk, as ours
+    index = np.empty(rows * n_docs, dtype=np.intp)
+    gathered = {dtype: np.empty(rows * n_docs, dtype=dtype) for dtype in (d.dtype, packed.dtype)}
     generator = np.random.default_rng(0)
     parts = {
         "bounded integer draws, N per resample (scipy's)":
             lambda: generator.integers(0, n_docs, size=(rows, n_docs)),
         "our raw-bit offsets, N per resample":
-            lambda: [resampling._uniform_offsets(generator, size, rows * size) for size in sizes],
-        "our whole resample, equal targets (d)": lambda: resampling._resample_sums(generator, d, blocks, rows),
+            lambda: [resampling._uniform_offsets(generator, size, out=index[:rows * size]) for size in sizes],
+        "our whole resample, equal targets (d)":
+            lambda: resampling._resample_sums(generator, d, blocks, rows, (index, gathered[d.dtype])),
         "our whole resample, varying targets (d + i·n)":
-            lambda: resampling._resample_sums(generator, packed, blocks, rows),
+            lambda: resampling._resample_sums(generator, packed, blocks, rows, (index, gathered[packed.dtype])),
     }
     seconds = {}
     for name, part in parts.items():

@@ -77,9 +77,12 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, sample
     bar_lock = threading.Lock()
 
     def run_stream(stream: int) -> None:
+        # Working arrays reused by every block of every chunk, so that no large array is allocated per draw
+        # (freed and re-allocated, they made malloc return pages to the system and fault them in again).
+        buffers = np.empty(rows * count, dtype=np.intp), np.empty(rows * count, dtype=table.dtype)
         for start in chunk_starts[stream::_STREAMS]:
             size = min(rows, samples - start)
-            sums = _resample_sums(generators[stream], table, blocks, size)
+            sums = _resample_sums(generators[stream], table, blocks, size, buffers)
             if constant_denominator is None:
                 distribution[start:start + size] = sums.real / sums.imag
             else:
@@ -114,24 +117,30 @@ def _document_blocks(count: int) -> tuple[list[int], np.ndarray, np.ndarray]:
 
 
 def _resample_sums(generator: np.random.Generator, table: np.ndarray,
-                   blocks: tuple[list[int], np.ndarray, np.ndarray], rows: int) -> np.ndarray:
-    """Σ table[i] over each of `rows` resamples of all documents, drawn uniformly with replacement."""
+                   blocks: tuple[list[int], np.ndarray, np.ndarray], rows: int,
+                   buffers: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Σ table[i] over each of `rows` resamples of all documents, drawn uniformly with replacement.
+
+    `buffers`: an index (intp) and a gather (table's dtype) array of at least rows · len(table) elements.
+    """
     sizes, starts, probabilities = blocks
     counts = generator.multinomial(table.size, probabilities, size=rows).T  # draws per (block, resample)
     sums = np.zeros(rows, dtype=table.dtype)
     for size, start, block_counts in zip(sizes, starts, counts):
-        offsets = _uniform_offsets(generator, size, int(block_counts.sum()))
+        draws = int(block_counts.sum())
+        index, gathered = (buffer[:draws] for buffer in buffers)
+        _uniform_offsets(generator, size, out=index)
         # every offset is in range; mode="clip" takes numpy's fast path (the bounds-checking default is 2× slower)
-        gathered = np.take(table[start:start + size], offsets, mode="clip")
+        np.take(table[start:start + size], index, mode="clip", out=gathered)
         sums += _segment_sums(gathered, block_counts)
     return sums
 
 
-def _uniform_offsets(generator: np.random.Generator, size: int, draws: int) -> np.ndarray:
-    """`draws` integers uniform on [0, size) for a power-of-two size: the low bits of raw generator output."""
+def _uniform_offsets(generator: np.random.Generator, size: int, out: np.ndarray) -> np.ndarray:
+    """Fill `out` with integers uniform on [0, size) for a power-of-two size: low bits of raw generator output."""
     dtype = np.min_scalar_type(size - 1)
-    offsets = generator.bit_generator.random_raw(-(-draws * dtype.itemsize // 8)).view(dtype)[:draws]
-    return np.bitwise_and(offsets, size - 1, out=offsets)
+    raw = generator.bit_generator.random_raw(-(-out.size * dtype.itemsize // 8)).view(dtype)[:out.size]
+    return np.bitwise_and(raw, size - 1, out=out)
 
 
 def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
