@@ -3,7 +3,7 @@
 The statistic is the ratio Σ d_i / Σ n_i over a resample of documents drawn with replacement. A uniform draw
 from N documents is a block of 2^k consecutive documents drawn with probability 2^k/N, then a uniform member,
 whose index is k raw random bits: so each resample draws its per-block counts from a multinomial and its
-offsets as masked raw generator output, about 4× cheaper than bounded integer draws, and each block's gather
+offsets as masked raw generator output, about 3× cheaper than bounded integer draws, and each block's gather
 (d + i·n packed as one complex, so that one gather serves both sums) stays in a core's L2 cache. Chunks of
 resamples are dealt round-robin to a fixed number of generators spawned from the seed and run on threads
 (numpy releases the GIL in each bulk step), so the result depends on the seed alone, not on the thread count.
