@@ -72,17 +72,19 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, sample
     blocks = _document_blocks(count)
     rows = max(1, min(samples, CHUNK_ELEMENTS // min(count, _BLOCK_SIZE)))
     chunk_starts = range(0, samples, rows)
-    generators = [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(_STREAMS)]
+    streams = range(min(_STREAMS, len(chunk_starts)))
+    seeds = np.random.SeedSequence(seed).spawn(_STREAMS)
     distribution = np.empty(samples, dtype=np.float64)
     bar_lock = threading.Lock()
 
     def run_stream(stream: int) -> None:
+        generator = np.random.default_rng(seeds[stream])
         # Working arrays reused by every block of every chunk, so that no large array is allocated per draw
         # (freed and re-allocated, they made malloc return pages to the system and fault them in again).
         buffers = np.empty(rows * count, dtype=np.intp), np.empty(rows * count, dtype=table.dtype)
         for start in chunk_starts[stream::_STREAMS]:
             size = min(rows, samples - start)
-            sums = _resample_sums(generators[stream], table, blocks, size, buffers)
+            sums = _resample_sums(generator, table, blocks, size, buffers)
             if constant_denominator is None:
                 distribution[start:start + size] = sums.real / sums.imag
             else:
@@ -90,9 +92,14 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, sample
             with bar_lock:
                 bar.update(size)
 
+    threads = min(_thread_count(), len(streams))
     with tqdm(total=samples, disable=None if progress is None else not progress, unit="resample",
-              desc="document bootstrap", leave=False) as bar, ThreadPoolExecutor(_thread_count()) as pool:
-        list(pool.map(run_stream, range(_STREAMS)))
+              desc="document bootstrap", leave=False) as bar:
+        if threads == 1:
+            list(map(run_stream, streams))
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(run_stream, streams))
     return distribution
 
 
