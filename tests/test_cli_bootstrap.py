@@ -15,7 +15,7 @@ from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.synthetic import synthetic_runs
 
 JSON_KEYS = {"baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean", "nll_diff_ci",
-             "ci_level", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs", "win_rate"}
+             "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs", "win_rate"}
 ARM_KEYS = {"arm", "seeds", "nll", "ppl", "ppl_mean", "ppl_sd"}
 N_DOCS = 40
 

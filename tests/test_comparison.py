@@ -47,7 +47,7 @@ def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
     result = compare(paired, n_resamples=500, confidence_level=0.9, seed=8)
     payload = result.to_dict()
     assert list(payload) == ["baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean",
-                             "nll_diff_ci", "ci_level", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs",
+                             "nll_diff_ci", "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs",
                              "win_rate"]
     assert payload["delta_p"] == pytest.approx(np.mean([39.0, 40.2, 39.4]) / np.mean([40.0, 41.0, 39.5]) - 1, rel=1e-12)
     assert payload["improved_pairs"] == 3 and payload["n_pairs"] == 3 and payload["n_docs"] == 64
@@ -55,7 +55,8 @@ def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
     expected = document_bootstrap(d, paired.n_targets, n_resamples=500, confidence_level=0.9, seed=8)
     assert payload["nll_diff_ci"] == list(expected.confidence_interval)
     assert payload["nll_diff_mean"] == pytest.approx(expected.statistic, rel=1e-12)
-    assert (payload["ci_level"], payload["bootstrap_samples"], payload["bootstrap_seed"]) == (0.9, 500, 8)
+    assert (payload["ci_level"], payload["ci_method"], payload["bootstrap_samples"], payload["bootstrap_seed"]) == (
+        0.9, "percentile", 500, 8)
     assert result.baseline.bits_per_byte is not None  # synthetic runs carry n_bytes
     text = result.summary()
     for fragment in ("gatedv vs baseline", "40.167 ± 0.764", "3/3", "90% interval", "B = 500, seed 8",

@@ -1,14 +1,20 @@
 """Document bootstrap of the mean NLL difference (docs/method.md §5), models held fixed.
 
-The statistic is the ratio Σ d_i / Σ n_i over a resample of documents drawn with replacement. Resamples are
-drawn in chunks of index rows (about 64Ki indices, or one resample when N is larger) so that the working arrays
-stay in cache and memory stays at 16 bytes per document; the chunk size depends only on N and the number of
-resamples, so a seed fixes the result.
+The statistic is the ratio Σ d_i / Σ n_i over a resample of documents drawn with replacement. A uniform draw
+from N documents is a block of 2^k consecutive documents drawn with probability 2^k/N, then a uniform member,
+whose index is k raw random bits: so each resample draws its per-block counts from a multinomial and its
+offsets as masked raw generator output, about 3× cheaper than bounded integer draws, and each block's gather
+(d + i·n packed as one complex, so that one gather serves both sums) stays in a core's L2 cache. Chunks of
+resamples are dealt round-robin to a fixed number of generators spawned from the seed and run on threads
+(numpy releases the GIL in each bulk step), so the result depends on the seed alone, not on the thread count.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +26,7 @@ from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
 
 METHODS = ("percentile", "bca")
-CHUNK_ELEMENTS = 1 << 16  # indices per chunk: 512 KiB of int64 plus a 512 KiB gather buffer
+CHUNK_ELEMENTS = 1 << 16  # draws from one block of documents per chunk of resamples (at least one resample)
 
 
 @dataclass(frozen=True)
@@ -58,30 +64,102 @@ def ratio_statistic(d: np.ndarray, n_targets: np.ndarray) -> float:
 
 def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, n_resamples: int, seed: int,
                                  progress: bool | None = False) -> np.ndarray:
-    """Σ d_i / Σ n_i over `n_resamples` resamples of the documents with replacement, drawn from default_rng(seed)."""
-    samples = n_resamples
+    """Σ d_i / Σ n_i over `n_resamples` resamples of the documents with replacement; `seed` fixes every draw."""
     d = np.asarray(d, dtype=np.float64)
     n = np.asarray(n_targets, dtype=np.float64)
     count = d.shape[0]
-    rng = np.random.default_rng(seed)
     # Equal target counts (the usual fixed-length windows) make every resample's denominator the same.
     constant_denominator = float(count * n[0]) if np.all(n == n[0]) else None
-    rows = max(1, min(samples, CHUNK_ELEMENTS // count))
-    distribution = np.empty(samples, dtype=np.float64)
-    gathered = np.empty((rows, count), dtype=np.float64)
-    with tqdm(total=samples, disable=None if progress is None else not progress, unit="resample",
-              desc="document bootstrap", leave=False) as bar:
-        for start in range(0, samples, rows):
-            size = min(rows, samples - start)
-            index = rng.integers(0, count, size=(size, count))
-            numerator = np.take(d, index, out=gathered[:size]).sum(axis=1)
+    table = d if constant_denominator is not None else d + 1j * n
+    blocks = _document_blocks(count)
+    rows = max(1, min(n_resamples, CHUNK_ELEMENTS // min(count, _BLOCK_SIZE)))
+    chunk_starts = range(0, n_resamples, rows)
+    streams = range(min(_STREAMS, len(chunk_starts)))
+    seeds = np.random.SeedSequence(seed).spawn(_STREAMS)
+    distribution = np.empty(n_resamples, dtype=np.float64)
+    bar_lock = threading.Lock()
+
+    def run_stream(stream: int) -> None:
+        generator = np.random.default_rng(seeds[stream])
+        # Working arrays reused by every block of every chunk, so that no large array is allocated per draw
+        # (freed and re-allocated, they made malloc return pages to the system and fault them in again).
+        buffers = np.empty(rows * count, dtype=np.intp), np.empty(rows * count, dtype=table.dtype)
+        for start in chunk_starts[stream::_STREAMS]:
+            size = min(rows, n_resamples - start)
+            sums = _resample_sums(generator, table, blocks, size, buffers)
             if constant_denominator is None:
-                denominator = np.take(n, index, out=gathered[:size]).sum(axis=1)
+                distribution[start:start + size] = sums.real / sums.imag
             else:
-                denominator = constant_denominator
-            distribution[start:start + size] = numerator / denominator
-            bar.update(size)
+                distribution[start:start + size] = sums / constant_denominator
+            with bar_lock:
+                bar.update(size)
+
+    threads = min(_thread_count(), len(streams))
+    with tqdm(total=n_resamples, disable=None if progress is None else not progress, unit="resample",
+              desc="document bootstrap", leave=False) as bar:
+        if threads == 1:
+            list(map(run_stream, streams))
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(run_stream, streams))
     return distribution
+
+
+# Largest block of documents: its slice of the table (512 KiB as complex) stays in a core's L2 cache while it is
+# gathered; 2^14-2^16 measured fastest among 2^12-2^20 at N = 10^5 and 10^6.
+_BLOCK_SIZE = 1 << 15
+_STREAMS = 16  # generators spawned from the seed; chunk c is drawn by generator c % _STREAMS
+
+
+def _thread_count() -> int:
+    """Threads for the bootstrap: the CPUs this process may run on, at most one per stream."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(_STREAMS, cpus))
+
+
+def _document_blocks(count: int) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Consecutive blocks of documents with power-of-two sizes: their sizes, first documents and probabilities."""
+    whole, rest = divmod(count, _BLOCK_SIZE)
+    sizes = [_BLOCK_SIZE] * whole + [1 << bit for bit in reversed(range(rest.bit_length())) if rest >> bit & 1]
+    starts = np.cumsum([0] + sizes[:-1])
+    return sizes, starts, np.array(sizes, dtype=np.float64) / count
+
+
+def _resample_sums(generator: np.random.Generator, table: np.ndarray,
+                   blocks: tuple[list[int], np.ndarray, np.ndarray], rows: int,
+                   buffers: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Σ table[i] over each of `rows` resamples of all documents, drawn uniformly with replacement.
+
+    `buffers`: an index (intp) and a gather (table's dtype) array of at least rows · len(table) elements.
+    """
+    sizes, starts, probabilities = blocks
+    counts = generator.multinomial(table.size, probabilities, size=rows).T  # draws per (block, resample)
+    sums = np.zeros(rows, dtype=table.dtype)
+    for size, start, block_counts in zip(sizes, starts, counts):
+        draws = int(block_counts.sum())
+        index, gathered = (buffer[:draws] for buffer in buffers)
+        _uniform_offsets(generator, size, out=index)
+        # every offset is in range; mode="clip" takes numpy's fast path (the bounds-checking default is 2× slower)
+        np.take(table[start:start + size], index, mode="clip", out=gathered)
+        sums += _segment_sums(gathered, block_counts)
+    return sums
+
+
+def _uniform_offsets(generator: np.random.Generator, size: int, out: np.ndarray) -> np.ndarray:
+    """Fill `out` with integers uniform on [0, size) for a power-of-two size: low bits of raw generator output."""
+    dtype = np.min_scalar_type(size - 1)
+    raw = generator.bit_generator.random_raw(-(-out.size * dtype.itemsize // 8)).view(dtype)[:out.size]
+    return np.bitwise_and(raw, size - 1, out=out)
+
+
+def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Sums of consecutive segments of `values` with the given lengths (an empty segment sums to 0)."""
+    if lengths.size == 1:
+        return values.sum(keepdims=True)
+    nonempty = lengths > 0  # reduceat would return an element, not 0, for an empty segment
+    sums = np.zeros(lengths.size, dtype=values.dtype)
+    sums[nonempty] = np.add.reduceat(values, (np.cumsum(lengths) - lengths)[nonempty])
+    return sums
 
 
 def document_bootstrap(d: np.ndarray, n_targets: np.ndarray, *, n_resamples: int = 2000,
