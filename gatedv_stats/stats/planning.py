@@ -22,12 +22,12 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from statsmodels.stats.power import TTestPower
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats.power import detectable_effect_size, required_pairs
 from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.validation import check_open_unit
 
@@ -84,7 +84,7 @@ class StudyPlan:
             f"  document (σ_doc²)   {c.doc_var:.3e}   observed var of d_i/n_i over documents: {c.doc_diff_var:.3e}",
             f"  residual (σ_resid²) {c.residual_var:.3e}",
             f"target: relative ΔP of {fmt.format_delta_p(self.effect)} (|log ratio| {self.log_effect:.5f}), "
-            f"α = {self.alpha:g} two-sided, power {self.power:g} (statsmodels TTestPower)",
+            f"α = {self.alpha:g} two-sided, power {self.power:g} (noncentral t)",
             f"  paired seeds needed on {self.n_docs} documents: {self.seeds_required}",
             f"  paired seeds needed with unlimited documents: {many_docs}",
             f"  evaluation documents needed for the document-level test with {self.n_seeds} seeds: "
@@ -164,38 +164,8 @@ def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05,
                       alpha=alpha, power=power)
 
 
-def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
-    """Smallest n ≥ 2 whose two-sided paired (one-sample) t test has at least `power` at `effect_size` = δ/σ.
-
-    An integer search over `TTestPower.power` (its `solve_power` returns a real number, clamps at its
-    lower bound and can fail to converge for large effects).
-    """
-    if not effect_size > 0.0:
-        raise InputError(f"the standardised effect must be positive, got {effect_size}")
-    high = 2
-    while _two_sided_power(effect_size, high, alpha) < power:
-        high *= 2
-    low = high // 2  # power(low) < power unless high == 2
-    if high == 2:
-        return 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if _two_sided_power(effect_size, middle, alpha) >= power else (middle, high)
-    return high
-
-
-def _two_sided_power(effect_size: float, nobs: int, alpha: float) -> float:
-    analysis = TTestPower()
-    value = float(analysis.power(effect_size=effect_size, nobs=nobs, alpha=alpha, alternative="two-sided"))
-    if math.isnan(value):
-        # statsmodels' lower tail fails at a very large noncentrality, where it is below 1e-10 anyway
-        value = float(analysis.power(effect_size=effect_size, nobs=nobs, alpha=alpha / 2, alternative="larger"))
-    return value
-
-
 def _relative_mde(nobs: int, sd: float, alpha: float, power: float) -> float:
-    effect_size = TTestPower().solve_power(nobs=nobs, alpha=alpha, power=power, alternative="two-sided")
-    return math.expm1(float(effect_size) * sd)
+    return math.expm1(detectable_effect_size(nobs, alpha, power) * sd)
 
 
 @dataclass(frozen=True)
