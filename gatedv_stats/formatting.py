@@ -48,6 +48,12 @@ def format_delta_p_interval(interval: tuple[float, float]) -> str:
     return f"[{format_delta_p(low)}, {format_delta_p(high)}]"
 
 
+def format_percent_interval(interval: tuple[float, float], digits: int = 1) -> str:
+    """An interval of fractions as percentages: "[58.2%, 70.1%]"."""
+    low, high = interval
+    return f"[{format_percent(low, digits)}, {format_percent(high, digits)}]"
+
+
 def format_count(count: int) -> str:
     """An integer with thousands separators: "1,672"."""
     return _minus(f"{int(count):,}")

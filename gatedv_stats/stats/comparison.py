@@ -58,12 +58,15 @@ class Comparison:
             "wins": self.win.wins,
             "n_docs": self.win.n_docs,
             "win_rate": self.win.win_rate,
+            "win_rate_ci": list(self.win.confidence_interval(self.bootstrap.confidence_level)),
+            "notes": list(self.notes),
         }
 
     def summary(self) -> str:
         """A readable table: per-seed PPL of both arms, P̄ ± SD, ΔP, improved pairs, D and its interval, wins."""
         base, var = self.baseline, self.variant
         width = max(18, len(base.arm), len(var.arm)) + 2
+        level_text = f"{self.bootstrap.confidence_level * 100:g}%"
         lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {fmt.format_count(self.win.n_docs)} documents",
                  "", f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
         for seed, base_ppl, var_ppl in zip(base.seeds, base.ppl, var.ppl):
@@ -79,7 +82,8 @@ class Comparison:
             f"{fmt.format_interval(*self.bootstrap.confidence_interval)} (document bootstrap, "
             f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, seed {self.bootstrap.seed})",
             f"wins               {fmt.format_count(self.win.wins)} of {fmt.format_count(self.win.n_docs)} "
-            f"({fmt.format_percent(self.win.win_rate)})",
+            f"({fmt.format_percent(self.win.win_rate)}; {level_text} Wilson interval "
+            f"{fmt.format_percent_interval(self.win.confidence_interval(self.bootstrap.confidence_level))})",
         ]
         lines += [f"note: {note}" for note in self.notes]
         lines += ["", "inputs:"]

@@ -10,6 +10,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from statsmodels.stats.proportion import proportion_confint
+
+from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.validation import check_confidence_level
 
 ONE_SEED_NOTE = "one seed only: the standard deviation over seeds is undefined"
 
@@ -114,6 +118,12 @@ class WinRate:
     @property
     def win_rate(self) -> float:
         return self.wins / self.n_docs
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Wilson score interval for the share of documents won (Wilson 1927), documents sampled, models fixed."""
+        check_confidence_level(confidence_level)
+        low, high = proportion_confint(self.wins, self.n_docs, alpha=1.0 - confidence_level, method="wilson")
+        return ConfidenceInterval(float(low), float(high))
 
     def to_dict(self) -> dict:
         return {"wins": self.wins, "n_docs": self.n_docs, "win_rate": self.win_rate}
