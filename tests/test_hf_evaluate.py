@@ -85,24 +85,24 @@ def _text_of(unit: str, n_bytes: int) -> str:
 def test_whole_documents_equal_the_transformers_perplexity_guide(byte_model, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    # [BOS] + 900 or 1,020 byte tokens: the guide's last window (101 tokens, stride 40) is a full one, as ours is
+    # [BOS] + 700 or 820 byte tokens: the guide's last window (101 tokens, stride 60) is a full one, as ours is
     # always (ours reaches back a whole context where the guide's last window may start later).
-    texts = {"a/one.txt": _text_of("Cafe\u0301 na\u00efve \u65e5\u672c \U0001f642 ", 900),
-             "b/two.txt": _text_of("def f(x):\n    return x\n", 1020), "c/empty.txt": "  \n"}
+    texts = {"a/one.txt": _text_of("Cafe\u0301 na\u00efve \u65e5\u672c \U0001f642 ", 700),
+             "b/two.txt": _text_of("def f(x):\n    return x\n", 820), "c/empty.txt": "  \n"}
     for name, text in texts.items():
         (tmp_path / "corpus" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "corpus" / name).write_text(text, encoding="utf-8")
     summary, run = _evaluate_hf(byte_model, tmp_path / "corpus", tmp_path / "docs.parquet", "--context", "100",
-                                "--stride", "40", "--batch-size", "3")
+                                "--stride", "60", "--batch-size", "3")
     model = AutoModelForCausalLM.from_pretrained(byte_model, local_files_only=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(byte_model, local_files_only=True)
     docs = run.docs.set_index("doc_id")
     assert sorted(docs.index) == ["a/one.txt", "b/two.txt"] and run.meta["empty_documents"] == 1
     for name in docs.index:
         ids = torch.tensor([[tokenizer.bos_token_id, *tokenizer(texts[name], add_special_tokens=False)["input_ids"]]])
-        assert docs.loc[name, "loss_sum"] == pytest.approx(_guide_nll(model, ids, 101, 40), rel=1e-5)
+        assert docs.loc[name, "loss_sum"] == pytest.approx(_guide_nll(model, ids, 101, 60), rel=1e-5)
         assert docs.loc[name, "n_bytes"] == docs.loc[name, "n_targets"] == len(texts[name].encode("utf-8"))
-    assert run.meta["scored_as"] == "whole documents" and (run.meta["context"], run.meta["stride"]) == (100, 40)
+    assert run.meta["scored_as"] == "whole documents" and (run.meta["context"], run.meta["stride"]) == (100, 60)
     assert summary["bits_per_byte"] == pytest.approx(docs["loss_sum"].sum() / math.log(2) / docs["n_bytes"].sum())
 
 
@@ -238,3 +238,16 @@ def test_bad_flags_and_corpora_are_one_line(byte_model, exported, prepared_data,
     ]
     for args, message in cases:
         _assert_refused(args, tmp_path, message)
+
+
+def test_a_cache_snapshot_names_its_repository_and_revision_and_bfloat16_is_recorded(byte_model, tmp_path):
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = tmp_path / "hub" / "models--someone--tiny-bytes" / "snapshots" / revision
+    shutil.copytree(byte_model, snapshot)
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "d", "text": "hello world " * 30}) + "\n")
+    _, full = _evaluate_hf(snapshot, tmp_path / "docs.jsonl", tmp_path / "fp32.parquet")
+    _, half = _evaluate_hf(snapshot, tmp_path / "docs.jsonl", tmp_path / "bf16.parquet", "--dtype", "bfloat16")
+    assert (full.arm, full.meta["model_revision"], full.meta["dtype"]) == ("tiny-bytes", revision, "float32")
+    assert half.meta["dtype"] == "bfloat16" and half.meta["model_weights_sha256"] == full.meta["model_weights_sha256"]
+    assert half.docs["loss_sum"][0] == pytest.approx(full.docs["loss_sum"][0], rel=2e-2)
+    assert half.docs["loss_sum"][0] != full.docs["loss_sum"][0]

@@ -35,7 +35,7 @@ from gatedv_stats.stats.validation import check_at_least, check_rng_seed
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import MANIFEST, EvalSet, PreparedData
 from trainer.device import select_device
-from trainer.hf_model import HFModel, check_dtype, open_hf_model
+from trainer.hf_model import HFModel, check_dtype, model_name, open_hf_model
 
 DEFAULT_BATCH_SIZE = 8
 _CORPUS_BATCH = 64  # documents encoded and scored together
@@ -199,7 +199,7 @@ def evaluate_hf(model_dir: str | os.PathLike, data: str | os.PathLike, out: str 
         docs, meta = _score_corpus(hf, source, **settings)
     else:
         docs, meta = _score_eval_set(hf, prepared, source, **settings)
-    arm = hf.path.resolve().name if arm is None else arm
+    arm = model_name(hf.path) if arm is None else arm
     write_loss_file(out, docs, {"arm": arm, "seed": seed, **meta, **hf.provenance, "context": context,
                                 "stride": stride, "bos_token_id": (_prefix(hf.tokenizer) or [None])[0],
                                 "target_unit": "token", "loss_unit": "nats", "gatedv_version": __version__})

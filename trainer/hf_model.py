@@ -72,6 +72,14 @@ def files_sha256(paths: list[Path]) -> str:
     return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
+def model_name(model_dir: Path) -> str:
+    """The model directory's name; for a Hugging Face cache snapshot, the repository's (`models--org--NAME`)."""
+    resolved = model_dir.resolve()
+    if snapshot_revision(model_dir) is not None and resolved.parent.parent.name.startswith("models--"):
+        return resolved.parent.parent.name.rsplit("--", 1)[-1]
+    return resolved.name
+
+
 def snapshot_revision(model_dir: Path) -> str | None:
     """The commit of a Hugging Face cache snapshot (`.../snapshots/<commit>/`), else None."""
     resolved = model_dir.resolve()
@@ -104,7 +112,10 @@ def open_hf_model(model_dir: str | os.PathLike, *, dtype: str = "float32",
                          "vocab.json + merges.txt / vocab.txt); scoring text needs the model's own tokenizer")
     tokenizer = _load(path, "its tokenizer", "AutoTokenizer")
     model = _load(path, "a causal language model", "AutoModelForCausalLM", **_dtype_argument(torch_dtype))
-    model.to(device=device, dtype=torch_dtype).eval()
+    try:
+        model.to(device).eval()
+    except (RuntimeError, ValueError, TypeError) as error:  # e.g. a quantised model that cannot move
+        raise InputError(f"{path}: cannot run the model on {device} ({' '.join(str(error).split())[:200]})") from None
     import transformers
 
     provenance = {
@@ -146,4 +157,5 @@ def _dtype_argument(torch_dtype: torch.dtype) -> dict:
     return {"dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype": torch_dtype}
 
 
-__all__ = ["DTYPES", "HFModel", "check_dtype", "files_sha256", "open_hf_model", "tokenizer_files", "weight_files"]
+__all__ = ["DTYPES", "HFModel", "check_dtype", "files_sha256", "model_name", "open_hf_model", "snapshot_revision",
+           "tokenizer_files", "weight_files"]
