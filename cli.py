@@ -279,11 +279,16 @@ def params_command(
 def export_hf_command(
     checkpoint: str = typer.Argument(..., help="A baseline-family checkpoint (gatedv train)."),
     out_dir: str = typer.Argument(..., help="New directory for the transformers LlamaForCausalLM files."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="The tokenizer.json (or data directory) to ship with "
+                                  "the model (default: the data directory the run trained on).", show_default=False),
 ) -> None:
-    """Export a checkpoint as a transformers Llama directory (config.json + model.safetensors)."""
+    """Export a checkpoint as a transformers Llama directory (config.json + model.safetensors + its tokenizer)."""
     from trainer.hf_export import export_hf
 
-    typer.echo(f"wrote {export_hf(checkpoint, out_dir)}")
+    path = export_hf(checkpoint, out_dir, tokenizer=tokenizer)
+    note = "" if (path / "tokenizer.json").is_file() else " (no tokenizer: the checkpoint names no data directory; " \
+        "add one with --tokenizer)"
+    typer.echo(f"wrote {path}{note}")
 
 
 # --- data ---
@@ -383,27 +388,94 @@ def train_command(
 
 @app.command("evaluate")
 def evaluate_command(
-    checkpoint: str = typer.Argument(..., help="A checkpoint written by gatedv train."),
-    eval_set: str = typer.Option("dev", "--set", help="dev, heldout, or an evaluation-set Parquet file."),
+    checkpoint: str = typer.Argument(None, help="A checkpoint written by gatedv train (omitted with --hf).",
+                                     show_default=False),
+    hf: str = typer.Option(None, "--hf", metavar="MODEL_DIR", help="Instead: a local transformers causal LM "
+                           "directory (config, weights, tokenizer; read offline, never downloaded).",
+                           show_default=False),
+    eval_set: str = typer.Option(None, "--set", help="dev, heldout, or an evaluation-set Parquet file (default: "
+                                 "dev).", show_default=False),
     out: str = typer.Option(..., "--out", help="The loss file to write (.parquet)."),
-    data: str = typer.Option(None, "--data", help="Data directory (default: the one the run trained on).",
+    data: str = typer.Option(None, "--data", help="Data directory (default: the one the run trained on). With --hf: "
+                             "a data directory, or any corpus gatedv prepare reads (whole documents).",
                              show_default=False),
     value_act: str = typer.Option(None, "--value-act", help="Override the value activation: linear or silu "
                                   "(the inference-time swap, Table 9).", show_default=False),
-    batch_size: int = typer.Option(16, "--batch-size", help="Documents per forward pass."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass (default: 16; 8 with --hf).",
+                                   show_default=False),
+    dtype: str = typer.Option(None, "--dtype", help="With --hf: float32 (default), bfloat16 or float16.",
+                              show_default=False),
+    context: int = typer.Option(None, "--context", help="With --hf: the most tokens one forward pass takes "
+                                "(default: the model's maximum, at most 4,096).", show_default=False),
+    stride: int = typer.Option(None, "--stride", help="With --hf: tokens scored per further window of a long "
+                               "sequence (default: half the context); each is scored once, after at least "
+                               "context - stride + 1 tokens.", show_default=False),
+    arm: str = typer.Option(None, "--arm", help="With --hf: the arm name (default: the model directory's name).",
+                            show_default=False),
+    seed: int = typer.Option(None, "--seed", help="With --hf: the seed recorded in the loss file (default: 0).",
+                             show_default=False),
     device: str = _DEVICE,
     bf16: bool = _BF16,
     as_json: bool = _JSON,
 ) -> None:
-    """Per-document loss sums of a checkpoint on an evaluation set, as a loss file (docs/method.md §5)."""
+    """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5)."""
+    if (checkpoint is None) == (hf is None):
+        raise InputError("give a checkpoint, or --hf MODEL_DIR instead of one")
+    if hf is not None:
+        not_hf = [flag for flag, given in (("--value-act", value_act), ("--bf16", bf16)) if given]
+        if not_hf:
+            raise InputError(f"{', '.join(not_hf)}: only with a checkpoint (with --hf use --dtype)")
+        _emit(_evaluate_hf(hf, data, out, eval_set=eval_set, arm=arm, seed=seed, dtype=dtype, device=device,
+                           context=context, stride=stride, batch_size=batch_size), as_json)
+        return
     from trainer.device import Precision
-    from trainer.evaluate import evaluate_checkpoint
+    from trainer.evaluate import EVAL_BATCH_SIZE, evaluate_checkpoint
 
+    only_hf = [flag for flag, given in (("--dtype", dtype), ("--context", context), ("--stride", stride),
+                                        ("--arm", arm), ("--seed", seed)) if given is not None]
+    if only_hf:
+        raise InputError(f"{', '.join(only_hf)}: only with --hf (a checkpoint records its own)")
     if value_act not in (None, "linear", "silu"):
         raise InputError(f"--value-act: {value_act!r} is not linear or silu")
-    result = evaluate_checkpoint(checkpoint, eval_set, out, data_dir=data, value_act=value_act, device=device,
-                                 precision=Precision(bf16=bf16), batch_size=batch_size)
+    result = evaluate_checkpoint(checkpoint, eval_set or "dev", out, data_dir=data, value_act=value_act, device=device,
+                                 precision=Precision(bf16=bf16),
+                                 batch_size=EVAL_BATCH_SIZE if batch_size is None else batch_size)
     _emit(result, as_json)
+
+
+def _evaluate_hf(hf: str, data: str | None, out: str, *, seed: int | None, dtype: str | None,
+                 batch_size: int | None, **options):
+    """`gatedv evaluate --hf`: the defaults of the flags that only --hf takes."""
+    from trainer.hf_evaluate import DEFAULT_BATCH_SIZE, evaluate_hf
+
+    if data is None:
+        raise InputError("--data: --hf needs a data directory or a corpus to score")
+    return evaluate_hf(hf, data, out, seed=0 if seed is None else seed, dtype=dtype or "float32",
+                       batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size, **options)
+
+
+# --- results of other tools ---
+
+import_app = typer.Typer(name="import", help="Bring other tools' per-document results in as loss files.",
+                         no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("lm-eval")
+def import_lm_eval_command(
+    samples: list[str] = typer.Argument(..., metavar="SAMPLES.jsonl...", help="Per-sample logs of "
+                                        "rolling-loglikelihood (perplexity) tasks (lm_eval --log_samples)."),
+    arm: str = typer.Option(..., "--arm", help="The arm name of the evaluated model."),
+    seed: int = typer.Option(0, "--seed", help="The model's training seed."),
+    out: str = typer.Option(..., "--out", help="The loss file to write (.parquet)."),
+    id_field: str = typer.Option("id", "--id-field", help="The logged document's field that holds its id ('' for "
+                                 "the harness's doc_id, the position in the task's dataset)."),
+    as_json: bool = _JSON,
+) -> None:
+    """An lm-evaluation-harness sample log as a loss file: per document −log-likelihood (nats), bytes, words."""
+    from gatedv_stats.io.lmeval import import_lm_eval
+
+    _emit(import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field), as_json)
 
 
 @app.command("moments")

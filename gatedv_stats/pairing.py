@@ -160,7 +160,7 @@ def _check_same_documents(reference: LossRun, run: LossRun) -> None:
     for source, missing in ((reference.source, sorted(theirs - ours)), (run.source, sorted(ours - theirs))):
         if missing:
             parts.append(f"{len(missing)} doc_ids missing from {source} (first: {', '.join(missing[:_SHOWN])})")
-    raise InputError(f"documents differ between paired runs: {'; '.join(parts)}")
+    raise InputError(f"documents differ between paired runs {reference.source} and {run.source}: {'; '.join(parts)}")
 
 
 def _agreed_column(column: str, runs: list[LossRun], aligned: list[pd.DataFrame], doc_ids: np.ndarray) -> np.ndarray | None:

@@ -144,7 +144,7 @@ def test_eval_set_files_are_checked_against_the_manifest(web_data, tmp_path):
     for item in web_data.path.iterdir():
         (copy / item.name).write_bytes(item.read_bytes())
     table = pq.read_table(copy / "dev.parquet")
-    pq.write_table(table.set_column(3, "n_bytes", [[n + 1 for n in table.column("n_bytes").to_pylist()]]),
+    pq.write_table(table.set_column(1, "domain", [[d + "x" for d in table.column("domain").to_pylist()]]),
                    copy / "dev.parquet")
     with pytest.raises(InputError, match=r"dev.parquet: content does not match the manifest's SHA-256"):
         PreparedData.open(copy).eval_set("dev")

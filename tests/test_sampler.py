@@ -84,5 +84,5 @@ def test_open_rejects_what_is_not_a_data_directory(tmp_path, data):
     with pytest.raises(InputError, match="not a prepared data directory"):
         PreparedData.open(tmp_path)
     (tmp_path / "manifest.json").write_text("{}")
-    with pytest.raises(InputError, match="not a gatedv-data-1 manifest"):
+    with pytest.raises(InputError, match="not a gatedv-data-2 manifest"):
         PreparedData.open(tmp_path)

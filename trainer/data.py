@@ -18,7 +18,7 @@ from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
 
 WINDOW = 257  # 256 inputs + 256 targets
-DATA_FORMAT = "gatedv-data-1"
+DATA_FORMAT = "gatedv-data-2"  # 2: evaluation sets carry the text of each window
 EVAL_SET_NAMES = ("dev", "heldout")
 MANIFEST = "manifest.json"
 TOKENIZER = "tokenizer.json"
@@ -29,7 +29,9 @@ _SAMPLER_STREAM = 0x57494E44  # separates window draws from any other use of the
 
 @dataclass(frozen=True)
 class EvalSet:
-    """An evaluation set: each document's first window (257 tokens) and the UTF-8 bytes of its 256 targets."""
+    """An evaluation set: each document's first window (257 tokens), the UTF-8 bytes of its 256 targets and,
+    for models with other tokenizers, the window's text: the context (the first token's text) and the target
+    text (the 256 targets' text, exactly `n_bytes` bytes)."""
 
     name: str
     doc_ids: list[str]
@@ -37,6 +39,8 @@ class EvalSet:
     tokens: np.ndarray  # (N, 257) int64
     n_bytes: np.ndarray  # (N,) int64
     sha256: str
+    context_texts: list[str] | None = None
+    target_texts: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -46,30 +50,50 @@ class EvalSet:
                 "target_bytes": int(self.n_bytes.sum())}
 
 
-def eval_set_sha256(doc_ids: list[str], domains: list[str], tokens: np.ndarray, n_bytes: np.ndarray) -> str:
-    """SHA-256 of an evaluation set's content (ids, domains, tokens, byte counts), independent of the file format."""
+WindowTexts = tuple[list[str], list[str]]  # (context texts, target texts)
+_TEXT_COLUMNS = ("context_text", "target_text")
+
+
+def window_texts(window_bytes: list[bytes]) -> tuple[str, str] | None:
+    """(context text, target text) of a window given each token's bytes: the first token is the context, the
+    rest the targets; None when a boundary falls inside a multi-byte character (no exact text exists)."""
+    try:
+        return window_bytes[0].decode("utf-8"), b"".join(window_bytes[1:]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def eval_set_sha256(doc_ids: list[str], domains: list[str], tokens: np.ndarray, n_bytes: np.ndarray,
+                    texts: WindowTexts | None = None) -> str:
+    """SHA-256 of an evaluation set's content (ids, domains, tokens, byte counts, window texts when present),
+    independent of the file format."""
     digest = hashlib.sha256()
     digest.update(json.dumps([list(doc_ids), list(domains)], ensure_ascii=False).encode("utf-8"))
     digest.update(np.ascontiguousarray(tokens, dtype="<i8").tobytes())
     digest.update(np.ascontiguousarray(n_bytes, dtype="<i8").tobytes())
+    if texts is not None:
+        digest.update(json.dumps([list(texts[0]), list(texts[1])], ensure_ascii=False).encode("utf-8"))
     return digest.hexdigest()
 
 
 def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domains: list[str], tokens: np.ndarray,
-                   n_bytes: np.ndarray) -> EvalSet:
-    """Write an evaluation set as Parquet (doc_id, domain, tokens, n_bytes), atomically."""
+                   n_bytes: np.ndarray, texts: WindowTexts | None = None) -> EvalSet:
+    """Write an evaluation set as Parquet (doc_id, domain, tokens, n_bytes[, context_text, target_text]),
+    atomically."""
     tokens = np.asarray(tokens, dtype=np.int64)
     n_bytes = np.asarray(n_bytes, dtype=np.int64)
-    table = pa.table({
+    columns = {
         "doc_id": pa.array(doc_ids, pa.string()),
         "domain": pa.array(domains, pa.string()),
         "tokens": pa.FixedSizeListArray.from_arrays(pa.array(tokens.reshape(-1), pa.int64()), WINDOW),
         "n_bytes": pa.array(n_bytes, pa.int64()),
-    })
+    }
+    if texts is not None:
+        _check_texts(path, texts, n_bytes)
+        columns |= {column: pa.array(values, pa.string()) for column, values in zip(_TEXT_COLUMNS, texts)}
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
-    return EvalSet(name, list(doc_ids), list(domains), tokens, n_bytes,
-                   eval_set_sha256(doc_ids, domains, tokens, n_bytes))
+        pq.write_table(pa.table(columns), tmp)
+    return _eval_set(name, list(doc_ids), list(domains), tokens, n_bytes, texts)
 
 
 def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
@@ -97,8 +121,32 @@ def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
         raise InputError(f"{path}: `doc_id` values are not unique")
     if tokens.min() < 0 or (n_bytes < 1).any():
         raise InputError(f"{path}: negative token ids or non-positive `n_bytes`")
-    return EvalSet(name or path.stem, doc_ids, domains, tokens, n_bytes,
-                   eval_set_sha256(doc_ids, domains, tokens, n_bytes))
+    texts = None
+    if any(column in table.column_names for column in _TEXT_COLUMNS):
+        texts = tuple(table.column(column).to_pylist() if column in table.column_names else [None] * rows
+                      for column in _TEXT_COLUMNS)
+        _check_texts(path, texts, n_bytes)
+    return _eval_set(name or path.stem, doc_ids, domains, tokens, n_bytes, texts)
+
+
+def _eval_set(name: str, doc_ids: list[str], domains: list[str], tokens: np.ndarray, n_bytes: np.ndarray,
+              texts: WindowTexts | None) -> EvalSet:
+    sha256 = eval_set_sha256(doc_ids, domains, tokens, n_bytes, texts)
+    if texts is None:
+        return EvalSet(name, doc_ids, domains, tokens, n_bytes, sha256)
+    return EvalSet(name, doc_ids, domains, tokens, n_bytes, sha256, list(texts[0]), list(texts[1]))
+
+
+def _check_texts(path: str | os.PathLike, texts: WindowTexts, n_bytes: np.ndarray) -> None:
+    """Every window has a non-empty context text and a target text of exactly `n_bytes` UTF-8 bytes."""
+    if any(len(values) != len(n_bytes) for values in texts):
+        raise InputError(f"{path}: the window texts do not hold one row per document")
+    for row, (context, target) in enumerate(zip(*texts, strict=True)):
+        if not isinstance(context, str) or not context:
+            raise InputError(f"{path}: row {row}: `context_text` must be a non-empty string")
+        if not isinstance(target, str) or len(target.encode("utf-8")) != n_bytes[row]:
+            raise InputError(f"{path}: row {row}: `target_text` must hold exactly `n_bytes` ({n_bytes[row]}) "
+                             "UTF-8 bytes")
 
 
 class WindowSampler:
@@ -158,8 +206,9 @@ class PreparedData:
             manifest = json.loads(raw)
         except json.JSONDecodeError as error:
             raise InputError(f"{manifest_path}: invalid JSON ({error.msg})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != DATA_FORMAT:
-            raise InputError(f"{manifest_path}: not a {DATA_FORMAT} manifest")
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        if found != DATA_FORMAT:
+            raise InputError(_format_problem(manifest_path, found))
         for name in (TOKENIZER, TRAIN_TOKENS, TRAIN_OFFSETS, *(f"{set_name}.parquet" for set_name in EVAL_SET_NAMES)):
             if not (path / name).is_file():
                 raise InputError(f"{path / name}: missing from the prepared data directory")
@@ -210,5 +259,16 @@ class PreparedData:
         return WindowSampler(self.train_tokens, self.train_offsets, seed)
 
 
-__all__ = ["WINDOW", "EvalSet", "PreparedData", "WindowSampler", "eval_set_sha256", "read_eval_set",
-           "write_eval_set"]
+def _format_problem(manifest_path: Path, found: object) -> str:
+    """Why a manifest is not this gatedv's data format: an older or newer gatedv-data-N, or no data manifest."""
+    prefix = DATA_FORMAT.rsplit("-", 1)[0] + "-"
+    version = str(found).removeprefix(prefix)
+    if isinstance(found, str) and found.startswith(prefix) and version.isdigit():
+        if int(version) < int(DATA_FORMAT.removeprefix(prefix)):
+            return f"{manifest_path.parent}: prepared by an older gatedv ({found}); run gatedv prepare --force"
+        return f"{manifest_path.parent}: prepared by a newer gatedv ({found}); upgrade gatedv-stats"
+    return f"{manifest_path}: not a {DATA_FORMAT} manifest"
+
+
+__all__ = ["DATA_FORMAT", "WINDOW", "EvalSet", "PreparedData", "WindowSampler", "eval_set_sha256", "read_eval_set",
+           "window_texts", "write_eval_set"]

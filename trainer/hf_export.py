@@ -7,6 +7,7 @@ GQA is fine. Anything else is refused with a one-line InputError.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -15,6 +16,8 @@ from pathlib import Path
 import torch
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.fileio import file_sha256
+from trainer.data import MANIFEST, TOKENIZER
 from trainer.model import ModelConfig, Transformer
 
 # Our gated feed-forward kinds and the `hidden_act` Llama applies to its gate projection.
@@ -111,23 +114,66 @@ def to_llama(model: Transformer):
     return llama.eval()
 
 
-def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
-    """Write a baseline-family checkpoint as a Llama directory (config.json + model.safetensors).
+def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *,
+              tokenizer: str | os.PathLike | None = None) -> Path:
+    """Write a baseline-family checkpoint as a Llama directory (config.json + model.safetensors) with the
+    tokenizer it was trained with (tokenizer.json + tokenizer_config.json, loadable by `AutoTokenizer`).
 
-    The directory appears whole or not at all: it is written beside the target and renamed into place.
+    `tokenizer`: a tokenizer.json or a data directory; default: the data directory the run trained on (none
+    for a checkpoint without a run record). The directory appears whole or not at all: it is written beside the
+    target and renamed into place.
     """
     from trainer.checkpoint import load_checkpoint
 
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out}: output directory exists and is not empty")
-    llama = to_llama(load_checkpoint(checkpoint).model)
+    loaded = load_checkpoint(checkpoint)
+    tokenizer_path = _tokenizer_source(Path(checkpoint), loaded.extra, tokenizer)
+    if tokenizer_path is not None:
+        _check_tokenizer(tokenizer_path, loaded.config.vocab_size)
+    llama = to_llama(loaded.model)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         llama.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer_path is not None:
+            shutil.copyfile(tokenizer_path, tmp / TOKENIZER)  # byte for byte: its SHA-256 names the tokenizer
+            config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": loaded.config.seq_len,
+                      "clean_up_tokenization_spaces": False}
+            (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _tokenizer_source(checkpoint: Path, extra: dict, tokenizer: str | os.PathLike | None) -> Path | None:
+    """The tokenizer.json to export: the one given, else the run's data directory's (unchanged since training)."""
+    if tokenizer is not None:
+        path = Path(tokenizer)
+        path = path / TOKENIZER if path.is_dir() else path
+        if not path.is_file():
+            raise InputError(f"{tokenizer}: no tokenizer.json there")
+        return path
+    run = extra.get("run")
+    if not isinstance(run, dict) or not run.get("data"):
+        return None
+    data = Path(run["data"])
+    if not (data / TOKENIZER).is_file() or not (data / MANIFEST).is_file() \
+            or file_sha256(data / MANIFEST) != extra.get("data_manifest_sha256"):
+        raise InputError(f"{checkpoint}: the data directory it was trained on ({data}) is gone or has changed; "
+                         "name its tokenizer with --tokenizer")
+    return data / TOKENIZER
+
+
+def _check_tokenizer(path: Path, vocab_size: int) -> None:
+    from tokenizers import Tokenizer
+
+    try:
+        size = Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
+    except Exception as error:  # noqa: BLE001 - tokenizers raises plain Exception for malformed files
+        raise InputError(f"{path}: not a readable tokenizer.json ({str(error).splitlines()[0]})") from None
+    if size != vocab_size:
+        raise InputError(f"{path}: the tokenizer has {size} entries, the model's vocabulary {vocab_size}")

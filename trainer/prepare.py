@@ -10,7 +10,9 @@ The corpus is streamed three times and never held whole:
    store, those inside wait in a side store until the evaluation documents are chosen.
 
 A document is eligible for evaluation when it has >= 257 tokens; each candidate group (in seeded order) that
-holds one contributes one, chosen by the split seed, first to `dev` and then to `heldout`. The chosen
+holds one contributes one, chosen by the split seed, first to `dev` and then to `heldout`. A drawn document whose
+window boundaries fall inside a multi-byte character (so that no exact window text exists) is passed over and
+another drawn from the rest of its group. The chosen
 documents (and by default their whole groups) stay out of the training store; unused candidate groups join it.
 """
 
@@ -23,7 +25,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,10 +38,10 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.fileio import file_sha256
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
-                          write_eval_set)
+                          window_texts, write_eval_set)
 from trainer.token_store import SplitStore
 from trainer.tokenizer import (DEFAULT_VOCAB_SIZE, check_vocab_size, encode_batch, load_tokenizer, save_tokenizer,
-                               token_byte_lengths, train_tokenizer)
+                               token_bytes, train_tokenizer)
 
 DEFAULT_EVAL_DOCS = 2048
 # Candidate groups beyond the 2N needed, for groups whose long-looking documents turn out shorter than 257 tokens.
@@ -273,8 +275,13 @@ class _Preparation:
                 store = SplitStore(train_file, side_file, side_path)
                 n_tokens = self._tokenize(bpe, store)
                 side = store.candidate_tokens()
-                chosen = self._choose_eval_docs(store.side_docs, n_tokens, n_per_set, eval_docs)
-                eval_sets = self._write_eval_sets(bpe, chosen, side, store)
+                byte_table = token_bytes(bpe)
+
+                def window_text(index: int) -> tuple[str, str] | None:
+                    return window_texts([byte_table[token] for token in store.candidate_window(side, index, WINDOW)])
+
+                chosen = self._choose_eval_docs(store.side_docs, n_tokens, n_per_set, eval_docs, window_text)
+                eval_sets = self._write_eval_sets(chosen, side, store, window_text)
                 excluded = self._excluded(chosen, remove_eval_groups)
                 store.keep_candidates(side, excluded)
                 del side
@@ -335,6 +342,7 @@ class _Preparation:
                 "undecodable_documents": counts.undecodable,
                 "empty_documents": counts.empty,
                 "excluded_documents": int(excluded.sum()),
+                "eval_draws_splitting_a_character": self.split_windows,
                 "train": {"documents": len(store.train_docs), "tokens": int(store.train_offsets[-1]),
                           "eligible_documents": int((store.train_lengths() >= WINDOW).sum()),
                           "eligible_windows": windows},
@@ -344,18 +352,27 @@ class _Preparation:
                       "sha256": file_sha256(self.out / TRAIN_TOKENS)},
         }
 
-    def _choose_eval_docs(self, side_docs: list[int], n_tokens: np.ndarray, n_per_set: int,
-                          eval_docs: int) -> list[int]:
-        """Document indices: the first N for dev, the next N for held-out, one per candidate group in seeded order."""
+    def _choose_eval_docs(self, side_docs: list[int], n_tokens: np.ndarray, n_per_set: int, eval_docs: int,
+                          window_text: Callable[[int], tuple[str, str] | None]) -> list[int]:
+        """Document indices: the first N for dev, the next N for held-out, one per candidate group in seeded order.
+
+        A drawn document whose window has no exact text (a boundary inside a character) is passed over and the
+        draw repeated among the rest of its group, so the choice stays uniform over the usable documents.
+        """
         eligible_by_group: dict[int, list[int]] = {}
         for index in side_docs:
             if n_tokens[index] >= WINDOW:
                 eligible_by_group.setdefault(int(self.doc_group[index]), []).append(index)
         chosen = []
+        self.split_windows = 0
         for group in self.candidate_order:
-            members = eligible_by_group.get(int(group))
-            if members:
-                chosen.append(members[int(self.rng.integers(len(members)))])
+            members = list(eligible_by_group.get(int(group), ()))
+            while members:
+                drawn = members.pop(int(self.rng.integers(len(members))))
+                if window_text(drawn) is not None:
+                    chosen.append(drawn)
+                    break
+                self.split_windows += 1
             if len(chosen) == 2 * n_per_set:
                 break
         if len(chosen) < 2:
@@ -367,21 +384,23 @@ class _Preparation:
                        f"{WINDOW} tokens; evaluation sets capped at {n_per_set} documents each (asked for {eval_docs})")
         return chosen[:2 * n_per_set]
 
-    def _write_eval_sets(self, bpe, chosen: list[int], side: np.ndarray, store: SplitStore) -> dict:
+    def _write_eval_sets(self, chosen: list[int], side: np.ndarray, store: SplitStore,
+                         window_text: Callable[[int], tuple[str, str] | None]) -> dict:
         side_names = store.side_names
         doc_ids = [side_names[index][0] for index in chosen]
         if len(set(doc_ids)) != len(doc_ids):
             raise InputError(f"{self.source.spec}: evaluation documents share `id` values "
                              f"({len(doc_ids) - len(set(doc_ids))} duplicates); document ids must be unique")
-        byte_lengths = token_byte_lengths(bpe)
         n_per_set = len(chosen) // 2
         eval_sets = {}
         for set_number, name in enumerate(EVAL_SET_NAMES):
             members = chosen[set_number * n_per_set:(set_number + 1) * n_per_set]
             tokens = np.stack([store.candidate_window(side, i, WINDOW) for i in members]).astype(np.int64)
+            contexts, targets = zip(*(window_text(i) for i in members))
             eval_sets[name] = write_eval_set(self.out / f"{name}.parquet", name,
                                              [side_names[i][0] for i in members], [side_names[i][1] for i in members],
-                                             tokens, byte_lengths[tokens[:, 1:]].sum(axis=1))
+                                             tokens, [len(target.encode("utf-8")) for target in targets],
+                                             (list(contexts), list(targets)))
         return eval_sets
 
     def _excluded(self, chosen: list[int], remove_eval_groups: bool) -> np.ndarray:

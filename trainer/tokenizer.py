@@ -61,15 +61,20 @@ def encode_batch(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
     return [encoding.ids for encoding in tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
 
 
-def token_byte_lengths(tokenizer: Tokenizer, *, source: str = "tokenizer") -> np.ndarray:
-    """(V,) int64: the number of UTF-8 bytes each token stands for (byte-level tokens are exact byte strings)."""
+def token_bytes(tokenizer: Tokenizer, *, source: str = "tokenizer") -> list[bytes]:
+    """The exact bytes each token id stands for (byte-level tokens are byte strings in GPT-2's alphabet)."""
     byte_of = _byte_of_char()
-    lengths = np.zeros(tokenizer.get_vocab_size(with_added_tokens=True), dtype=np.int64)
+    table = [b""] * tokenizer.get_vocab_size(with_added_tokens=True)
     for token, token_id in tokenizer.get_vocab(with_added_tokens=True).items():
         if any(char not in byte_of for char in token):
             raise InputError(f"{source}: token {token!r} is not a byte-level token; expected a byte-level BPE")
-        lengths[token_id] = len(token)
-    return lengths
+        table[token_id] = bytes(byte_of[char] for char in token)
+    return table
+
+
+def token_byte_lengths(tokenizer: Tokenizer, *, source: str = "tokenizer") -> np.ndarray:
+    """(V,) int64: the number of UTF-8 bytes each token stands for."""
+    return np.asarray([len(piece) for piece in token_bytes(tokenizer, source=source)], dtype=np.int64)
 
 
 def check_vocab_size(vocab_size: int) -> None:
@@ -92,4 +97,4 @@ def _byte_of_char() -> dict[str, int]:
 
 
 __all__ = ["DEFAULT_VOCAB_SIZE", "encode_batch", "load_tokenizer", "save_tokenizer", "token_byte_lengths",
-           "train_tokenizer"]
+           "token_bytes", "train_tokenizer"]
