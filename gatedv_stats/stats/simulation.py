@@ -1,0 +1,82 @@
+"""Simulated paired studies from the crossed seed × document model, with a known truth, for calibration.
+
+Per-token paired differences y_si = δ + a_s + b_i + u_c(i) + e_si with a seed effect a_s, a document effect
+b_i, an optional domain (cluster) effect u_c shared by the documents of domain c, and a seed × document
+interaction e_si, all normal. With `length_scaled` the document and interaction SDs scale as
+sqrt(mean n / n_i), as they do when a document's per-token loss is an average over its n_i tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gatedv_stats.stats.seed_document import CrossedMoments, cluster_sums, crossed_moments
+
+_CHUNK_ELEMENTS = 1 << 21  # simulated values per chunk (16 MiB of float64)
+
+
+@dataclass(frozen=True)
+class CrossedModel:
+    """The SDs (per-token nats) of the crossed model; `delta` is the true D."""
+
+    delta: float
+    seed_sd: float
+    doc_sd: float
+    interaction_sd: float
+    cluster_sd: float = 0.0
+    length_scaled: bool = False
+
+
+def simulate_differences(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng: np.random.Generator, *,
+                         n_studies: int = 1, clusters: np.ndarray | None = None) -> np.ndarray:
+    """(n_studies, S, N) per-token differences y drawn from `model`; `clusters`: integer domain per document."""
+    n = np.asarray(n_targets, dtype=np.float64)
+    scale = np.sqrt(n.mean() / n) if model.length_scaled else np.ones_like(n)
+    y = rng.standard_normal((n_studies, n_seeds, n.size))
+    y *= model.interaction_sd * scale
+    y += rng.normal(model.delta, model.seed_sd, (n_studies, n_seeds, 1))
+    y += rng.standard_normal((n_studies, 1, n.size)) * (model.doc_sd * scale)
+    if clusters is not None and model.cluster_sd > 0.0:
+        labels = np.asarray(clusters)
+        y += rng.normal(0.0, model.cluster_sd, (n_studies, 1, int(labels.max()) + 1))[..., labels]
+    return y
+
+
+def domain_labels(n_docs: int, rng: np.random.Generator, mean_size: float = 5.0) -> np.ndarray:
+    """Integer domain labels 0..C−1 for `n_docs` documents, domain sizes geometric with mean `mean_size`."""
+    sizes = rng.geometric(1.0 / mean_size, n_docs)
+    return np.repeat(np.arange(n_docs), sizes)[:n_docs]
+
+
+def loss_sums(differences: np.ndarray, n_targets: np.ndarray, rng: np.random.Generator, *, base_nll: float = 3.0,
+              difficulty_sd: float = 0.3, shared_seed_sd: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """Baseline and variant loss sums (…, S, N) whose per-token difference is `differences`.
+
+    The baseline's per-token loss is base_nll + a document difficulty + a seed offset shared by both arms of
+    a pair; both cancel in the paired difference.
+    """
+    n = np.asarray(n_targets, dtype=np.float64)
+    shape = differences.shape
+    difficulty = rng.normal(0.0, difficulty_sd, shape[:-2] + (1, shape[-1]))
+    shared = rng.normal(0.0, shared_seed_sd, shape[:-1] + (1,))
+    baseline = (base_nll + difficulty + shared) * n
+    return baseline, baseline + differences * n
+
+
+def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng: np.random.Generator, *,
+                   n_studies: int, clusters: np.ndarray | None = None) -> CrossedMoments:
+    """`crossed_moments` of `n_studies` simulated studies (clustered when `clusters` is given), in chunks."""
+    n = np.asarray(n_targets, dtype=np.float64)
+    chunk = max(1, _CHUNK_ELEMENTS // (n_seeds * n.size))
+    fits = []
+    for start in range(0, n_studies, chunk):
+        y = simulate_differences(model, n_seeds, n, rng, n_studies=min(chunk, n_studies - start), clusters=clusters)
+        if clusters is None:
+            fits.append(crossed_moments(y, n / n.sum()))
+        else:
+            sums, units_n, _ = cluster_sums(y * n, n, clusters)
+            fits.append(crossed_moments(sums / units_n, units_n / units_n.sum()))
+    return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
+                             for name in CrossedMoments.__dataclass_fields__})
