@@ -8,7 +8,7 @@ seeds S and documents N, with δ = 0 (the arms are one population of models):
 * the rate at which each method's 95% interval excludes 0 (its false-positive rate; for the seed-and-document
   interval, 1 − its coverage, exactly, since D's interval moves with D): ours, ours with plain
   Satterthwaite df (no few-seed guard), the paper's document bootstrap (over domain sums when clustered: the
-  cluster bootstrap) and the two-level seed × document bootstrap of gatedv_stats.seed_uncertainty;
+  cluster bootstrap) and the two-level seed × document bootstrap of gatedv_stats.stats.seed_uncertainty;
 * the power of the verdict ("better") at a true ΔP of −2% (δ = log 0.98).
 
 Before the table: the coverage of plain Satterthwaite df and of the few-seed guard when the document part is
@@ -29,9 +29,9 @@ import numpy as np
 from scipy import integrate, stats
 from tqdm import tqdm
 
-from gatedv_stats import metrics
-from gatedv_stats.resampling import document_bootstrap
-from gatedv_stats.seed_uncertainty import seed_document_bootstrap
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.resampling import document_bootstrap
+from gatedv_stats.stats.seed_uncertainty import seed_document_bootstrap
 from gatedv_stats.stats.seed_document import cluster_sums, seed_document_interval
 from gatedv_stats.stats.simulation import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
 
@@ -72,10 +72,10 @@ def bootstrap_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, s
         d, n = metrics.document_differences(baseline[b], variant[b]), n_targets
         if labels is not None:
             d, n, _ = cluster_sums(d, n_targets, labels)
-        low, high = document_bootstrap(d, n, samples=resamples, seed=b).confidence_interval
+        low, high = document_bootstrap(d, n, n_resamples=resamples, seed=b).confidence_interval
         document += high < 0 or low > 0
-        interval = seed_document_bootstrap(baseline[b], variant[b], n_targets, samples=resamples, seed=b)
-        two_level += interval.high < 0 or interval.low > 0
+        interval = seed_document_bootstrap(baseline[b], variant[b], n_targets, n_resamples=resamples, seed=b)
+        two_level += interval.confidence_interval.high < 0 or interval.confidence_interval.low > 0
     return document / studies, two_level / studies
 
 
@@ -149,7 +149,7 @@ def speed(args: argparse.Namespace) -> None:
     d = metrics.document_differences(baseline, variant)
     ours = _best(lambda: seed_document_interval(baseline, variant, n_targets))
     clustered = _best(lambda: seed_document_interval(baseline, variant, n_targets, clusters=labels))
-    peer = _best(lambda: document_bootstrap(d, n_targets, samples=2000, seed=0))
+    peer = _best(lambda: document_bootstrap(d, n_targets, n_resamples=2000, seed=0))
     print(f"\nspeed, S = {n_seeds}, N = {n_docs:,} (best of 3): seed-and-document interval {ours * 1e3:.0f} ms, "
           f"with 5,000 domains {clustered * 1e3:.0f} ms; document bootstrap (B = 2,000) {peer * 1e3:.0f} ms "
           f"= {peer / ours:.0f}× ours")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gatedv_stats import metrics
-from gatedv_stats.resampling import document_bootstrap
-from gatedv_stats.seed_uncertainty import seed_document_bootstrap
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.resampling import document_bootstrap
+from gatedv_stats.stats.seed_uncertainty import seed_document_bootstrap
 from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.simulation import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
 from gatedv_stats.stats.verdict import verdict
@@ -95,10 +95,10 @@ def test_the_bootstraps_reject_far_too_often_under_seed_only_differences():
     rejected = {"document bootstrap": 0, "two-level bootstrap": 0, "seed-and-document": 0}
     for b in range(200):
         d = metrics.document_differences(baseline[b], variant[b])
-        low, high = document_bootstrap(d, n_targets, samples=200, seed=b).confidence_interval
+        low, high = document_bootstrap(d, n_targets, n_resamples=200, seed=b).confidence_interval
         rejected["document bootstrap"] += high < 0 or low > 0
-        two_level = seed_document_bootstrap(baseline[b], variant[b], n_targets, samples=200, seed=b)
-        rejected["two-level bootstrap"] += two_level.high < 0 or two_level.low > 0
+        two_level = seed_document_bootstrap(baseline[b], variant[b], n_targets, n_resamples=200, seed=b)
+        rejected["two-level bootstrap"] += two_level.confidence_interval.high < 0 or two_level.confidence_interval.low > 0
         low, high = seed_document_interval(baseline[b], variant[b], n_targets).confidence_interval
         rejected["seed-and-document"] += high < 0 or low > 0
     rates = {name: count / 200 for name, count in rejected.items()}

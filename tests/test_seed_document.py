@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.planning import variance_components
-from gatedv_stats.resampling import document_bootstrap
+from gatedv_stats.stats.planning import variance_components
+from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import cluster_sums, crossed_moments, seed_document_interval, weighted_df
 from gatedv_stats.stats.seed_tests import seed_permutation_test, seed_sign_test
 from gatedv_stats.stats.simulation import CrossedModel, loss_sums, simulate_differences
@@ -58,7 +58,7 @@ def test_weighted_mean_squares_match_a_brute_force_loop_also_in_a_batch():
 
 
 def test_equal_weights_give_the_two_way_anova_and_the_planning_components():
-    """Var̂(D) = (MS_seed + MS_doc − MS_int) / (S·N); components as gatedv_stats.planning estimates them."""
+    """Var̂(D) = (MS_seed + MS_doc − MS_int) / (S·N); components as gatedv_stats.stats.planning estimates them."""
     n_seeds, n_docs = 5, 40
     baseline, variant = study(CrossedModel(-0.02, 0.01, 0.03, 0.02), n_seeds, np.full(n_docs, 128), 2)
     y = (variant - baseline) / 128
@@ -149,7 +149,7 @@ def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
     assert clustered.se == pytest.approx(math.sqrt(direct.var_d), rel=1e-12)
     d = metrics.document_differences(baseline, variant)
     cluster_d = cluster_sums(d, n, labels)
-    assert document_bootstrap(cluster_d.values, cluster_d.n_targets, samples=50).statistic == pytest.approx(plain.d)
+    assert document_bootstrap(cluster_d.values, cluster_d.n_targets, n_resamples=50).statistic == pytest.approx(plain.d)
 
 
 def test_interval_and_delta_p_arithmetic():

@@ -29,9 +29,9 @@ import numpy as np
 from scipy import stats
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats import metrics
+from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.seed_uncertainty import paired_arrays
+from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.validation import check_confidence_level
 

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import stats
 
 from gatedv_stats.errors import InputError
-from gatedv_stats.permutation import sign_flip_test
+from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.validation import check_open_unit
 
 MAX_EXACT_SEEDS = 20
@@ -86,7 +86,7 @@ def seed_permutation_test(per_seed_differences: np.ndarray, *, alpha: float = 0.
     exact = sign_flip_test(d, np.ones_like(d), alternative="two-sided", exact_max_docs=d.size)
     floor = 2.0 ** (1 - d.size)
     return SeedPermutationTest(statistic=float(d.mean()), p_value=exact.p_value, n_seeds=int(d.size),
-                               n_sign_vectors=exact.resamples, min_attainable_p=floor, alpha=alpha,
+                               n_sign_vectors=exact.n_resamples, min_attainable_p=floor, alpha=alpha,
                                can_reach_alpha=floor <= alpha,
                                notes=_floor_note("permutation", f"{d.size} seed pairs", floor, alpha))
 
