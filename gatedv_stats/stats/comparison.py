@@ -1,16 +1,25 @@
-"""The paired comparison of two arms (docs/method.md §5): ΔP, improved pairs, D with its document-bootstrap interval,
-wins."""
+"""The paired comparison of two arms (docs/method.md §5, §10): the verdict and its seed-and-document interval, then
+the paper's figures — ΔP, improved pairs, D with its document-bootstrap interval (models held fixed), wins."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
-from gatedv_stats.stats.metrics import ArmSummary, WinRate
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.metrics import ArmSummary, WinRate
 from gatedv_stats.stats.resampling import BootstrapResult, document_bootstrap
+from gatedv_stats.stats.seed_document import SeedDocumentResult, cluster_sums, seed_document_interval
+from gatedv_stats.stats.verdict import Verdict, verdict
+
+MODELS_FIXED = "models fixed: documents resampled"
+SEEDS_AND_DOCUMENTS = "seeds and documents sampled"
 
 
 @dataclass(frozen=True)
@@ -23,8 +32,11 @@ class Comparison:
     improved_pairs: int
     n_pairs: int
     nll_diff_mean: float  # D
-    bootstrap: BootstrapResult  # interval for D over documents
+    seed_document: SeedDocumentResult | None  # the interval that generalises over seeds; None with one seed pair
+    verdict: Verdict | None  # from `seed_document`; None with one seed pair
+    bootstrap: BootstrapResult  # the paper's interval for D: documents (or clusters) resampled, models fixed
     win: WinRate
+    cluster: str | None  # the document column whose values group documents into sampled clusters
     pairing_notes: tuple[str, ...]  # seeds dropped, provenance differences accepted
     sources: dict
 
@@ -34,15 +46,44 @@ class Comparison:
         return self.bootstrap.confidence_interval
 
     @property
+    def verdict_text(self) -> str:
+        """One of "better", "worse", "no detectable difference", "equivalent"."""
+        return self.verdict.verdict if self.verdict is not None else "no detectable difference"
+
+    @property
+    def verdict_explanation(self) -> str:
+        if self.verdict is not None:
+            return self.verdict.explanation
+        return ("One seed pair: nothing can be said about new training seeds, so no difference is detectable; the "
+                "document-level figures below hold this pair's trained models fixed.")
+
+    @property
     def notes(self) -> tuple[str, ...]:
         notes = list(dict.fromkeys(self.baseline.notes + self.variant.notes)) + list(self.pairing_notes)
+        if self.seed_document is not None:
+            notes += [note for note in self.seed_document.notes if note not in notes]
         if self.win.n_docs < 2:
             notes.append("one document: the document bootstrap cannot vary, so its interval has zero width")
         return tuple(notes)
 
+    def standard_errors(self) -> dict:
+        """A standard error for every point estimate (None where undefined)."""
+        seed_document = self.seed_document
+        p = self.win.win_rate
+        return {
+            "nll_diff_mean": None if seed_document is None else seed_document.se,
+            "delta_p": None if seed_document is None else (1.0 + self.delta_p) * seed_document.log_ratio_se,
+            "nll_diff_mean_models_fixed": self.bootstrap.standard_error,
+            "win_rate": math.sqrt(p * (1.0 - p) / self.win.n_docs),
+            "baseline_ppl_mean": _mean_se(self.baseline),
+            "variant_ppl_mean": _mean_se(self.variant),
+        }
+
     def to_dict(self) -> dict:
-        """The `gatedv bootstrap --json` object; `delta_p` and `win_rate` are fractions."""
+        """The `gatedv bootstrap --json` object; `delta_p` and `win_rate` are fractions. `nll_diff_ci` is the
+        paper's models-fixed interval; the headline is `verdict` with `nll_diff_seed_document_ci`."""
         low, high = self.nll_diff_ci
+        seed_document = self.seed_document
         return {
             "baseline": self.baseline.to_dict(),
             "variant": self.variant.to_dict(),
@@ -58,32 +99,54 @@ class Comparison:
             "wins": self.win.wins,
             "n_docs": self.win.n_docs,
             "win_rate": self.win.win_rate,
+            "verdict": self.verdict_text,
+            "verdict_explanation": self.verdict_explanation,
+            "verdict_detail": None if self.verdict is None else self.verdict.to_dict(),
+            "nll_diff_seed_document_ci": None if seed_document is None else list(seed_document.confidence_interval),
+            "nll_diff_seed_document_df": None if seed_document is None else seed_document.df,
+            "delta_p_seed_document_ci": None if seed_document is None else list(seed_document.delta_p_interval),
+            "variance_components": None if seed_document is None else {
+                "seed": seed_document.seed_var, "document": seed_document.doc_var,
+                "interaction": seed_document.interaction_var, "truncated": list(seed_document.truncated)},
+            "standard_errors": self.standard_errors(),
+            "nll_diff_ci_kind": MODELS_FIXED,
+            "nll_diff_seed_document_ci_kind": SEEDS_AND_DOCUMENTS,
+            "confidence_level": self.bootstrap.confidence_level,
+            "cluster": self.cluster,
+            "n_clusters": None if seed_document is None else seed_document.n_clusters,
             "win_rate_ci": list(self.win.confidence_interval(self.bootstrap.confidence_level)),
             "notes": list(self.notes),
         }
 
     def summary(self) -> str:
-        """A readable table: per-seed PPL of both arms, P̄ ± SD, ΔP, improved pairs, D and its interval, wins."""
+        """The verdict, then a readable table: per-seed PPL of both arms, P̄ ± SD, ΔP, improved pairs, D with both
+        intervals, wins."""
         base, var = self.baseline, self.variant
         width = max(18, len(base.arm), len(var.arm)) + 2
-        level_text = f"{self.bootstrap.confidence_level * 100:g}%"
-        lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {fmt.format_count(self.win.n_docs)} documents",
-                 "", f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
+        level = f"{self.bootstrap.confidence_level * 100:g}%"
+        units = fmt.format_count(self.win.n_docs) + " documents"
+        if self.seed_document is not None and self.seed_document.n_clusters is not None:
+            units += f" in {fmt.format_count(self.seed_document.n_clusters)} {self.cluster} clusters"
+        lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {units}", "",
+                 f"verdict: {self.verdict_text}", f"  {self.verdict_explanation}", "",
+                 f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
         for seed, base_ppl, var_ppl in zip(base.seeds, base.ppl, var.ppl):
             lines.append(f"{seed:<12}{fmt.format_ppl(base_ppl):>{width}}{fmt.format_ppl(var_ppl):>{width}}")
         lines += [
             f"{'mean ± SD':<12}{fmt.format_ppl(base.ppl_mean, base.ppl_sd):>{width}}"
             f"{fmt.format_ppl(var.ppl_mean, var.ppl_sd):>{width}}",
             "",
-            f"ΔP                 {fmt.format_delta_p(self.delta_p)}",
+            f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + self._delta_p_interval(level),
             f"improved pairs     {fmt.format_pairs(self.improved_pairs, self.n_pairs)}",
             f"mean NLL diff D    {fmt.format_nll_diff(self.nll_diff_mean)}",
-            f"{f'{self.bootstrap.confidence_level * 100:g}% interval':<19}"
-            f"{fmt.format_interval(*self.bootstrap.confidence_interval)} (document bootstrap, "
-            f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, seed {self.bootstrap.seed})",
+            *self._seed_document_lines(level),
+            f"{f'{level} interval':<19}{fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
+            f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, seed {self.bootstrap.seed}"
+            + (f", {self.cluster} clusters resampled" if self.cluster else "") + ")",
             f"wins               {fmt.format_count(self.win.wins)} of {fmt.format_count(self.win.n_docs)} "
-            f"({fmt.format_percent(self.win.win_rate)}; {level_text} Wilson interval "
-            f"{fmt.format_percent_interval(self.win.confidence_interval(self.bootstrap.confidence_level))})",
+            f"({fmt.format_percent(self.win.win_rate)}; {level} Wilson interval "
+            f"{fmt.format_percent_interval(self.win.confidence_interval(self.bootstrap.confidence_level))}, "
+            "models fixed)",
         ]
         lines += [f"note: {note}" for note in self.notes]
         lines += ["", "inputs:"]
@@ -92,14 +155,47 @@ class Comparison:
                 lines.append(f"  {side} seed {seed}: {source} (sha256 {sha[:12]})")
         return "\n".join(lines)
 
+    def _delta_p_interval(self, level: str) -> str:
+        if self.seed_document is None:
+            return ""
+        return (f"   {level} interval {fmt.format_delta_p_interval(self.seed_document.delta_p_interval)} "
+                f"({SEEDS_AND_DOCUMENTS}; through the log ratio, approximate)")
+
+    def _seed_document_lines(self, level: str) -> list[str]:
+        result = self.seed_document
+        if result is None:
+            return []
+        components = f"seed {result.seed_var:.3g}"
+        if result.doc_var is not None:
+            components += (f", {'cluster' if result.n_clusters is not None else 'document'} {result.doc_var:.3g}, "
+                           f"interaction {result.interaction_var:.3g}")
+        return [f"{f'{level} interval':<19}{fmt.format_interval(*result.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
+                f"SE {result.se:.3g}, t with {result.df:.1f} df)",
+                f"{'':<19}variance components (nats² per token): {components}"]
+
+
+def _mean_se(summary: ArmSummary) -> float | None:
+    """SE of P̄ over seeds: SD / sqrt(S); None with one seed."""
+    return None if summary.n_seeds < 2 else float(summary.ppl_sd / math.sqrt(summary.n_seeds))
+
 
 def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
-            method: str = "percentile", progress: bool | None = False) -> Comparison:
-    """Assemble the paired comparison of `paired.variant` against `paired.baseline`."""
+            method: str = "percentile", cluster: str | None = None, sesoi: float | None = None,
+            progress: bool | None = False) -> Comparison:
+    """Assemble the paired comparison of `paired.variant` against `paired.baseline`.
+
+    `cluster`: a document column (e.g. "domain") whose values group documents into the sampled units of both
+    the seed-and-document interval and the document bootstrap. `sesoi`: the smallest relative ΔP of interest,
+    which lets the verdict say "equivalent".
+    """
+    labels = cluster_labels(paired, cluster)
     n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
     baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_targets, n_bytes)
     variant = metrics.arm_summary(paired.variant_arm, paired.seeds, paired.variant, paired.n_targets, n_bytes)
     differences = metrics.document_differences(paired.baseline, paired.variant)
+    units, units_n = (differences, paired.n_targets) if labels is None else \
+        cluster_sums(differences, paired.n_targets, labels)[:2]
+    seed_document = seed_document_or_none(paired, labels, confidence_level)
     return Comparison(
         baseline=baseline,
         variant=variant,
@@ -107,9 +203,36 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         improved_pairs=metrics.improved_pairs(baseline.ppl, variant.ppl),
         n_pairs=paired.n_pairs,
         nll_diff_mean=metrics.nll_diff_mean(baseline.nll, variant.nll),
-        bootstrap=document_bootstrap(differences, paired.n_targets, n_resamples=n_resamples,
-                                     confidence_level=confidence_level, seed=seed, method=method, progress=progress),
+        seed_document=seed_document,
+        verdict=None if seed_document is None else verdict(seed_document, sesoi=sesoi),
+        bootstrap=document_bootstrap(units, units_n, n_resamples=n_resamples, confidence_level=confidence_level,
+                                     seed=seed, method=method, progress=progress),
         win=metrics.document_wins(paired.baseline, paired.variant, paired.n_targets),
+        cluster=cluster,
         pairing_notes=paired.notes,
         sources=paired.sources,
     )
+
+
+def cluster_labels(paired: PairedLosses, cluster: str | None) -> np.ndarray | None:
+    """The per-document values of the `cluster` column (None without clustering)."""
+    if cluster is None:
+        return None
+    if cluster not in paired.doc_columns:
+        available = ", ".join(paired.doc_columns.columns) or "none"
+        raise ParameterError("cluster", f"no document column {cluster!r} in the loss files (available: {available})")
+    return paired.doc_columns[cluster].astype(str).to_numpy()
+
+
+def seed_document_or_none(paired: PairedLosses, labels: np.ndarray | None,
+                          confidence_level: float) -> SeedDocumentResult | None:
+    """The seed-and-document interval, or None where it cannot exist (one seed pair, no spread at all)."""
+    if paired.n_pairs < 2:
+        return None
+    try:
+        return seed_document_interval(paired.baseline, paired.variant, paired.n_targets, clusters=labels,
+                                      confidence_level=confidence_level)
+    except InputError as error:
+        if "do not vary" in str(error):
+            return None
+        raise
