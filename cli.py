@@ -16,7 +16,9 @@ from gatedv_stats.errors import InputError, ParameterError
 
 
 class _Group(TyperGroup):
-    """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2."""
+    """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2; NumPy
+    floating-point faults (overflow, division by zero, invalid values) raise instead of warning and end the same
+    way."""
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name, command, rest = super().resolve_command(ctx, args)
@@ -24,8 +26,15 @@ class _Group(TyperGroup):
         return name, command, rest
 
     def invoke(self, ctx: click.Context):
+        import numpy as np
+
         try:
-            return super().invoke(ctx)
+            with np.errstate(divide="raise", over="raise", invalid="raise"):
+                return super().invoke(ctx)
+        except FloatingPointError as error:
+            typer.echo(f"error: numerical failure ({error}): the inputs hold values too extreme to compute with",
+                       err=True)
+            raise typer.Exit(2) from None
         except ParameterError as error:
             typer.echo(f"error: {_flag(ctx.meta.get('gatedv.command'), error.parameter)}: {error.detail}", err=True)
             raise typer.Exit(2) from None
@@ -68,11 +77,23 @@ def _main(
     """gatedv: honest statistics for paired Transformer ablations."""
 
 
-def _emit(result, as_json: bool) -> None:
-    """A result's `summary()`, or its `to_dict()` as strict JSON (non-finite numbers become null)."""
+def _emit(result, as_json: bool, extra: dict | None = None) -> None:
+    """A result's `summary()`, or its `to_dict()` (plus `extra` keys) as strict JSON (non-finite numbers become
+    null)."""
     from gatedv_stats.io.jsonout import strict_json
 
-    typer.echo(strict_json(result.to_dict()) if as_json else result.summary())
+    typer.echo(strict_json({**result.to_dict(), **(extra or {})}) if as_json else result.summary())
+
+
+def _warn_skipped(skipped: list | None) -> dict:
+    """One stderr warning per unreadable file passed over; returns the JSON key listing them ({} without
+    --skip-unreadable)."""
+    if skipped is None:
+        return {}
+    unique = list(dict.fromkeys(skipped))
+    for file in unique:
+        typer.echo(f"warning: {file.warning()}", err=True)
+    return {"skipped_unreadable": [file.to_dict() for file in unique]}
 
 
 # Options shared by several commands.
@@ -81,6 +102,8 @@ _DEVICE = typer.Option("auto", "--device", help="auto (cuda > mps > cpu), cpu, c
 _EVAL_SET = typer.Option(None, "--eval-set", help="Use only runs on this evaluation set (dev, heldout, ...).",
                          show_default=False)
 _ALLOW_UNPAIRED = typer.Option(False, "--allow-unpaired", help="Drop seeds present in one arm only.")
+_SKIP_UNREADABLE = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks like a "
+                                "loss file but cannot be read: warn and leave it out instead of failing.")
 
 
 # --- statistics: loss files in, comparisons out ---
@@ -137,19 +160,21 @@ def bootstrap_command(
     seed: int = _SEED,
     method: str = typer.Option("percentile", "--method", help="Interval: percentile or bca."),
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
     """Paired comparison of two arms from per-document loss files: ΔP, D with its document bootstrap, win rate."""
     from gatedv_stats.pairing import load_paired
     from gatedv_stats.stats.comparison import compare
 
+    skipped = [] if skip_unreadable else None
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
+                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired, skipped=skipped)
     result = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, method=method,
                      progress=None)
     for note in result.notes:
         typer.echo(f"warning: {note}", err=True)
-    _emit(result, as_json)
+    _emit(result, as_json, _warn_skipped(skipped))
 
 
 @app.command("analyze", cls=_ManyFilesCommand)
@@ -170,17 +195,19 @@ def analyze_command(
     bins: int = typer.Option(4, "--bins", help="Quantile bins of a numeric --by column."),
     min_docs: int = typer.Option(5, "--min-docs", help="Groups with fewer documents are pooled into '(other)'."),
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
     """Reviewer statistics for one pair of arms: seed-level intervals and tests, permutation test, BCa, breakdowns."""
     from gatedv_stats.analysis.pair import analyze
     from gatedv_stats.pairing import load_paired
 
+    skipped = [] if skip_unreadable else None
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
+                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired, skipped=skipped)
     result = analyze(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
                      n_permutations=n_permutations, by=tuple(by or ()), bins=bins, min_docs=min_docs, progress=None)
-    _emit(result, as_json)
+    _emit(result, as_json, _warn_skipped(skipped))
 
 
 @app.command("arms")
@@ -192,6 +219,7 @@ def arms_command(
     n_resamples: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
     seed: int = _SEED,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
     """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
@@ -201,10 +229,12 @@ def arms_command(
     from gatedv_stats.runs import select_runs
     from gatedv_stats.stats.multiple import compare_arms
 
-    runs = select_runs(read_loss_inputs(files), eval_set=eval_set)
+    skipped = [] if skip_unreadable else None
+    runs = select_runs(read_loss_inputs(files, skipped=skipped), eval_set=eval_set)
     pairs = pair_with_reference(runs, reference, allow_unpaired=allow_unpaired)
     result = compare_arms(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed)
-    payload = {**result.to_dict(), "inputs": {pair.variant_arm: pair.sources for pair in pairs}}
+    payload = {**result.to_dict(), "inputs": {pair.variant_arm: pair.sources for pair in pairs},
+               **_warn_skipped(skipped)}
     typer.echo(strict_json(payload) if as_json else result.summary())
 
 
@@ -220,6 +250,7 @@ def plan_command(
                                     show_default=False),
     eval_set: str = _EVAL_SET,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
     """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs."""
@@ -228,11 +259,12 @@ def plan_command(
     from gatedv_stats.pairing import pilot_pair
     from gatedv_stats.stats.planning import plan_from_pilot
 
-    paired = pilot_pair(read_loss_inputs(pilot_files), baseline_arm=baseline_arm, variant_arm=variant_arm,
-                        eval_set=eval_set, allow_unpaired=allow_unpaired)
+    skipped = [] if skip_unreadable else None
+    paired = pilot_pair(read_loss_inputs(pilot_files, skipped=skipped), baseline_arm=baseline_arm,
+                        variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
     plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
     payload = {**plan.to_dict(), "baseline_arm": paired.baseline_arm, "variant_arm": paired.variant_arm,
-               "inputs": paired.sources}
+               "inputs": paired.sources, **_warn_skipped(skipped)}
     typer.echo(strict_json(payload) if as_json else f"{paired.variant_arm} vs {paired.baseline_arm}\n{plan.summary()}")
 
 
@@ -283,8 +315,10 @@ def export_hf_command(
                                   "the model (default: the data directory the run trained on).", show_default=False),
 ) -> None:
     """Export a checkpoint as a transformers Llama directory (config.json + model.safetensors + its tokenizer)."""
+    from gatedv_stats.io.outputs import check_output_dir
     from trainer.hf_export import export_hf
 
+    check_output_dir(out_dir, "OUT_DIR")
     path = export_hf(checkpoint, out_dir, tokenizer=tokenizer)
     note = "" if (path / "tokenizer.json").is_file() else " (no tokenizer: the checkpoint names no data directory; " \
         "add one with --tokenizer)"
@@ -371,9 +405,11 @@ def train_command(
     """Train one run (docs/method.md §4): checkpoints, development curve, --resume; data parallel under torchrun."""
     import os
 
+    from gatedv_stats.io.outputs import check_output_dir
     from trainer.knobs import parse_knob_options
     from trainer.train import DivergenceError, RunSpec, train
 
+    check_output_dir(out, "--out")
     spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
                         batch_size=batch_size, knobs=parse_knob_options(knob or []))
     try:
@@ -419,6 +455,9 @@ def evaluate_command(
     as_json: bool = _JSON,
 ) -> None:
     """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5)."""
+    from gatedv_stats.io.outputs import check_output_file
+
+    check_output_file(out, "--out")
     if (checkpoint is None) == (hf is None):
         raise InputError("give a checkpoint, or --hf MODEL_DIR instead of one")
     if hf is not None:
@@ -474,7 +513,9 @@ def import_lm_eval_command(
 ) -> None:
     """An lm-evaluation-harness sample log as a loss file: per document −log-likelihood (nats), bytes, words."""
     from gatedv_stats.io.lmeval import import_lm_eval
+    from gatedv_stats.io.outputs import check_output_file
 
+    check_output_file(out, "--out")
     _emit(import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field), as_json)
 
 
@@ -489,10 +530,13 @@ def moments_command(
     as_json: bool = _JSON,
 ) -> None:
     """Moment-matching coefficients (docs/method.md §6): per layer mu_v, sigma_v, mu_phi, sigma_phi at initialisation."""
+    from gatedv_stats.io.outputs import check_output_file
     from trainer.data import PreparedData
     from trainer.device import select_device
     from trainer.moments import check_moment_options, compute_moments
 
+    if out is not None:
+        check_output_file(out, "--out")
     check_moment_options(windows, seed)
     moments = compute_moments(PreparedData.open(data), config, seed, device=select_device(device), n_windows=windows)
     if out is not None:
@@ -527,9 +571,12 @@ def sweep_command(
 ) -> None:
     """Train and evaluate a grid of variants x learning rates x seeds, here or as cluster jobs; finished runs are
     skipped, interrupted ones resumed from their checkpoint."""
+    from gatedv_stats.io.outputs import check_output_dir
     from trainer.sweep import load_experiment, run_experiment
 
     grid = load_experiment(experiment)
+    if not status:
+        check_output_dir(grid.out, f"{experiment}: out")
     runtime = _runtime(device, tf32, bf16, compile_model)
     if status or executor != "pool":
         from trainer.cluster import ClusterOptions, experiment_status, submit_experiment
@@ -563,15 +610,17 @@ def select_lr_command(
     from pathlib import Path
 
     from gatedv_stats.io.jsonout import strict_json
+    from gatedv_stats.io.outputs import check_output_file
     from trainer.sweep import confirmation_experiment, load_experiment, select_learning_rates, write_experiment
 
+    path = Path(out) if out else Path(experiment).with_name(Path(experiment).stem + "-confirm.toml")
+    check_output_file(path, "--out")
     grid = load_experiment(experiment)
     try:
         confirm_seeds = tuple(int(part) for part in seeds.split(",")) if seeds else ()
     except ValueError:
         raise InputError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
     selection = select_learning_rates(grid, seed)
-    path = Path(out) if out else Path(experiment).with_name(Path(experiment).stem + "-confirm.toml")
     write_experiment(path, confirmation_experiment(grid, selection, seeds=confirm_seeds))
     typer.echo(strict_json({**selection.to_dict(), "confirmation_grid": str(path)}) if as_json
                else f"{selection.summary()}\nwrote {path}")
@@ -590,8 +639,10 @@ def demo_command(
     as_json: bool = _JSON,
 ) -> None:
     """The main job on the embedded default: prepare, train tiny baseline and GatedV, evaluate, bootstrap, report."""
+    from gatedv_stats.io.outputs import check_output_dir
     from trainer.demo import run_demo
 
+    check_output_dir(out, "--out")
     _emit(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs, corpus=corpus), as_json)
 
 
@@ -609,6 +660,9 @@ def report_command(
                              "directory, else in the current directory).", show_default=False),
     n_resamples: int = _N_RESAMPLES,
     seed: int = _SEED,
+    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
+                                         "like a loss file but cannot be read: warn, leave it out and list it in the "
+                                         "report's provenance instead of failing."),
 ) -> None:
     """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
     from pathlib import Path
@@ -616,8 +670,10 @@ def report_command(
     from gatedv_stats.analysis.experiment import AnalysisSettings
     from gatedv_stats.report import write_report
 
+    skipped = [] if skip_unreadable else None
     path = write_report([Path(given) for given in inputs], None if out is None else Path(out), fmt,
-                        AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed))
+                        AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed), skipped=skipped)
+    _warn_skipped(skipped)
     typer.echo(f"wrote {path}")
 
 
@@ -639,9 +695,12 @@ def bench_command(
     """Cost benchmark (paper Table 6, docs/method.md §7): forward and training-step time ratios and peak memory."""
     from gatedv_stats.io.atomic import write_text_atomic
     from gatedv_stats.io.jsonout import strict_json
+    from gatedv_stats.io.outputs import check_output_file
     from trainer.bench import run_bench
     from trainer.device import select_device
 
+    if out:
+        check_output_file(out, "--out")
     if batch < 1:
         raise InputError(f"--batch: must be at least 1, got {batch}")
     result = run_bench(baseline, variant, rounds=rounds, warmup=warmup, calls=calls, batch_size=batch,

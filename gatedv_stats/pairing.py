@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, read_loss_inputs
+from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs
 from gatedv_stats.runs import select_runs
 
 _SHOWN = 5
@@ -180,20 +180,23 @@ def _agreed_column(column: str, runs: list[LossRun], aligned: list[pd.DataFrame]
 
 def load_paired(*, tables: list | None = None, baseline: list | None = None, variant: list | None = None,
                 baseline_arm: str | None = None, variant_arm: str | None = None, eval_set: str | None = None,
-                allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = ()) -> PairedLosses:
+                allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (),
+                skipped: list[SkippedFile] | None = None) -> PairedLosses:
     """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
-    or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`."""
+    or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`. `skipped`: see
+    `read_loss_inputs`."""
     if tables and (baseline or variant):
         raise InputError("give either long tables / directories holding both arms, or --baseline and --variant files")
     if tables:
         missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm)) if arm is None]
-        runs = read_loss_inputs(tables)
+        runs = read_loss_inputs(tables, skipped=skipped)
         if missing:
             arms = ", ".join(sorted({run.arm for run in runs}))
             raise InputError(f"name the arms to compare with {' and '.join(missing)} (arms found: {arms})")
         baseline_runs, variant_runs = runs, runs
     elif baseline and variant:
-        baseline_runs, variant_runs = read_loss_inputs(baseline), read_loss_inputs(variant)
+        baseline_runs = read_loss_inputs(baseline, skipped=skipped)
+        variant_runs = read_loss_inputs(variant, skipped=skipped)
     else:
         raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and --variant-arm")
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")

@@ -1,14 +1,41 @@
 """Shared test configuration."""
 
 import os
+import shutil
 
 # Tests must never reach a hub or the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import pytest  # noqa: E402
+
+# .ci/run sets this: there a system program a test needs must be installed, and its absence fails the test.
+REQUIRE_SYSTEM_TOOLS = "GATEDV_REQUIRE_SYSTEM_TOOLS"
+
+
+def require_program(name: str, install: str) -> str:
+    """The path of the system program `name`; when it is absent the test is skipped with a one-line reason
+    naming it and `install`, or fails where REQUIRE_SYSTEM_TOOLS=1."""
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    reason = f"{name} is not installed (install it with: {install})"
+    if os.environ.get(REQUIRE_SYSTEM_TOOLS) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_SYSTEM_TOOLS}=1 requires it", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pdflatex() -> str:
+    return require_program("pdflatex", "apt-get install texlive-latex-base texlive-latex-recommended")
+
+
+@pytest.fixture(scope="session")
+def chromium_program() -> str:
+    return require_program("chromium", "apt-get install chromium")
+
 
 # --- data fixtures ---
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -309,12 +309,12 @@ def test_latex_escape():
     assert latex_escape("1.2 → 1.1 × 2 ≥ 1") == r"1.2 $\rightarrow$ 1.1 $\times$ 2 $\geq$ 1"
 
 
-def test_latex_reports_compile_with_pdflatex(small, medium, tmp_path):
+def test_latex_reports_compile_with_pdflatex(small, medium, tmp_path, pdflatex):
     """The LaTeX output is a complete document (booktabs tables, figures) that pdflatex typesets without error."""
     medium_tex = medium["root"] / "report.tex"
     report([medium["root"]], medium_tex, "latex")
     for tex in (small["out"] / "report.tex", medium_tex):
-        done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tex.parent,
+        done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tex.parent,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-3000:]
         assert tex.with_suffix(".pdf").read_bytes().startswith(b"%PDF")

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from cli import app
 from test_report import small_experiment, write_curves
 
-CHROMIUM = Path("/usr/bin/chromium")
 OFFLINE_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
@@ -21,10 +20,9 @@ OFFLINE_FLAGS = [
 ]
 
 
-def chromium(page: Path, profile: Path, *extra: str) -> str:
-    """Run headless Chromium on a local page, offline; returns stdout."""
-    assert CHROMIUM.exists(), "Debian's chromium is required (apt-get install chromium; .ci/run installs it)"
-    done = subprocess.run([str(CHROMIUM), *OFFLINE_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
+def chromium(program: str, page: Path, profile: Path, *extra: str) -> str:
+    """Run headless Chromium (Debian's `chromium` at `program`) on a local page, offline; returns stdout."""
+    done = subprocess.run([program, *OFFLINE_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
                           capture_output=True, text=True, timeout=180, check=True)
     return done.stdout
 
@@ -60,9 +58,9 @@ def test_html_is_one_offline_file_with_the_bundle_once(html_report):
     assert "59.118 ± 0.530" in html and "−2.03%" in html
 
 
-def test_every_chart_renders_offline_without_javascript_errors(html_report, tmp_path):
+def test_every_chart_renders_offline_without_javascript_errors(html_report, tmp_path, chromium_program):
     html = html_report.read_text(encoding="utf-8")
-    dom = chromium(html_report, tmp_path / "profile", "--dump-dom")
+    dom = chromium(chromium_program, html_report, tmp_path / "profile", "--dump-dom")
     status = render_status(dom)
     keys = chart_keys(html)
     assert status["errors"] == "", status
@@ -71,16 +69,17 @@ def test_every_chart_renders_offline_without_javascript_errors(html_report, tmp_
         start = dom.index(f'id="{key}"')
         assert "<svg" in dom[start:dom.index("<figcaption", start)], f"chart {key} has no SVG"
     screenshot = tmp_path / "report.png"
-    chromium(html_report, tmp_path / "profile", "--window-size=1280,4000", f"--screenshot={screenshot}")
+    chromium(chromium_program, html_report, tmp_path / "profile", "--window-size=1280,4000",
+             f"--screenshot={screenshot}")
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 50_000
 
 
-def test_a_broken_chart_is_reported_by_the_page(html_report, tmp_path):
+def test_a_broken_chart_is_reported_by_the_page(html_report, tmp_path, chromium_program):
     """The check above can fail: a spec vega-embed rejects shows up as an error and no rendered charts."""
     html = html_report.read_text(encoding="utf-8")
     key = chart_keys(html)[0]
     broken = re.sub(rf'(<script type="application/json" id="{key}-spec">)[^<]*', r'\1{"mark": 42}', html, count=1)
     page = tmp_path / "broken.html"
     page.write_text(broken, encoding="utf-8")
-    status = render_status(chromium(page, tmp_path / "profile", "--dump-dom"))
+    status = render_status(chromium(chromium_program, page, tmp_path / "profile", "--dump-dom"))
     assert status["rendered"] == "0" and status["errors"] != "", status

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+from itertools import chain
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,25 @@ def save_checkpoint(path: str | os.PathLike, model: Transformer, *, extra: dict)
     payload = {"format": FORMAT, "model_config": dataclasses.asdict(model.config), "model": model.state_dict(), **extra}
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
+
+
+def non_finite_state(model_state: dict, optimizer_state: dict) -> str | None:
+    """The name of the first weight, buffer or optimizer tensor holding a NaN or an infinity; None when all are
+    finite (a checkpoint is written, or resumed from, only then)."""
+    optimizer = ((f"optimizer state {index}.{key}", value) for index, state in optimizer_state.get("state", {}).items()
+                 for key, value in state.items() if isinstance(value, torch.Tensor))
+    return _first_non_finite(chain(model_state.items(), optimizer))
+
+
+def _first_non_finite(tensors: Iterable[tuple[str, torch.Tensor]]) -> str | None:
+    named = [(name, tensor) for name, tensor in tensors if tensor.is_floating_point()]
+    by_device: dict[torch.device, list[int]] = {}
+    for index, (_, tensor) in enumerate(named):
+        by_device.setdefault(tensor.device, []).append(index)
+    finite = torch.ones(len(named), dtype=torch.bool)
+    for indices in by_device.values():  # one transfer per device
+        finite[indices] = torch.stack([named[index][1].isfinite().all() for index in indices]).cpu()
+    return None if bool(finite.all()) else named[int((~finite).nonzero()[0])][0]
 
 
 def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict:

@@ -22,7 +22,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ from gatedv_stats import __version__
 from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.io.outputs import check_output_dir, cleaned_on_failure
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
                           window_texts, write_eval_set)
@@ -99,8 +99,7 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
         raise InputError(f"--split-seed: must be a non-negative integer, got {split_seed}")
     check_vocab_size(vocab_size)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory")
+    check_output_dir(out, "--out")
     source = open_corpus(corpus, on_decode_error=on_decode_error, max_docs=max_docs)
     tokenizer_source = _tokenizer_source(tokenizer, on_decode_error)
     fingerprint = _fingerprint(source, tokenizer_source, eval_docs=eval_docs, split_seed=split_seed,
@@ -110,17 +109,11 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
         if previous is not None:
             return PrepareResult(out, previous, reused=True)
 
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)  # a half-rewritten directory must not look prepared
-    try:
+    with cleaned_on_failure(out):  # a failed preparation leaves nothing new behind
+        (out / MANIFEST).unlink(missing_ok=True)  # a half-rewritten directory must not look prepared
         manifest = _prepare_into(out, source, tokenizer_source, fingerprint, eval_docs=eval_docs,
                                  split_seed=split_seed, vocab_size=vocab_size, remove_eval_groups=remove_eval_groups,
                                  batch_size=batch_size, progress=progress)
-    except BaseException:
-        if created:  # a failed first preparation leaves nothing behind
-            shutil.rmtree(out, ignore_errors=True)
-        raise
     return PrepareResult(out, manifest, reused=False)
 
 

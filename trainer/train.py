@@ -24,11 +24,12 @@ from tqdm import tqdm
 
 from gatedv_stats import __version__
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.atomic import remove_stale_temp_files
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
 from gatedv_stats.io.runrecords import update_run_record
 from gatedv_stats.stats.metrics import token_nll
 from gatedv_stats.stats.validation import check_rng_seed
-from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, save_checkpoint
+from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, non_finite_state, save_checkpoint
 from trainer.data import PreparedData
 from trainer.device import Precision, select_device
 from trainer.evaluate import document_loss_sums
@@ -151,7 +152,8 @@ class TrainResult:
 
 
 class DivergenceError(RuntimeError):
-    """The training loss became NaN or infinite; the run directory keeps its last good checkpoint."""
+    """The training loss, the gradients, the weights or the development NLL became NaN or infinite; the run
+    directory keeps its last good checkpoint, whose weights are finite."""
 
 
 def learning_rate(update: int, *, peak: float, warmup: int, updates: int) -> float:
@@ -262,7 +264,7 @@ class _Loop:
         self.curve: list[dict] = []
         self.window = [0.0, 0]  # Σ training loss, updates since the last curve row
         self.train_seconds = 0.0
-        self.saved_update = 0
+        self.saved_update: int | None = None  # update of the last checkpoint written or resumed from
 
     def run(self, resume: bool, stop_at: int) -> TrainResult:
         self._start(resume)
@@ -312,14 +314,15 @@ class _Loop:
         with self.runtime.precision.autocast(self.device):
             loss = objective(batch)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)
-        value = loss.detach()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)  # gradients are all-reduced
+        value = loss.detach().float()
         if self.where.world > 1:
             dist.all_reduce(value)
             value /= self.where.world
-        value = value.item()
-        if not math.isfinite(value):
-            self._diverged(value)
+        value, grad_norm = torch.stack([value, grad_norm.float()]).tolist()  # one synchronisation
+        for what, number in (("training loss", value), ("gradient norm", grad_norm)):  # before the step uses them
+            if not math.isfinite(number):
+                self._diverged(f"{what} is {number}", self.update + 1)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.update += 1
@@ -334,6 +337,8 @@ class _Loop:
         if not resume and exists:
             raise InputError(f"{self.run_dir}: already holds a run; pass --resume to continue it or choose another --out")
         if resume:
+            if self.where.main:
+                remove_stale_temp_files(self.run_dir)  # partial files of a killed write
             self._load()
             return
         self.model = build_model(self.spec.model_config(), self.spec.seed, self.device)
@@ -360,6 +365,10 @@ class _Loop:
             raise InputError(f"{self.checkpoint_path}: the checkpoint's run differs ({shown})")
         if extra["data_manifest_sha256"] != self.data.manifest_sha256:
             raise InputError(f"{self.spec.data}: data manifest differs from the one the checkpoint was trained on")
+        bad = non_finite_state(loaded.model.state_dict(), extra["optimizer"])
+        if bad is not None:
+            raise InputError(f"{self.checkpoint_path}: {bad} holds non-finite values (update {extra['update']}); "
+                             "a diverged run cannot be resumed, train it again")
         self.model = loaded.model
         self.optimizer = make_optimizer(self.model, self.spec.lr, self.device)
         self.optimizer.load_state_dict(extra["optimizer"])
@@ -370,7 +379,9 @@ class _Loop:
         _set_rng_state(extra["rng"])
 
     def _record(self) -> None:
-        """Development NLL of the current weights → curve row (every rank), curve file and checkpoint (rank 0)."""
+        """Development NLL of the current weights → curve row (every rank), curve file and checkpoint (rank 0);
+        non-finite weights or a non-finite NLL stop the run before anything is written."""
+        self._check_finite()
         row = [None]
         if self.where.main:
             sums = document_loss_sums(self.model, self.dev.tokens, device=self.device,
@@ -385,13 +396,25 @@ class _Loop:
             }
         if self.where.world > 1:
             dist.broadcast_object_list(row, src=0)
+        if not math.isfinite(row[0]["dev_nll"]):
+            self._diverged(f"development NLL is {row[0]['dev_nll']}", self.update)
         self.curve.append(row[0])
         self.window = [0.0, 0]
         if self.where.main:
             write_curve_file(self.run_dir / CURVE_FILE_NAME, self.curve)
-        self._save()
+        self._write_checkpoint()
 
     def _save(self) -> None:
+        self._check_finite()
+        self._write_checkpoint()
+
+    def _check_finite(self) -> None:
+        """Weights, buffers and optimizer state hold no NaN or infinity (the same on every rank)."""
+        bad = non_finite_state(self.model.state_dict(), self.optimizer.state_dict())
+        if bad is not None:
+            self._diverged(f"{bad} holds non-finite values", self.update)
+
+    def _write_checkpoint(self) -> None:
         if self.where.main:
             save_checkpoint(self.checkpoint_path, self.model, extra={
                 "run": self.spec.to_dict(),
@@ -410,8 +433,9 @@ class _Loop:
         if self.where.world > 1:
             dist.barrier()
 
-    def _diverged(self, value: float) -> None:
-        saved = f"last good checkpoint {self.checkpoint_path} (update {self.saved_update})"
+    def _diverged(self, what: str, update: int) -> None:
+        saved = ("no checkpoint written" if self.saved_update is None else
+                 f"last good checkpoint {self.checkpoint_path} (update {self.saved_update})")
         if self.where.main:
             _write_run_record(self.run_dir, self.spec, status="diverged", update=self.update)
-        raise DivergenceError(f"training loss is {value} at update {self.update + 1}; stopped, {saved}")
+        raise DivergenceError(f"{what} at update {update}; stopped, {saved}")

@@ -1,12 +1,21 @@
-"""Atomic writes: a temporary file in the target's directory, fsynced, then renamed over the target."""
+"""Atomic writes: a temporary file in the target's directory, fsynced, then renamed over the target.
+
+A writer holds an exclusive `flock` on its temporary file `.NAME.XXXXXXXX.tmp` until the rename, so a temporary
+file nobody holds is the leftover of a killed write: the next successful write of NAME removes those
+(`remove_stale_temp_files`), and `gatedv train --resume` removes every one in the run directory.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import glob
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+TEMP_SUFFIX = ".tmp"
 
 
 @contextlib.contextmanager
@@ -17,11 +26,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
+    fd, tmp_path = _locked_temp_file(target)
     try:
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
         yield tmp_path
         with open(tmp_path, "rb") as handle:
             os.fsync(handle.fileno())
@@ -29,6 +36,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)  # releases the lock
+    remove_stale_temp_files(target.parent, target.name)
+
+
+def remove_stale_temp_files(directory: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the temporary files of `name` (None: of every target) in `directory` that no live writer holds;
+    returns the paths removed."""
+    pattern = f".{glob.escape(name)}.*{TEMP_SUFFIX}" if name is not None else f".*{TEMP_SUFFIX}"
+    removed = []
+    for candidate in sorted(Path(directory).glob(pattern)):
+        try:
+            fd = os.open(candidate, os.O_RDONLY)
+        except OSError:  # renamed into place or removed meanwhile
+            continue
+        try:
+            if _try_lock(fd):
+                candidate.unlink(missing_ok=True)
+                removed.append(candidate)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -41,6 +70,30 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def _locked_temp_file(target: Path) -> tuple[int, Path]:
+    """A new temporary file beside `target` and an open descriptor holding its lock. A cleaner may remove the
+    file between its creation and the lock; the inode check sees that and makes another."""
+    while True:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
+        with contextlib.suppress(OSError):  # a file system without locks: write unlocked
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(name).st_ino == os.fstat(fd).st_ino:
+                return fd, Path(name)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _try_lock(fd: int) -> bool:
+    """Whether no other process holds the file's lock (False also where locks are unsupported)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held (EWOULDBLOCK), or no locks here: keep the file
+        return False
+    return True
 
 
 def _umask() -> int:

@@ -11,7 +11,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
 from gatedv_stats.io.fileio import file_sha256, read_json_object
-from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, read_loss_inputs
+from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, SkippedFile, read_loss_inputs
 from gatedv_stats.io.runrecords import RUN_FILE_NAME
 
 
@@ -33,6 +33,7 @@ class ExperimentInputs:
     run_infos: tuple[dict, ...]  # run.json contents
     bench: tuple[dict, ...]  # bench results, each with "source"
     files: tuple[InputFile, ...]
+    skipped: tuple[SkippedFile, ...] = ()  # unreadable files passed over on request
 
 
 @dataclass
@@ -67,11 +68,15 @@ def _sort_inputs(inputs: list[Path]) -> _Found:
     return found
 
 
-def discover_inputs(inputs: list[Path]) -> ExperimentInputs:
-    """Read every loss file, curve file, run.json and bench*.json given or found under the given directories."""
+def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None) -> ExperimentInputs:
+    """Read every loss file, curve file, run.json and bench*.json given or found under the given directories.
+
+    A file under a directory that looks like a loss file but cannot be read is an error; when a `skipped` list
+    is given it is appended there instead, and listed in the result's `skipped`."""
     found = _sort_inputs(inputs)
     # A file named twice (itself and through its directory) counts once.
-    runs = list({run.source: run for run in read_loss_inputs(found.loss)}.values()) if found.loss else []
+    read = read_loss_inputs(found.loss, skipped=skipped) if found.loss else []
+    runs = list({run.source: run for run in read}.values())
     if not runs:
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
@@ -86,4 +91,5 @@ def discover_inputs(inputs: list[Path]) -> ExperimentInputs:
         run_infos=tuple(read_json_object(path) for path in found.run),
         bench=tuple(read_bench_result(path) for path in found.bench),
         files=tuple(files.values()),
+        skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
     )

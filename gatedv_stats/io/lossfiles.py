@@ -8,9 +8,11 @@ its `arm` and `seed` columns. Rows in error messages are counted from 1 over the
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +34,35 @@ META_KEYS = (
     "data_manifest_sha256", "value_act", "trained_value_act", "config", "gatedv_version",
 )
 LOSS_FILE_SUFFIXES = (".parquet", ".csv")
+# The largest per-target NLL (nats) whose perplexity exp(NLL) is a finite float64; a document above it is a bad row.
+MAX_TARGET_NLL = math.log(np.finfo(np.float64).max)
+_MAX_INTEGER = 2**53  # integer columns are read through float64, exact up to here
 _PANDAS_METADATA_KEY = b"pandas"
 _SHOWN = 5  # how many offending rows or ids an error message lists
+
+
+class UnreadableFileError(InputError):
+    """A file that cannot be read at all (truncated, undecodable, permission denied), as opposed to one whose
+    content is invalid."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file found in a directory that looks like a loss file but could not be read, skipped on request."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+    def warning(self) -> str:
+        return f"skipped unreadable {self.path}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -69,20 +98,32 @@ def read_long_table(path: str | Path) -> list[LossRun]:
     return _read_runs(Path(path), long_table=True)
 
 
-def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...]) -> list[LossRun]:
-    """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column)."""
+def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...], *,
+                     skipped: list[SkippedFile] | None = None) -> list[LossRun]:
+    """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column).
+
+    A file found in a directory that looks like a loss file (*.parquet, *.csv) but cannot be read is an error
+    naming it; when a `skipped` list is given, it is appended there instead and the search goes on.
+    """
     runs: list[LossRun] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            found = [candidate for candidate in sorted(path.rglob("*"))
-                     if candidate.suffix in LOSS_FILE_SUFFIXES and candidate.is_file() and _has_loss_column(candidate)]
-            if not found:
-                raise InputError(f"{path}: no loss files (*.parquet / *.csv with a loss_sum column) found")
-            for candidate in found:
-                runs.extend(_read_runs(candidate))
-        else:
+        if not path.is_dir():
             runs.extend(_read_runs(path))
+            continue
+        found, unreadable = len(runs), 0
+        for candidate in _loss_file_candidates(path):
+            try:
+                if _has_loss_column(candidate):
+                    runs.extend(_read_runs(candidate))
+            except UnreadableFileError as error:
+                if skipped is None:
+                    raise
+                skipped.append(SkippedFile(error.path, error.reason))
+                unreadable += 1
+        if len(runs) == found:
+            also = f"; {unreadable} unreadable file(s) skipped" if unreadable else ""
+            raise InputError(f"{path}: no loss files (*.parquet / *.csv with a loss_sum column) found{also}")
     return runs
 
 
@@ -128,6 +169,9 @@ def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     _fail_rows(np.isinf(loss_sum), source, "loss_sum is infinite", loss_sum)
     _fail_rows(loss_sum < 0, source, "loss_sum is negative", loss_sum)
     n_targets = _integers(frame["n_targets"], "n_targets", source, minimum=1)
+    # Bounding each document's mean NLL also keeps every sum of loss sums finite in float64.
+    _fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, source, f"loss_sum is more than {MAX_TARGET_NLL:.2f} nats "
+               "per target (its perplexity overflows float64)", loss_sum)
     out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
     if "domain" in frame.columns:
         out["domain"] = frame["domain"].astype(str).to_numpy(dtype=object)
@@ -144,6 +188,8 @@ def _json_default(value: object) -> object:
 
 
 def _numeric(series: pd.Series, column: str, source: str) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise InputError(f"{source}: {column} holds booleans, not numbers")
     values = pd.to_numeric(series, errors="coerce")
     not_numeric = values.isna().to_numpy() & ~_is_blank(series)
     if not_numeric.any():
@@ -157,6 +203,7 @@ def _integers(series: pd.Series, column: str, source: str, *, minimum: int) -> n
     values = _numeric(series, column, source)
     _fail_rows(~np.isfinite(values), source, f"{column} is missing or not finite")
     _fail_rows(values != np.round(values), source, f"{column} is not an integer", values)
+    _fail_rows(np.abs(values) > _MAX_INTEGER, source, f"{column} is beyond 2**53", values)
     integers = values.astype(np.int64)
     _fail_rows(integers < minimum, source, f"{column} must be >= {minimum}", integers)
     return integers
@@ -192,33 +239,53 @@ def _as_seed(value: object, where: str) -> int:
     return int(number)
 
 
+def _loss_file_candidates(directory: Path) -> list[Path]:
+    """Files under `directory` named like loss files, broken links included (they are unreadable files)."""
+    return [path for path in sorted(directory.rglob("*"))
+            if path.suffix in LOSS_FILE_SUFFIXES and (path.is_file() or not path.exists())]
+
+
 def _has_loss_column(path: Path) -> bool:
-    try:
+    """Whether a file found in a directory is a loss file; a readable file without `loss_sum` (an evaluation
+    set, a curve) is not. Reads only the schema or the header line."""
+    with _reading(path):
         if path.suffix == ".parquet":
             return "loss_sum" in pq.read_schema(path).names
         return "loss_sum" in pd.read_csv(path, nrows=0).columns
-    except Exception:  # noqa: BLE001 - an unreadable file is reported when read explicitly, skipped in a search
-        return False
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Any reader failure inside becomes one `UnreadableFileError` naming `path`."""
+    try:
+        yield
+    except pd.errors.EmptyDataError:
+        raise UnreadableFileError(path, "empty file") from None
+    except Exception as error:  # noqa: BLE001 - any reader failure is bad input, reported in one line
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise UnreadableFileError(path, f"cannot read: {reason}") from None
 
 
 def _read_table(path: Path) -> tuple[pd.DataFrame, dict]:
     """The raw table and its file-level metadata (Parquet key-value or CSV sidecar)."""
     if not path.exists():
-        raise InputError(f"{path}: no such file")
+        raise UnreadableFileError(path, "no such file")
     if path.suffix not in LOSS_FILE_SUFFIXES:
         raise InputError(f"{path}: not a loss file (expected .parquet or .csv)")
-    try:
+    with _reading(path):
         if path.suffix == ".parquet":
             table = pq.read_table(path)
-            return table.to_pandas(), _decode_parquet_metadata(table.schema.metadata or {})
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: empty file") from None
-    except Exception as error:  # noqa: BLE001 - any reader failure is bad input, reported in one line
-        reason = " ".join(str(error).split())[:200]
-        raise InputError(f"{path}: cannot read: {reason}") from None
-    sidecar = path.with_name(path.name + ".json")
-    meta = read_json_object(sidecar) if sidecar.exists() else {}
+            names, meta = table.schema.names, _decode_parquet_metadata(table.schema.metadata or {})
+            frame = table.to_pandas() if len(set(names)) == len(names) else None
+        else:
+            names = list(pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    duplicated = sorted({str(name) for name in names if names.count(name) > 1})
+    if duplicated:
+        raise InputError(f"{path}: column {', '.join(map(repr, duplicated))} appears more than once")
+    if path.suffix == ".csv":
+        sidecar = path.with_name(path.name + ".json")
+        meta = read_json_object(sidecar) if sidecar.exists() else {}
     return frame, meta
 
 

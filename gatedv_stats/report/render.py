@@ -18,6 +18,8 @@ from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experimen
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.io.discovery import discover_inputs
+from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.outputs import check_output_file
 from gatedv_stats.report.build import build_report
 from gatedv_stats.report.model import ReportData
 
@@ -157,10 +159,10 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
     return Path(name)
 
 
-def write_report(inputs: list[Path], out: Path | None, fmt: str,
-                 settings: AnalysisSettings = AnalysisSettings()) -> Path:
+def write_report(inputs: list[Path], out: Path | None, fmt: str, settings: AnalysisSettings = AnalysisSettings(),
+                 *, skipped: list[SkippedFile] | None = None) -> Path:
     """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
-    a directory: report.<ext> inside it)."""
+    a directory: report.<ext> inside it). `skipped`: see `discover_inputs`."""
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     inputs = [Path(path) for path in inputs]
@@ -169,4 +171,6 @@ def write_report(inputs: list[Path], out: Path | None, fmt: str,
     out = Path(out)
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
-    return render_report(build_report(analyse_experiment(discover_inputs(inputs), settings)), out, fmt)
+    check_output_file(out, "--out")
+    analysis = analyse_experiment(discover_inputs(inputs, skipped=skipped), settings)
+    return render_report(build_report(analysis), out, fmt)

@@ -8,6 +8,7 @@ import os
 from gatedv_stats import __version__
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
 from gatedv_stats.formatting import format_count, format_lr
+from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.report.cells import MISSING
 from gatedv_stats.report.model import Block, Cell, RowGroup, Section, Table, row
 from gatedv_stats.runs import eval_set_sort_key, lr_of
@@ -38,7 +39,17 @@ def provenance_section(analysis: ExperimentAnalysis) -> Section:
                [run.meta.get("config") for run in inputs.runs] + [info.get("config") for info in inputs.run_infos]
                if config}
     blocks = tuple(Block(f"Configuration {i}", text) for i, text in enumerate(configs, start=1))
-    return Section("provenance", "Provenance", tables=(files, run_table, _settings_table(analysis)), blocks=blocks)
+    tables = (files, *_skipped_table(inputs.skipped, root), run_table, _settings_table(analysis))
+    return Section("provenance", "Provenance", tables=tables, blocks=blocks)
+
+
+def _skipped_table(skipped: tuple[SkippedFile, ...], root: str) -> tuple[Table, ...]:
+    """The unreadable files passed over (--skip-unreadable); none when every file was read."""
+    if not skipped:
+        return ()
+    return (Table("provenance-skipped", f"Unreadable files skipped ({len(skipped)}; --skip-unreadable): no run of "
+                  "theirs is in this report.", ("File", "Reason"), "ll",
+                  (RowGroup(None, tuple(row(_relative(file.path, root), file.reason) for file in skipped)),)),)
 
 
 def _settings_table(analysis: ExperimentAnalysis) -> Table:

@@ -1,0 +1,141 @@
+"""Every command checks where it writes before any work: one `error:` line naming the flag and the path, exit 2.
+
+Each command gets inputs that do not exist: the output error coming out instead of an input error shows the
+check runs first. Non-writable directories are simulated by patching the `os.access`-based check, since the
+superuser (as in CI containers) may write into a read-only directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import cli
+import gatedv_stats.io.outputs as outputs
+from gatedv_stats.errors import InputError
+from gatedv_stats.io.outputs import check_output_dir, check_output_file
+
+SWEEP = """
+name = "grid"
+data = "missing-data"
+config = "tiny"
+variants = ["baseline"]
+seeds = [1]
+lrs = [0.001]
+out = "{out}"
+"""
+
+
+def _sweep_args(tmp_path: Path, out: Path) -> list[str]:
+    path = tmp_path / "grid.toml"
+    path.write_text(SWEEP.format(out=out))
+    return ["sweep", str(path), "--device", "cpu"]
+
+
+# command: (arguments given the output path, the flag an error names, "file" or "dir")
+COMMANDS = {
+    "train": (lambda tmp, out: ["train", "--data", str(tmp / "missing"), "--config", "tiny", "--seed", "1",
+                                "--out", str(out)], "--out", "dir"),
+    "evaluate": (lambda tmp, out: ["evaluate", str(tmp / "missing.pt"), "--out", str(out)], "--out", "file"),
+    "prepare": (lambda tmp, out: ["prepare", str(tmp / "missing.jsonl"), "--out", str(out)], "--out", "dir"),
+    "report": (lambda tmp, out: ["report", str(tmp / "missing"), "--format", "md", "--out", str(out)], "--out", "file"),
+    "bench": (lambda tmp, out: ["bench", str(tmp / "a.pt"), "--variant", str(tmp / "b.pt"), "--out", str(out)],
+              "--out", "file"),
+    "moments": (lambda tmp, out: ["moments", "--data", str(tmp / "missing"), "--config", "tiny", "--seed", "1",
+                                  "--out", str(out)], "--out", "file"),
+    "select-lr": (lambda tmp, out: ["select-lr", str(tmp / "missing.toml"), "--out", str(out)], "--out", "file"),
+    "demo": (lambda tmp, out: ["demo", "--out", str(out), "--corpus", str(tmp / "missing.jsonl")], "--out", "dir"),
+    "export-hf": (lambda tmp, out: ["export-hf", str(tmp / "missing.pt"), str(out)], "OUT_DIR", "dir"),
+    "sweep": (_sweep_args, "grid.toml: out", "dir"),
+}
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(cli.app, args)
+
+
+def _assert_output_error(result, flag: str, *fragments: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert lines[0].startswith("error: ") and f"{flag}: " in lines[0], lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def _wrong_kind(tmp_path: Path, command: str, kind: str) -> tuple[Path, str]:
+    """An output path that exists as the other kind; returns it and the path the error names."""
+    if command == "report":  # a directory means report.md inside it, here itself a directory
+        (tmp_path / "out" / "report.md").mkdir(parents=True)
+        return tmp_path / "out", str(tmp_path / "out" / "report.md")
+    out = tmp_path / "out"
+    if kind == "dir":
+        out.write_text("a file")
+    else:
+        out.mkdir()
+    return out, str(out)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_of_the_wrong_kind_is_one_line(command, tmp_path):
+    make_args, flag, kind = COMMANDS[command]
+    out, named = _wrong_kind(tmp_path, command, kind)
+    args = make_args(tmp_path, out)
+    before = sorted(tmp_path.rglob("*"))
+    result = _invoke(args)
+    _assert_output_error(result, flag, named, "is a directory" if kind == "file" else "is not a directory")
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing removed
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_under_a_file_is_one_line(command, tmp_path):
+    make_args, flag, _ = COMMANDS[command]
+    (tmp_path / "plain").write_text("a file")
+    out = tmp_path / "plain" / "sub" / ("out.md" if command == "report" else "out")
+    args = make_args(tmp_path, out)
+    before = sorted(tmp_path.rglob("*"))
+    result = _invoke(args)
+    _assert_output_error(result, flag, f"cannot create {out}: {tmp_path / 'plain'} is not a directory")
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_in_a_directory_without_write_permission_is_one_line(command, tmp_path, monkeypatch):
+    make_args, flag, _ = COMMANDS[command]
+    args = make_args(tmp_path, tmp_path / "locked" / "out")  # sweep writes its TOML before the check is patched
+    (tmp_path / "locked").mkdir()
+    monkeypatch.setattr(outputs, "_writable", lambda directory: Path(directory).name != "locked")
+    result = _invoke(args)
+    _assert_output_error(result, flag, f"{tmp_path / 'locked'} is not writable (permission denied)")
+    assert list((tmp_path / "locked").iterdir()) == []
+
+
+def test_writable_is_os_access_and_a_read_only_directory_fails_where_access_says_so(tmp_path, monkeypatch):
+    """The check asks os.access for write and search permission on the directory that would receive the output."""
+    asked = []
+
+    def access(path, mode):
+        asked.append((Path(path), mode))
+        return False
+
+    monkeypatch.setattr(outputs.os, "access", access)
+    with pytest.raises(InputError, match="not writable"):
+        check_output_file(tmp_path / "new" / "file.json", "--out")
+    assert asked == [(tmp_path, os.W_OK | os.X_OK)]
+    with pytest.raises(InputError, match=r"--out: .*run: directory is not writable"):
+        (tmp_path / "run").mkdir()
+        check_output_dir(tmp_path / "run", "--out")
+
+
+def test_good_output_locations_pass(tmp_path):
+    check_output_file(tmp_path / "a" / "b" / "file.parquet", "--out")
+    check_output_file(tmp_path / "a.txt", "--out")
+    (tmp_path / "existing.txt").write_text("replaced by the command")
+    check_output_file(tmp_path / "existing.txt", "--out")
+    check_output_dir(tmp_path, "--out")
+    check_output_dir(tmp_path / "new" / "deeper", "--out")
+    check_output_file("relative-file.json", "--out")
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "existing.txt"]  # a check creates nothing
