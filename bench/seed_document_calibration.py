@@ -80,7 +80,7 @@ def bootstrap_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, s
 
 
 def calibration(args: argparse.Namespace) -> None:
-    print(f"95% intervals at δ = 0: rate of excluding 0 (= 1 − coverage for the first two columns); "
+    print(f"\n95% intervals at δ = 0: rate of excluding 0 (= 1 − coverage for the first two columns); "
           f"{args.studies:,} studies per cell for ours, {args.bootstrap_studies} with {args.resamples} resamples "
           f"for the bootstraps; power of the verdict at ΔP = −2% ({args.studies:,} studies); seed {args.seed}\n")
     print("| scenario | S | N | domains | ours | ours, plain Satterthwaite df | document bootstrap "

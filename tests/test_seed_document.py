@@ -130,6 +130,15 @@ def test_mean_squares_have_the_stated_expectations_and_var_d_is_unbiased():
     assert abs(fit.var_d.mean() / true_var - 1) < 0.03
 
 
+def test_var_d_stays_unbiased_when_short_documents_vary_more():
+    """Document and interaction SDs ∝ 1/sqrt(n_i): the w_i² weighting keeps E Var̂(D) = Var(D) (to O(max w))."""
+    model = CrossedModel(0.0, seed_sd=0.002, doc_sd=0.05, interaction_sd=0.05, length_scaled=True)
+    rng = np.random.default_rng(15)
+    n = rng.integers(20, 600, 60).astype(float)
+    fit = crossed_moments(simulate_differences(model, 4, n, rng, n_studies=20_000), n / n.sum())
+    assert abs(fit.var_d.mean() / fit.d.var() - 1) < 0.05
+
+
 def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
     rng = np.random.default_rng(6)
     n = rng.integers(16, 300, 50)

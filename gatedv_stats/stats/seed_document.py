@@ -277,8 +277,8 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_units: int, clustered: bool) -> 
         notes.append(f"one {unit}: no {unit} component can be estimated; the interval is the paired t over seeds "
                      f"and speaks to this {unit} only")
     if n_seeds == 2:
-        notes.append("2 seed pairs: the seed variance rests on 1 degree of freedom and the interval can cover less "
-                     "than stated when seeds dominate; use at least 3")
+        notes.append("2 seed pairs: the seed variance rests on 1 degree of freedom, and when seeds hold most of the "
+                     "variance a stated 95% interval can cover as little as about 90%; use at least 3")
     if bool(fit.doc_truncated):
         notes.append(f"the {unit} component was estimated below 0 and set to 0: the interval rests on the spread "
                      f"of the per-seed differences alone ({n_seeds - 1} df)")
