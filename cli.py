@@ -172,8 +172,8 @@ def bootstrap_command(
                          variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired, skipped=skipped)
     result = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, method=method,
                      progress=None)
-    for note in result.notes:
-        typer.echo(f"warning: {note}", err=True)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     _emit(result, as_json, _warn_skipped(skipped))
 
 

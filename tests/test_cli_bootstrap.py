@@ -14,8 +14,13 @@ from cli import app
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.synthetic import synthetic_runs
 
+# The paper's keys, then the verdict and its seed-and-document interval, standard errors and notes.
 JSON_KEYS = {"baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean", "nll_diff_ci",
-             "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs", "win_rate"}
+             "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs", "win_rate",
+             "verdict", "verdict_explanation", "verdict_detail", "nll_diff_seed_document_ci",
+             "nll_diff_seed_document_df", "delta_p_seed_document_ci", "variance_components", "standard_errors",
+             "nll_diff_ci_kind", "nll_diff_seed_document_ci_kind", "confidence_level", "cluster", "n_clusters",
+             "win_rate_ci", "notes"}
 ARM_KEYS = {"arm", "seeds", "nll", "ppl", "ppl_mean", "ppl_sd"}
 N_DOCS = 40
 

