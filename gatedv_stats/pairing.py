@@ -10,7 +10,7 @@ import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs
-from gatedv_stats.runs import select_runs
+from gatedv_stats.runs import eval_set_sort_key, select_runs
 
 _SHOWN = 5
 
@@ -30,6 +30,8 @@ class PairedLosses:
     sources: dict  # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
     dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
     mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
+    unit: str = "token"  # "byte": `n_targets` holds each document's UTF-8 bytes and every statistic is per byte
+    eval_set: str | None = None  # the evaluation set every run was scored on (the runs agree; see check_provenance)
 
     @property
     def n_docs(self) -> int:
@@ -47,14 +49,16 @@ class PairedLosses:
 
 
 def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allow_unpaired: bool = False,
-              allow_mismatch: tuple[str, ...] = ()) -> PairedLosses:
+              allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> PairedLosses:
     """Match runs by seed and documents by `doc_id`, checking that every run saw the same documents.
 
     Seeds present in one arm only are an error unless `allow_unpaired`, which drops them (see `dropped_seeds`).
     Runs whose files record a different evaluation set or tokenizer are an error unless the field is in
-    `allow_mismatch` (see `check_provenance`).
+    `allow_mismatch` (see `check_provenance`). `unit` (see `comparison_unit`): "token" compares per target token,
+    "byte" per UTF-8 byte of the target text (`n_bytes`), the only comparison that is fair across tokenizers.
     """
-    mismatches = check_provenance([*baseline_runs, *variant_runs], allow_mismatch)
+    unit = comparison_unit([*baseline_runs, *variant_runs], unit, allow_mismatch)
+    mismatches = check_provenance([*baseline_runs, *variant_runs], allow_mismatch, unit)
     baseline_arm = _single_arm(baseline_runs, "baseline")
     variant_arm = _single_arm(variant_runs, "variant")
     baseline_by_seed = _by_seed(baseline_runs, baseline_arm)
@@ -71,15 +75,7 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
         raise InputError(f"no seed is shared by {baseline_arm} and {variant_arm}")
 
     runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
-    doc_ids = np.array(sorted(runs[0].docs["doc_id"]), dtype=object)
-    for run in runs[1:]:
-        _check_same_documents(runs[0], run)
-    aligned = [run.docs.set_index("doc_id").loc[doc_ids] for run in runs]
-    per_document = {column: _agreed_column(column, runs, aligned, doc_ids)
-                    for column in ("n_targets", *OPTIONAL_COLUMNS)}
-    losses = np.stack([docs["loss_sum"].to_numpy(dtype=np.float64) for docs in aligned])
-    n_targets = per_document.pop("n_targets").astype(np.int64)
-    doc_columns = pd.DataFrame({column: values for column, values in per_document.items() if values is not None})
+    doc_ids, losses, n_targets, doc_columns = _aligned(runs, unit)
     half = len(seeds)
     return PairedLosses(
         baseline_arm=baseline_arm,
@@ -98,23 +94,74 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
         },
         dropped_seeds=unpaired,
         mismatches=mismatches,
+        unit=unit,
+        eval_set=runs[0].eval_set,
     )
+
+
+def _aligned(runs: list[LossRun], unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
+    """Sorted doc ids, (runs, N) loss sums, the per-document denominator (targets or bytes), document columns."""
+    doc_ids = np.array(sorted(runs[0].docs["doc_id"]), dtype=object)
+    for run in runs[1:]:
+        _check_same_documents(runs[0], run)
+    if unit == "byte":
+        lacking = next((run for run in runs if "n_bytes" not in run.docs.columns), None)
+        if lacking is not None:
+            raise InputError(f"{lacking.source}: no n_bytes column; a per-byte comparison needs the UTF-8 bytes of "
+                             "every document's target text")
+    aligned = [run.docs.set_index("doc_id").loc[doc_ids] for run in runs]
+    columns = OPTIONAL_COLUMNS if unit == "byte" else ("n_targets", *OPTIONAL_COLUMNS)
+    per_document = {column: _agreed_column(column, runs, aligned, doc_ids) for column in columns}
+    losses = np.stack([docs["loss_sum"].to_numpy(dtype=np.float64) for docs in aligned])
+    denominator = per_document["n_bytes"] if unit == "byte" else per_document.pop("n_targets")
+    if unit == "byte" and not np.all(denominator > 0):
+        raise InputError(f"document {doc_ids[int(np.argmin(denominator))]}: n_bytes is 0; a per-byte comparison needs "
+                         "the bytes of every document's target text")
+    doc_columns = pd.DataFrame({column: values for column, values in per_document.items() if values is not None})
+    return doc_ids, losses, denominator.astype(np.int64), doc_columns
+
+
+UNITS = ("auto", "token", "byte")
+
+
+def comparison_unit(runs: Sequence[LossRun], unit: str = "auto", allow_mismatch: tuple[str, ...] = ()) -> str:
+    """"token" or "byte". `auto` compares per byte when the runs' tokenizers (`tokenizer_sha256`) or target units
+    (`target_unit`: tokens, words) differ, else per token; "token" across tokenizers is refused unless
+    `allow_mismatch` holds tokenizer_sha256."""
+    if unit not in UNITS:
+        raise ParameterError("unit", f"must be one of {', '.join(UNITS)} (got {unit!r})")
+    tokenizers = {str(run.meta["tokenizer_sha256"]) for run in runs if run.meta.get("tokenizer_sha256")}
+    target_units = {str(run.meta.get("target_unit") or "token") for run in runs}
+    differ = len(tokenizers) > 1 or len(target_units) > 1
+    if unit == "auto":
+        return "byte" if differ else "token"
+    if unit == "token" and differ and "tokenizer_sha256" not in allow_mismatch:
+        raise InputError("the runs were scored with different tokenizers or target units, so per-token losses are "
+                         "not comparable; compare per byte (--unit byte) or force it with --allow-mismatch "
+                         "tokenizer_sha256")
+    return unit
 
 
 PROVENANCE_FIELDS = ("eval_set", "eval_set_sha256", "tokenizer_sha256")
 
 
-def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Refuse to pair runs whose files record a different evaluation set (name or hash) or tokenizer.
+def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = (),
+                     unit: str = "token") -> tuple[str, ...]:
+    """Refuse to pair runs whose files record a different evaluation set (name or hash) or, per token, tokenizer.
 
     A field is compared only between files that carry it. A field in `allow_mismatch` is reported in the
-    returned notes instead, so that the output can say what was compared anyway.
+    returned notes instead, so that the output can say what was compared anyway. Per byte, different tokenizers
+    are the point of the comparison and are said in a note.
     """
     unknown = sorted(set(allow_mismatch) - set(PROVENANCE_FIELDS))
     if unknown:
         raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(PROVENANCE_FIELDS)}")
     notes = []
     for name in PROVENANCE_FIELDS:
+        if name == "tokenizer_sha256" and unit == "byte":
+            if len({str(run.meta[name]) for run in runs if run.meta.get(name)}) > 1:
+                notes.append("the arms' tokenizers differ: compared per byte of the same text (bits per byte)")
+            continue
         carrying = [run for run in runs if run.meta.get(name) not in (None, "")]
         first = carrying[0] if carrying else None
         other = next((run for run in carrying if str(run.meta[name]) != str(first.meta[name])), None)
@@ -180,7 +227,7 @@ def _agreed_column(column: str, runs: list[LossRun], aligned: list[pd.DataFrame]
 
 def load_paired(*, tables: list | None = None, baseline: list | None = None, variant: list | None = None,
                 baseline_arm: str | None = None, variant_arm: str | None = None, eval_set: str | None = None,
-                allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (),
+                allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (), unit: str = "auto",
                 skipped: list[SkippedFile] | None = None) -> PairedLosses:
     """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
     or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`. `skipped`: see
@@ -201,27 +248,36 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
         raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and --variant-arm")
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
-    return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
+    return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch,
+                     unit=unit)
 
 
 def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False,
-                        allow_mismatch: tuple[str, ...] = ()) -> list[PairedLosses]:
-    """Pair every other arm in `runs` with the `reference` arm, arms in name order."""
+                        allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> list[PairedLosses]:
+    """Pair every other arm with the `reference` arm on each evaluation set that holds both (held-out first, then
+    development, then others), arms in name order."""
     arms = sorted({run.arm for run in runs})
     if reference not in arms:
         raise InputError(f"--reference: no runs of arm {reference!r} (arms found: {', '.join(arms)})")
-    others = [arm for arm in arms if arm != reference]
-    if not others:
+    if len(arms) < 2:
         raise InputError(f"only the reference arm {reference!r} was found; give loss files of at least one other arm")
-    reference_runs = [run for run in runs if run.arm == reference]
-    return [pair_runs(reference_runs, [run for run in runs if run.arm == arm], allow_unpaired=allow_unpaired,
-                      allow_mismatch=allow_mismatch)
-            for arm in others]
+    pairs = []
+    for eval_set in sorted({run.eval_set for run in runs}, key=eval_set_sort_key):
+        in_set = [run for run in runs if run.eval_set == eval_set]
+        reference_runs = [run for run in in_set if run.arm == reference]
+        if not reference_runs:
+            continue
+        pairs += [pair_runs(reference_runs, [run for run in in_set if run.arm == arm], allow_unpaired=allow_unpaired,
+                            allow_mismatch=allow_mismatch, unit=unit)
+                  for arm in sorted({run.arm for run in in_set} - {reference})]
+    if not pairs:
+        raise InputError(f"no evaluation set holds {reference!r} together with another arm")
+    return pairs
 
 
 def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
                eval_set: str | None = None, allow_unpaired: bool = False,
-               allow_mismatch: tuple[str, ...] = ()) -> PairedLosses:
+               allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> PairedLosses:
     """Pair the two arms of pilot runs; the baseline defaults to the arm named "baseline", the variant to the other."""
     runs = select_runs(runs, eval_set=eval_set, what="pilot files")
     arms = sorted({run.arm for run in runs})
@@ -236,4 +292,4 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
         variant_arm = others[0]
     return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
                      select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired,
-                     allow_mismatch=allow_mismatch)
+                     allow_mismatch=allow_mismatch, unit=unit)

@@ -71,6 +71,7 @@ def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistic
     assert seed_level["t_interval"]["mean_log_ratio"] == pytest.approx(r.mean(), rel=1e-9)
     assert seed_level["sign_test"]["improved"] == 3 and seed_level["sign_test"]["p_value"] == pytest.approx(0.125)
     assert seed_level["two_level_bootstrap"]["seed"] == 7 and len(seed_level["limits"]) == 3
+    assert seed_level["seed_permutation_test"]["min_attainable_p"] == 0.25
 
     n_bytes = paired.doc_columns["n_bytes"].to_numpy()
     expected_bpb = paired.baseline.sum(axis=1) / (np.log(2) * n_bytes.sum())

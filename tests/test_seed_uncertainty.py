@@ -129,8 +129,16 @@ def test_seed_uncertainty_assembles_the_parts_from_paired_runs():
     assert (result.sign_test.improved, result.sign_test.n_pairs) == (2, 3)
     assert result.bootstrap.seed == 5 and result.bootstrap.n_resamples == 200
     data = result.to_dict()
-    assert set(data) == {"baseline_arm", "variant_arm", "two_level_bootstrap", "t_interval", "sign_test", "limits"}
+    assert set(data) == {"baseline_arm", "variant_arm", "two_level_bootstrap", "t_interval", "sign_test", "limits",
+                         "seed_permutation_test", "seed_sign_test_two_sided"}
     assert len(data["limits"]) == 3
+    assert "cannot reach p ≤ 0.05" in data["seed_permutation_test"]["notes"][0]
+    # exact over the 2^3 sign vectors of the per-seed log ratios, by a loop
+    flips = [abs(np.mean(np.array(signs) * expected_r)) for signs in np.ndindex(2, 2, 2)
+             for signs in [tuple(1 - 2 * bit for bit in signs)]]
+    expected_p = np.mean(np.array(flips) >= abs(expected_r.mean()) - 1e-15)
+    assert data["seed_permutation_test"]["p_value"] == pytest.approx(expected_p)
+    assert data["seed_sign_test_two_sided"]["p_value"] == pytest.approx(1.0)  # 2 of 3 improved
     text = result.summary()
     assert "2/3" in text and "df 2" in text and "note:" in text
 

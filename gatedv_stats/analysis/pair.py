@@ -8,14 +8,15 @@ byte when the loss files carry `n_bytes`, and D per group of any document column
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
 from gatedv_stats.stats.breakdowns import Breakdown, breakdown
-from gatedv_stats.stats.comparison import Comparison, compare
+from gatedv_stats.stats.comparison import (Comparison, cluster_labels, compare, resampled_units,
+                                           seed_document_or_none)
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
@@ -27,17 +28,35 @@ from gatedv_stats.stats.seed_uncertainty import SeedUncertainty, seed_uncertaint
 
 @dataclass(frozen=True)
 class BitsPerByte:
-    """Bits per UTF-8 byte of both arms: comparable across tokenizers, unlike PPL."""
+    """Bits per UTF-8 byte of both arms (comparable across tokenizers, unlike PPL), with the seed-and-document
+    interval of their difference."""
 
     baseline: tuple[float, ...]  # per seed
     variant: tuple[float, ...]
     baseline_mean: float
     variant_mean: float
     relative_change: float  # mean_variant / mean_baseline − 1
+    difference: float  # mean over seeds of variant − baseline, bits per byte
+    difference_interval: ConfidenceInterval | None  # seeds and documents sampled; None with one seed pair
+    relative_change_interval: ConfidenceInterval | None  # through the log ratio (delta method)
 
     def to_dict(self) -> dict:
         return {"baseline": list(self.baseline), "variant": list(self.variant), "baseline_mean": self.baseline_mean,
-                "variant_mean": self.variant_mean, "relative_change": self.relative_change}
+                "variant_mean": self.variant_mean, "relative_change": self.relative_change,
+                "difference": self.difference,
+                "difference_ci": None if self.difference_interval is None else list(self.difference_interval),
+                "relative_change_ci": None if self.relative_change_interval is None else
+                list(self.relative_change_interval)}
+
+    def summary(self) -> str:
+        text = (f"bits per byte: {self.baseline_mean:.4f} vs {self.variant_mean:.4f} "
+                f"({fmt.format_delta_p(self.relative_change)}, mean over seeds)")
+        if self.difference_interval is not None:
+            low, high = self.difference_interval
+            text += (f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)} bits per "
+                     "byte, relative "
+                     f"{fmt.format_delta_p_interval(self.relative_change_interval)} (seeds and documents sampled)")
+        return text
 
 
 @dataclass(frozen=True)
@@ -75,9 +94,7 @@ class PairAnalysis:
         if self.seed_level is not None:
             lines.append(self.seed_level.summary())
         if self.bits_per_byte is not None:
-            bpb = self.bits_per_byte
-            lines.append(f"bits per byte: {bpb.baseline_mean:.4f} vs {bpb.variant_mean:.4f} "
-                         f"({fmt.format_delta_p(bpb.relative_change)}, mean over seeds)")
+            lines.append(self.bits_per_byte.summary())
         for item in self.breakdowns:
             lines += ["", item.summary()]
         lines += [f"note: {note}" for note in self.notes]
@@ -86,17 +103,18 @@ class PairAnalysis:
 
 def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
             n_permutations: int = 10_000, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
-            progress: bool | None = False) -> PairAnalysis:
-    """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`."""
+            cluster: str | None = None, sesoi: float | None = None, progress: bool | None = False) -> PairAnalysis:
+    """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`. `cluster` and `sesoi`
+    as in `compare`; with `cluster` the models-fixed statistics resample clusters."""
     check_at_least("n_permutations", n_permutations, 1)
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
     comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
-                         progress=progress)
-    differences = metrics.document_differences(paired.baseline, paired.variant)
+                         cluster=cluster, sesoi=sesoi, progress=progress)
+    differences, units_n = resampled_units(paired, cluster_labels(paired, cluster))
     notes = []
     try:
-        bca = interval_from_distribution(differences, paired.n_targets, comparison.bootstrap.bootstrap_distribution,
+        bca = interval_from_distribution(differences, units_n, comparison.bootstrap.bootstrap_distribution,
                                          confidence_level=confidence_level, method="bca")
     except ValueError as error:  # resampling's message for a degenerate sample (e.g. one document)
         bca = None
@@ -113,20 +131,34 @@ def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
     return PairAnalysis(
         comparison=comparison,
         bca_interval=bca,
-        permutation=sign_flip_test(differences, paired.n_targets, n_resamples=n_permutations, seed=seed,
-                                   progress=progress),
+        permutation=sign_flip_test(differences, units_n, n_resamples=n_permutations, seed=seed, progress=progress),
         seed_level=seed_level,
-        bits_per_byte=_bits_per_byte(comparison),
+        bits_per_byte=_bits_per_byte(paired, comparison),
         breakdowns=tuple(breakdown(paired, column, bins=bins, min_docs=min_docs, n_resamples=n_resamples,
                                    confidence_level=confidence_level, seed=seed) for column in by),
         notes=tuple(notes),
     )
 
 
-def _bits_per_byte(comparison: Comparison) -> BitsPerByte | None:
+def _bits_per_byte(paired: PairedLosses, comparison: Comparison) -> BitsPerByte | None:
+    """Per-token comparisons that carry n_bytes: bits per byte, its difference on the seed-and-document interval
+    of the per-byte losses (the same estimator, weighted by bytes). A per-byte comparison already is one."""
     baseline, variant = comparison.baseline.bits_per_byte, comparison.variant.bits_per_byte
-    if baseline is None or variant is None:
+    if baseline is None or variant is None or paired.unit == "byte":
         return None
+    n_bytes = paired.doc_columns["n_bytes"].to_numpy()
+    per_byte = (None if not np.all(n_bytes > 0) else
+                seed_document_or_none(paired, None, comparison.bootstrap.confidence_level, weights=n_bytes))
+    bits = 1.0 / math.log(2.0)
+    relative = float(np.mean(variant) / np.mean(baseline) - 1.0)
+    interval = relative_interval = None
+    if per_byte is not None:
+        interval = ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
+        # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
+        half = (per_byte.confidence_interval.high - per_byte.d) / (float(np.mean(baseline)) / bits)
+        relative_interval = ConfidenceInterval(math.expm1(math.log1p(relative) - half),
+                                               math.expm1(math.log1p(relative) + half))
     return BitsPerByte(baseline=tuple(float(v) for v in baseline), variant=tuple(float(v) for v in variant),
                        baseline_mean=float(np.mean(baseline)), variant_mean=float(np.mean(variant)),
-                       relative_change=float(np.mean(variant) / np.mean(baseline) - 1.0))
+                       relative_change=relative, difference=float(np.mean(variant) - np.mean(baseline)),
+                       difference_interval=interval, relative_change_interval=relative_interval)

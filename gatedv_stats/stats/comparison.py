@@ -37,6 +37,7 @@ class Comparison:
     bootstrap: BootstrapResult  # the paper's interval for D: documents (or clusters) resampled, models fixed
     win: WinRate
     cluster: str | None  # the document column whose values group documents into sampled clusters
+    unit: str  # "token", or "byte" when every figure is per UTF-8 byte of the target text (across tokenizers)
     pairing_notes: tuple[str, ...]  # seeds dropped, provenance differences accepted
     sources: dict
 
@@ -119,8 +120,19 @@ class Comparison:
             "cluster": self.cluster,
             "n_clusters": None if seed_document is None else seed_document.n_clusters,
             "win_rate_ci": list(self.win.confidence_interval(self.bootstrap.confidence_level)),
+            "unit": self.unit,
+            **(self._bits_per_byte_dict() if self.unit == "byte" else {}),
             "notes": list(self.notes),
         }
+
+    def _bits_per_byte_dict(self) -> dict:
+        """Per byte, D is in nats per byte; the same differences and intervals in bits per byte."""
+        bits = 1.0 / math.log(2.0)
+        seed_document = self.seed_document
+        return {"bits_per_byte_diff": self.nll_diff_mean * bits,
+                "bits_per_byte_diff_ci": None if seed_document is None else
+                [end * bits for end in seed_document.confidence_interval],
+                "bits_per_byte_diff_ci_models_fixed": [end * bits for end in self.nll_diff_ci]}
 
     def summary(self) -> str:
         """The verdict, then a readable table: per-seed PPL of both arms, P̄ ± SD, ΔP, improved pairs, D with both
@@ -131,7 +143,7 @@ class Comparison:
         units = fmt.format_count(self.win.n_docs) + " documents"
         if self.seed_document is not None and self.seed_document.n_clusters is not None:
             units += f" in {fmt.format_count(self.seed_document.n_clusters)} {self.cluster} clusters"
-        lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {units}", "",
+        lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {units}", *self._unit_lines(), "",
                  f"verdict: {self.verdict_text}", f"  {self.verdict_explanation}", "",
                  f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
         for seed, base_ppl, var_ppl in zip(base.seeds, base.ppl, var.ppl):
@@ -158,6 +170,15 @@ class Comparison:
             for seed, source, sha in zip(base.seeds, self.sources[side], self.sources[f"{side}_sha256"]):
                 lines.append(f"  {side} seed {seed}: {source} (sha256 {sha[:12]})")
         return "\n".join(lines)
+
+    def _unit_lines(self) -> list[str]:
+        if self.unit == "token":
+            return []
+        return ["compared per UTF-8 byte of the same text (the arms' tokenizers or target units differ): NLL and D "
+                "are nats per byte (÷ ln 2 for bits), PPL and ΔP are per byte",
+                f"bits per byte: {self.baseline.nll.mean() / math.log(2.0):.4f} vs "
+                f"{self.variant.nll.mean() / math.log(2.0):.4f}, difference "
+                f"{self.nll_diff_mean / math.log(2.0):+.5f} bits per byte"]
 
     def _delta_p_interval(self, level: str) -> str:
         if self.seed_document is None:
@@ -196,9 +217,7 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
     n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
     baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_targets, n_bytes)
     variant = metrics.arm_summary(paired.variant_arm, paired.seeds, paired.variant, paired.n_targets, n_bytes)
-    differences = metrics.document_differences(paired.baseline, paired.variant)
-    units, units_n = (differences, paired.n_targets) if labels is None else \
-        cluster_sums(differences, paired.n_targets, labels)[:2]
+    units, units_n = resampled_units(paired, labels)
     seed_document = seed_document_or_none(paired, labels, confidence_level)
     return Comparison(
         baseline=baseline,
@@ -208,14 +227,25 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         n_pairs=paired.n_pairs,
         nll_diff_mean=metrics.nll_diff_mean(baseline.nll, variant.nll),
         seed_document=seed_document,
-        verdict=None if seed_document is None else verdict(seed_document, sesoi=sesoi),
+        verdict=None if seed_document is None else verdict(seed_document, sesoi=sesoi, unit=paired.unit),
         bootstrap=document_bootstrap(units, units_n, n_resamples=n_resamples, confidence_level=confidence_level,
                                      seed=seed, method=method, progress=progress),
         win=metrics.document_wins(paired.baseline, paired.variant, paired.n_targets),
         cluster=cluster,
+        unit=paired.unit,
         pairing_notes=paired.notes,
         sources=paired.sources,
     )
+
+
+def resampled_units(paired: PairedLosses, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """What the document bootstrap and the sign-flip test resample: per-document differences d_i and target
+    counts, or their sums over clusters."""
+    differences = metrics.document_differences(paired.baseline, paired.variant)
+    if labels is None:
+        return differences, paired.n_targets
+    sums = cluster_sums(differences, paired.n_targets, labels)
+    return sums.values, sums.n_targets
 
 
 def cluster_labels(paired: PairedLosses, cluster: str | None) -> np.ndarray | None:
@@ -228,13 +258,15 @@ def cluster_labels(paired: PairedLosses, cluster: str | None) -> np.ndarray | No
     return paired.doc_columns[cluster].astype(str).to_numpy()
 
 
-def seed_document_or_none(paired: PairedLosses, labels: np.ndarray | None,
-                          confidence_level: float) -> SeedDocumentResult | None:
-    """The seed-and-document interval, or None where it cannot exist (one seed pair, no spread at all)."""
+def seed_document_or_none(paired: PairedLosses, labels: np.ndarray | None, confidence_level: float,
+                          weights: np.ndarray | None = None) -> SeedDocumentResult | None:
+    """The seed-and-document interval (per target, or per unit of `weights` such as n_bytes), or None where it
+    cannot exist (one seed pair, no spread at all)."""
     if paired.n_pairs < 2:
         return None
     try:
-        return seed_document_interval(paired.baseline, paired.variant, paired.n_targets, clusters=labels,
+        return seed_document_interval(paired.baseline, paired.variant,
+                                      paired.n_targets if weights is None else weights, clusters=labels,
                                       confidence_level=confidence_level)
     except InputError as error:
         if "do not vary" in str(error):

@@ -76,6 +76,8 @@ def arm_summary(arm: str, seeds: np.ndarray, loss_sums: np.ndarray, n_targets: n
     nll = token_nll(loss_sums, n_targets)
     ppl = perplexity(nll)
     notes = (ONE_SEED_NOTE,) if ppl.shape[0] == 1 else ()
+    if n_bytes is not None and not np.sum(n_bytes) > 0:
+        n_bytes, notes = None, notes + ("n_bytes is 0 for every document: no bits per byte",)
     return ArmSummary(
         arm=arm,
         seeds=np.asarray(seeds, dtype=np.int64),

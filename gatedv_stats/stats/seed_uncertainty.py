@@ -25,6 +25,7 @@ from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.seed_tests import SeedPermutationTest, SeedSignTest, seed_permutation_test, seed_sign_test
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
 
 _CHUNK_ELEMENTS = 1 << 21  # resample-weight elements per vectorised chunk
@@ -98,7 +99,9 @@ class SeedUncertainty:
     variant_arm: str
     bootstrap: SeedDocumentInterval
     t_interval: PairedTInterval
-    sign_test: SignTest
+    sign_test: SignTest  # one-sided, as the paper counts improved pairs
+    permutation_test: SeedPermutationTest | None  # exact, two-sided; None beyond 20 seeds or with no differences
+    sign_test_two_sided: SeedSignTest
     limits: tuple[str, ...]
 
     def to_dict(self) -> dict:
@@ -108,6 +111,8 @@ class SeedUncertainty:
             "two_level_bootstrap": self.bootstrap.to_dict(),
             "t_interval": self.t_interval.to_dict(),
             "sign_test": self.sign_test.to_dict(),
+            "seed_permutation_test": None if self.permutation_test is None else self.permutation_test.to_dict(),
+            "seed_sign_test_two_sided": self.sign_test_two_sided.to_dict(),
             "limits": list(self.limits),
         }
 
@@ -123,6 +128,8 @@ class SeedUncertainty:
             f"sign test: {fmt.format_pairs(s.improved, s.n_pairs)} pairs improved"
             + (f" ({s.ties} tied)" if s.ties else "")
             + f", one-sided exact p = {s.p_value:.4g}",
+            *([] if self.permutation_test is None else [self.permutation_test.summary()]),
+            self.sign_test_two_sided.summary(),
             *(f"  note: {line}" for line in self.limits),
         ]
         return "\n".join(lines)
@@ -252,6 +259,12 @@ def seed_uncertainty(paired: PairedLosses, *, n_resamples: int = 2000, confidenc
                          f"2 paired seeds, got {paired.n_pairs}")
     nll_baseline = metrics.token_nll(paired.baseline, paired.n_targets)
     nll_variant = metrics.token_nll(paired.variant, paired.n_targets)
+    per_seed = nll_variant - nll_baseline
+    alpha = 1.0 - confidence_level
+    try:
+        permutation = seed_permutation_test(per_seed, alpha=alpha)
+    except InputError:  # beyond 20 seeds, or every per-seed difference 0
+        permutation = None
     return SeedUncertainty(
         baseline_arm=paired.baseline_arm,
         variant_arm=paired.variant_arm,
@@ -260,6 +273,8 @@ def seed_uncertainty(paired: PairedLosses, *, n_resamples: int = 2000, confidenc
                                           progress=progress),
         t_interval=paired_t_interval(nll_variant - nll_baseline, confidence_level=confidence_level),
         sign_test=sign_test(metrics.perplexity(nll_baseline), metrics.perplexity(nll_variant)),
+        permutation_test=permutation,
+        sign_test_two_sided=seed_sign_test(per_seed, alpha=alpha),
         limits=few_seed_limits(paired.n_pairs, confidence_level),
     )
 

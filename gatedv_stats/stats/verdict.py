@@ -43,8 +43,9 @@ class Verdict:
         return f"verdict: {self.verdict} — {self.explanation}"
 
 
-def verdict(result: SeedDocumentResult, *, sesoi: float | None = None) -> Verdict:
-    """Decide better / worse / no detectable difference / equivalent from a seed-and-document result."""
+def verdict(result: SeedDocumentResult, *, sesoi: float | None = None, unit: str = "token") -> Verdict:
+    """Decide better / worse / no detectable difference / equivalent from a seed-and-document result whose D is
+    in nats per `unit` ("token" or "byte")."""
     if sesoi is not None:
         sesoi = check_open_unit("sesoi", sesoi)
     alpha = result.alpha
@@ -57,7 +58,8 @@ def verdict(result: SeedDocumentResult, *, sesoi: float | None = None) -> Verdic
         tost_p = tost_p_value(result.log_ratio, result.log_ratio_se, result.df, bounds)
     outcome = "equivalent" if tost_p is not None and tost_p < alpha else direction or "no detectable difference"
     return Verdict(verdict=outcome, alpha=alpha, p_value=p_value, sesoi=sesoi, equivalence_bounds=bounds,
-                   tost_p_value=tost_p, explanation=_explain(outcome, direction, result, p_value, sesoi, tost_p))
+                   tost_p_value=tost_p,
+                   explanation=_explain(outcome, direction, result, p_value, sesoi, tost_p, unit))
 
 
 def tost_p_value(estimate: float, se: float, df: float, bounds: tuple[float, float]) -> float:
@@ -68,7 +70,7 @@ def tost_p_value(estimate: float, se: float, df: float, bounds: tuple[float, flo
 
 
 def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_value: float,
-             sesoi: float | None, tost_p: float | None) -> str:
+             sesoi: float | None, tost_p: float | None, unit: str) -> str:
     scope = "accounting for training seeds and documents"
     if result.n_clusters is not None:
         scope += f" (documents grouped into {result.n_clusters:,} clusters)"
@@ -83,8 +85,9 @@ def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_
         return text + "."
     if direction is not None:
         lower_or_higher = "lower" if direction == "better" else "higher"
-        return (f"The variant is {direction}: its loss is {lower_or_higher} by {fmt.format_nll_diff(abs(result.d))} "
-                f"nats per token (ΔP {fmt.format_delta_p(result.delta_p)}; {pct} interval for D {interval}, "
+        size = (f"{fmt.format_nll_diff(abs(result.d))} nats per token" if unit == "token" else
+                f"{abs(result.d) / math.log(2.0):.6f} bits per byte")
+        return (f"The variant is {direction}: its loss is {lower_or_higher} by {size} (ΔP {fmt.format_delta_p(result.delta_p)}; {pct} interval for D {interval}, "
                 f"p = {p_value:.3g}), {scope}.")
     text = (f"No detectable difference: the {pct} interval for D {interval} includes 0 (p = {p_value:.3g}), "
             f"{scope}")
