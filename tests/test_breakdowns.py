@@ -67,7 +67,7 @@ def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents
     constant = breakdown(paired, "n_targets", n_resamples=100)  # every document has 256 targets
     assert [group.group for group in constant.groups] == ["256"] and constant.groups[0].n_docs == 40
     frame = result.to_frame()
-    assert list(frame.columns) == ["group", "n_docs", "n_targets", "nll_diff", "low", "high", "bootstrap_seed"]
+    assert list(frame.columns)[:7] == ["group", "n_docs", "n_targets", "nll_diff", "low", "high", "bootstrap_seed"]
 
 
 def test_bad_breakdown_requests():
@@ -78,3 +78,29 @@ def test_bad_breakdown_requests():
         breakdown(paired, "domain", min_docs=1)
     with pytest.raises(InputError, match="^bins: "):
         breakdown(paired, "n_bytes", bins=0)
+
+
+def test_groups_get_bonferroni_seed_and_document_intervals_and_holm_p_values():
+    """Each group against the seed-and-document fit of its own documents (scipy t, statsmodels Holm)."""
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+
+    from gatedv_stats.stats.seed_document import seed_document_interval
+
+    domains = ["news"] * 8 + ["code"] * 7 + ["wiki"] * 9
+    paired = paired_with_domains(domains)
+    result = breakdown(paired, "domain", n_resamples=100, min_docs=5)
+    assert result.adjusted_level == pytest.approx(1 - 0.05 / 3)
+    labels = paired.doc_columns["domain"].to_numpy()
+    raw = []
+    for group in result.groups:
+        members = labels == group.group
+        fit = seed_document_interval(paired.baseline[:, members], paired.variant[:, members], paired.n_targets[members])
+        half = stats.t.ppf(1 - 0.05 / 6, fit.df) * fit.se
+        assert group.seed_document_interval == pytest.approx((fit.d - half, fit.d + half), rel=1e-9)
+        assert group.p_value == pytest.approx(2 * stats.t.sf(abs(fit.d) / fit.se, fit.df), rel=1e-9)
+        raw.append(group.p_value)
+    assert [group.p_holm for group in result.groups] == pytest.approx(list(multipletests(raw, method="holm")[1]))
+    single = pair_runs([r for r in synthetic_runs({"baseline": [30.0], "gatedv": [29.5]}, n_docs=24)[:1]],
+                       [r for r in synthetic_runs({"baseline": [30.0], "gatedv": [29.5]}, n_docs=24)[1:]])
+    assert breakdown(single, "n_bytes", n_resamples=50, min_docs=2).adjusted_level is None  # one seed pair

@@ -1,22 +1,28 @@
-"""D per group of documents (domain, length bins, any document column), each with a document-bootstrap interval.
+"""D per group of documents (domain, length bins, any document column), with intervals that generalise and ones
+that hold the models fixed.
 
-A group's D is Σ_{i∈g} d_i / Σ_{i∈g} n_i, the paper's statistic restricted to the group; its interval
-resamples the group's documents (models held fixed), exactly as the whole-set interval does.
+A group's D is Σ_{i∈g} d_i / Σ_{i∈g} n_i, the paper's statistic restricted to the group. With two or more seed
+pairs each group gets the seed-and-document interval of its own documents at the Bonferroni level 1 − α/G
+(simultaneous over the G groups) and a p-value, Holm-adjusted over the groups (Holm 1979). The
+document-bootstrap interval resamples the group's documents with the models held fixed, as the whole-set
+interval does.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
-from gatedv_stats.errors import ParameterError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.resampling import document_bootstrap
+from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.validation import check_at_least
 
 OTHER = "(other)"
@@ -28,14 +34,21 @@ class GroupEffect:
     n_docs: int
     n_targets: int
     nll_diff: float  # D over the group's documents
-    confidence_interval: ConfidenceInterval
+    confidence_interval: ConfidenceInterval  # document bootstrap, models fixed
     bootstrap_seed: int
+    seed_document_interval: ConfidenceInterval | None = None  # seeds and documents, at the Bonferroni level
+    p_value: float | None = None  # two-sided, seeds and documents
+    p_holm: float | None = None  # Holm-adjusted over the groups
 
     def to_dict(self) -> dict:
-        """The published JSON keys (low, high)."""
+        """The published JSON keys (low, high: the models-fixed interval), then the seed-and-document ones."""
+        interval = self.seed_document_interval
         return {"group": self.group, "n_docs": self.n_docs, "n_targets": self.n_targets, "nll_diff": self.nll_diff,
                 "low": self.confidence_interval.low, "high": self.confidence_interval.high,
-                "bootstrap_seed": self.bootstrap_seed}
+                "bootstrap_seed": self.bootstrap_seed,
+                "seed_document_low": None if interval is None else interval.low,
+                "seed_document_high": None if interval is None else interval.high,
+                "p_value": self.p_value, "p_holm": self.p_holm}
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,7 @@ class Breakdown:
     n_resamples: int
     method: str
     seed: int  # group k is resampled with seed + k
+    adjusted_level: float | None = None  # 1 − α/G of the seed-and-document intervals; None with one seed pair
 
     def to_dict(self) -> dict:
         """The published JSON keys (level, samples)."""
@@ -61,19 +75,26 @@ class Breakdown:
         return data
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per group: group, n_docs, n_targets, nll_diff, low, high, bootstrap_seed."""
+        """One row per group: group, n_docs, n_targets, nll_diff, low, high (models fixed), bootstrap_seed,
+        seed_document_low, seed_document_high, p_value, p_holm."""
         return pd.DataFrame([group.to_dict() for group in self.groups])
 
     def summary(self) -> str:
         pct = fmt.format_percent(self.confidence_level, 0)
         width = max([len("group")] + [len(group.group) for group in self.groups]) + 2
+        simultaneous = (f"; seeds and documents: {fmt.format_percent(self.adjusted_level, 2)} intervals "
+                        f"(Bonferroni over {len(self.groups)} groups) and Holm-adjusted p"
+                        if self.adjusted_level is not None else "")
         lines = [f"D by {self.column}" + (" (quantile bins)" if self.binned else "")
-                 + f": {pct} document-bootstrap intervals ({self.method}, B = {fmt.format_count(self.n_resamples)}, "
-                 f"seed {self.seed} + group index)",
-                 f"{'group':<{width}}{'docs':>7}  {'D':>10}  interval"]
+                 + f": models fixed: {pct} document-bootstrap intervals ({self.method}, B = "
+                 f"{fmt.format_count(self.n_resamples)}, seed {self.seed} + group index){simultaneous}",
+                 f"{'group':<{width}}{'docs':>7}  {'D':>10}  {'models fixed':<24}{'seeds and documents':<24}Holm p"]
         for group in self.groups:
+            generalising = ("—" if group.seed_document_interval is None else
+                            fmt.format_interval(*group.seed_document_interval))
+            holm = "—" if group.p_holm is None else f"{group.p_holm:.3g}"
             lines.append(f"{group.group:<{width}}{group.n_docs:>7}  {fmt.format_nll_diff(group.nll_diff):>10}  "
-                         f"{fmt.format_interval(*group.confidence_interval)}")
+                         f"{fmt.format_interval(*group.confidence_interval):<24}{generalising:<24}{holm}")
         if self.pooled_groups:
             lines.append(f"note: {self.pooled_groups} groups with fewer than {self.min_docs} documents pooled into "
                          f"{OTHER!r}")
@@ -121,9 +142,31 @@ def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int
         groups.append(GroupEffect(group=str(group), n_docs=int(members.sum()),
                                   n_targets=int(paired.n_targets[members].sum()), nll_diff=result.statistic,
                                   confidence_interval=result.confidence_interval, bootstrap_seed=seed + index))
+    adjusted_level = 1.0 - (1.0 - confidence_level) / max(len(groups), 1)
+    if paired.n_pairs >= 2 and groups:
+        groups = _with_seed_document(paired, labels, order, groups, adjusted_level)
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
-                     n_resamples=n_resamples, method=method, seed=seed)
+                     n_resamples=n_resamples, method=method, seed=seed,
+                     adjusted_level=adjusted_level if paired.n_pairs >= 2 and groups else None)
+
+
+def _with_seed_document(paired: PairedLosses, labels: np.ndarray, order: list, groups: list[GroupEffect],
+                        adjusted_level: float) -> list[GroupEffect]:
+    """Each group's seed-and-document interval at the Bonferroni level and its Holm-adjusted p-value."""
+    fits = []
+    for group in order:
+        members = labels == group
+        try:
+            fits.append(seed_document_interval(paired.baseline[:, members], paired.variant[:, members],
+                                               paired.n_targets[members], confidence_level=adjusted_level))
+        except InputError:  # no spread within the group
+            fits.append(None)
+    raw = [fit.p_value for fit in fits if fit is not None]
+    holm = iter(adjust_p_values(raw)["holm"] if raw else [])
+    return [replace(effect, seed_document_interval=None if fit is None else fit.confidence_interval,
+                    p_value=None if fit is None else fit.p_value, p_holm=None if fit is None else next(holm))
+            for effect, fit in zip(groups, fits)]
 
 
 def _quantile_bins(values: np.ndarray, bins: int) -> tuple[np.ndarray, list[str]]:

@@ -190,6 +190,16 @@ class SeedDocumentResult:
     def alpha(self) -> float:
         return 1.0 - self.confidence_level
 
+    @property
+    def p_value(self) -> float:
+        """Two-sided t test of D = 0 with the interval's SE and df."""
+        return float(2.0 * stats.t.sf(abs(self.d) / self.se, self.df))
+
+    def interval_at(self, confidence_level: float) -> ConfidenceInterval:
+        """D ± t · SE at another level (e.g. a Bonferroni-adjusted one)."""
+        half_width = float(stats.t.ppf(0.5 + confidence_level / 2, self.df)) * self.se
+        return ConfidenceInterval(self.d - half_width, self.d + half_width)
+
     def to_dict(self) -> dict:
         """Strict JSON: undefined or infinite numbers become None."""
         data = {name: _json_safe(getattr(self, name)) for name in self.__dataclass_fields__}

@@ -49,7 +49,7 @@ def verdict(result: SeedDocumentResult, *, sesoi: float | None = None, unit: str
     if sesoi is not None:
         sesoi = check_open_unit("sesoi", sesoi)
     alpha = result.alpha
-    p_value = float(2.0 * stats.t.sf(abs(result.d) / result.se, result.df))
+    p_value = result.p_value
     low, high = result.confidence_interval
     direction = "better" if high < 0.0 else "worse" if low > 0.0 else None
     bounds = tost_p = None
