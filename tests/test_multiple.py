@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import pair_with_reference
 from gatedv_stats.stats.multiple import adjust_p_values, compare_arms
 from gatedv_stats.stats.permutation import sign_flip_test
@@ -84,7 +86,7 @@ def test_one_seed_arms_get_no_t_test_but_keep_the_permutation_family(runs):
     result = compare_arms(pair_with_reference(single, "baseline"), n_resamples=500)
     assert all(row.t_p_value is None and row.t_p_holm is None for row in result.arms)
     assert all(0 < row.permutation_p_holm <= 1 for row in result.arms)
-    assert "no seed-level t test" in result.notes[0]
+    assert any("no seed-level t test" in note for note in result.notes)
     assert "n/a" in result.summary()
 
 
@@ -93,3 +95,42 @@ def test_reference_errors(runs):
         pair_with_reference(runs, "lstm")
     with pytest.raises(InputError, match="only the reference arm"):
         pair_with_reference([run for run in runs if run.arm == "baseline"], "baseline")
+
+
+def crossed_runs(rng, eval_set: str, arm: str, delta: float, n_seeds: int = 4, n_docs: int = 60) -> list[LossRun]:
+    """Runs of the reference and one arm whose per-token difference is delta + seed + document + interaction."""
+    n_targets = np.full(n_docs, 256)
+    baseline = (3.0 + rng.normal(0, 0.3, n_docs)) * n_targets * np.ones((n_seeds, 1))
+    y = (delta + rng.normal(0, 0.004, (n_seeds, 1)) + rng.normal(0, 0.02, n_docs)
+         + rng.normal(0, 0.05, (n_seeds, n_docs)))
+    runs = []
+    for side, sums in (("baseline", baseline), (arm, baseline + y * n_targets)):
+        for s in range(n_seeds):
+            docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(n_docs)], "n_targets": n_targets, "loss_sum": sums[s]})
+            runs.append(LossRun(arm=side, seed=s, docs=docs, meta={"arm": side, "seed": s, "eval_set": eval_set},
+                                source=f"{eval_set}/{side}/{s}", sha256="0" * 64))
+    return runs
+
+
+def test_arms_on_two_evaluation_sets_are_two_families_with_holm_adjusted_verdicts():
+    from gatedv_stats.stats.seed_document import seed_document_interval
+
+    rng = np.random.default_rng(12)
+    heldout = crossed_runs(rng, "heldout", "better", -0.03) + crossed_runs(rng, "heldout", "same", 0.0)[4:]
+    dev = crossed_runs(rng, "dev", "better", -0.03)
+    pairs = pair_with_reference(heldout + dev, "baseline")
+    assert [(pair.eval_set, pair.variant_arm) for pair in pairs] == [("heldout", "better"), ("heldout", "same"),
+                                                                     ("dev", "better")]
+    result = compare_arms(pairs, n_resamples=200)
+    on_heldout = [arm for arm in result.arms if arm.eval_set == "heldout"]
+    raw = [seed_document_interval(pair.baseline, pair.variant, pair.n_targets).p_value for pair in pairs[:2]]
+    assert [arm.seed_document_p_value for arm in on_heldout] == pytest.approx(raw)
+    assert [arm.seed_document_p_holm for arm in on_heldout] == pytest.approx(holm_by_hand(raw))
+    on_dev = next(arm for arm in result.arms if arm.eval_set == "dev")
+    assert on_dev.seed_document_p_holm == pytest.approx(on_dev.seed_document_p_value)  # a family of one
+    for arm in result.arms:
+        expected = ("better" if arm.nll_diff_mean < 0 else "worse") if arm.seed_document_p_holm <= 0.05 \
+            else "no detectable difference"
+        assert arm.verdict == expected
+    assert on_heldout[0].verdict == "better" and "held-out set:" in result.summary()
+    assert "development set:" in result.summary()

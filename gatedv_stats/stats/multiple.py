@@ -1,9 +1,12 @@
-"""Many arms against one reference: per-arm tests with Holm and Benjamini–Hochberg adjusted p-values.
+"""Many arms against one reference: per-arm verdicts and tests with Holm and Benjamini–Hochberg adjusted p-values.
 
-Two families are adjusted separately: the seed-level paired t test on the per-seed log PPL ratios (does the
-difference carry over to new seeds?) and the document-level sign-flip test on d_i (models held fixed).
-Holm controls the family-wise error rate, Benjamini–Hochberg the false discovery rate
-(`statsmodels.stats.multitest.multipletests`).
+Each evaluation set is its own family. Three families of tests are adjusted separately: the seed-and-document
+t test of D (the headline: it generalises over training seeds and documents, docs/method.md §10), the
+seed-level paired t test on the per-seed log PPL ratios (new seeds, these documents) and the document-level
+sign-flip test on d_i (models held fixed). Holm controls the family-wise error rate, Benjamini–Hochberg the
+false discovery rate (`statsmodels.stats.multitest.multipletests`). An arm's verdict uses the Holm-adjusted
+seed-and-document p-value (and, with a smallest effect of interest, the Holm-adjusted equivalence p-value), so
+"better" over many arms keeps its family-wise meaning.
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.comparison import cluster_labels, resampled_units, seed_document_or_none
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval
 from gatedv_stats.stats.validation import check_open_unit
+from gatedv_stats.stats.verdict import verdict
 
 ADJUSTMENTS = {"holm": "holm", "bh": "fdr_bh"}  # our key → multipletests method
+# the p-value fields adjusted, each within an evaluation set, and what their tests are called
+FAMILIES = {"seed_document": "seed-and-document t test", "t": "seed-level t test", "permutation": "sign-flip test"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,8 @@ class ArmTest:
     """One arm against the reference, with raw and adjusted p-values (None where a test is undefined)."""
 
     arm: str
+    eval_set: str | None
+    unit: str  # "token" or "byte"
     n_pairs: int
     n_docs: int
     ppl_mean: float
@@ -38,10 +47,17 @@ class ArmTest:
     delta_p: float
     improved_pairs: int
     nll_diff_mean: float  # D
+    verdict: str  # better / worse / no detectable difference / equivalent, after Holm's adjustment
+    nll_diff_seed_document_ci: list | None  # [low, high], unadjusted
+    delta_p_seed_document_ci: list | None
+    seed_document_p_value: float | None  # two-sided; None with fewer than 2 seed pairs
+    seed_document_p_holm: float | None
+    seed_document_p_bh: float | None
+    tost_p_value: float | None  # with a smallest effect of interest
     t_p_value: float | None  # paired t on r_s, two-sided; None with fewer than 2 seed pairs
     t_p_holm: float | None
     t_p_bh: float | None
-    permutation_p_value: float  # sign-flip on d_i, two-sided
+    permutation_p_value: float  # sign-flip on d_i, two-sided, models fixed
     permutation_p_holm: float
     permutation_p_bh: float
 
@@ -54,32 +70,40 @@ class ArmsComparison:
     reference: str
     arms: tuple[ArmTest, ...]
     alpha: float
+    sesoi: float | None
     n_resamples: int  # sign vectors per permutation test
     permutation_seed: int
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"reference": self.reference, "alpha": self.alpha, "permutation_resamples": self.n_resamples,
-                "permutation_seed": self.permutation_seed, "arms": [arm.to_dict() for arm in self.arms],
-                "notes": list(self.notes)}
+        return {"reference": self.reference, "alpha": self.alpha, "sesoi": self.sesoi,
+                "permutation_resamples": self.n_resamples, "permutation_seed": self.permutation_seed,
+                "arms": [arm.to_dict() for arm in self.arms], "notes": list(self.notes)}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([arm.to_dict() for arm in self.arms])
 
     def summary(self) -> str:
-        lines = [f"every arm against {self.reference} ({len(self.arms)} comparisons; p-values two-sided, "
-                 f"adjusted with Holm (FWER) and Benjamini–Hochberg (FDR); * marks adjusted p ≤ {self.alpha:g})",
-                 f"{'arm':<16}{'pairs':>6}{'PPL':>10}{'ΔP':>9}{'improved':>10}{'D':>11}"
-                 f"{'t p':>9}{'Holm':>9}{'BH':>9}{'perm p':>9}{'Holm':>9}{'BH':>9}"]
-        for arm in self.arms:
-            lines.append(
-                f"{arm.arm:<16}{arm.n_pairs:>6}{fmt.format_ppl(arm.ppl_mean):>10}{fmt.format_delta_p(arm.delta_p):>9}"
-                f"{fmt.format_pairs(arm.improved_pairs, arm.n_pairs):>10}{fmt.format_nll_diff(arm.nll_diff_mean):>11}"
-                f"{self._p(arm.t_p_value)}{self._p(arm.t_p_holm, True)}{self._p(arm.t_p_bh, True)}"
-                f"{self._p(arm.permutation_p_value)}{self._p(arm.permutation_p_holm, True)}"
-                f"{self._p(arm.permutation_p_bh, True)}")
+        lines = [f"every arm against {self.reference} ({len(self.arms)} comparisons; p-values two-sided, adjusted "
+                 f"within each evaluation set with Holm (FWER) and Benjamini–Hochberg (FDR); * marks adjusted "
+                 f"p ≤ {self.alpha:g}; verdicts use the Holm-adjusted seed-and-document p)"]
+        for eval_set in dict.fromkeys(arm.eval_set for arm in self.arms):
+            lines += ["", f"{fmt.eval_set_name(eval_set)}:",
+                      f"{'arm':<16}{'pairs':>6}{'PPL':>10}{'ΔP':>9}{'improved':>10}  {'ΔP interval (seeds, docs)':<28}"
+                      f"{'verdict':<26}{'p':>9}{'Holm':>9}{'BH':>9}{'t p':>9}{'Holm':>9}{'perm p':>9}{'Holm':>9}"]
+            lines += [self._row(arm) for arm in self.arms if arm.eval_set == eval_set]
+        lines += ["", "p: seeds and documents sampled; t p: new seeds on these documents; perm p: models fixed"]
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+    def _row(self, arm: ArmTest) -> str:
+        interval = "—" if arm.delta_p_seed_document_ci is None else \
+            fmt.format_delta_p_interval(arm.delta_p_seed_document_ci)
+        return (f"{arm.arm:<16}{arm.n_pairs:>6}{fmt.format_ppl(arm.ppl_mean):>10}{fmt.format_delta_p(arm.delta_p):>9}"
+                f"{fmt.format_pairs(arm.improved_pairs, arm.n_pairs):>10}  {interval:<28}{arm.verdict:<26}"
+                f"{self._p(arm.seed_document_p_value)}{self._p(arm.seed_document_p_holm, True)}"
+                f"{self._p(arm.seed_document_p_bh, True)}{self._p(arm.t_p_value)}{self._p(arm.t_p_holm, True)}"
+                f"{self._p(arm.permutation_p_value)}{self._p(arm.permutation_p_holm, True)}")
 
     def _p(self, value: float | None, mark: bool = False) -> str:
         if value is None:
@@ -88,34 +112,29 @@ class ArmsComparison:
         return f"{value:>8.3g}{star}"
 
 
-def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamples: int = 10_000,
-                 seed: int = 0) -> ArmsComparison:
-    """Each pair's variant against its baseline (the shared reference), p-values adjusted over the arms."""
+def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0,
+                 sesoi: float | None = None, cluster: str | None = None) -> ArmsComparison:
+    """Each pair's variant against its baseline (the shared reference), adjusted over the arms of each
+    evaluation set; `sesoi` and `cluster` as in `compare`."""
     check_open_unit("alpha", alpha)
+    if sesoi is not None:
+        check_open_unit("sesoi", sesoi)
     if not pairs:
         raise InputError("no arms to compare")
     references = {pair.baseline_arm for pair in pairs}
     if len(references) != 1:
         raise InputError(f"the pairs must share one reference arm, got {', '.join(sorted(references))}")
-    rows = [_raw_test(pair, n_resamples=n_resamples, seed=seed) for pair in pairs]
+    rows = [_raw_test(pair, alpha=alpha, n_resamples=n_resamples, seed=seed, sesoi=sesoi, cluster=cluster)
+            for pair in pairs]
     notes = []
-    t_values = [row["t_p_value"] for row in rows]
-    if any(value is None for value in t_values):
-        few = [row["arm"] for row in rows if row["t_p_value"] is None]
-        notes.append(f"no seed-level t test for {', '.join(few)} (fewer than 2 seed pairs, or no spread); "
-                     "its family is not adjusted")
-        t_adjusted = {key: [None] * len(rows) for key in ADJUSTMENTS}
-    else:
-        t_adjusted = adjust_p_values(t_values)
-    permutation_adjusted = adjust_p_values([row["permutation_p_value"] for row in rows])
-    arms = tuple(
-        ArmTest(**row, t_p_holm=t_adjusted["holm"][k], t_p_bh=t_adjusted["bh"][k],
-                permutation_p_holm=permutation_adjusted["holm"][k], permutation_p_bh=permutation_adjusted["bh"][k])
-        for k, row in enumerate(rows))
-    for pair in pairs:
-        notes += [f"{pair.variant_arm}: {note}" for note in pair.notes]
-    return ArmsComparison(reference=pairs[0].baseline_arm, arms=arms, alpha=alpha, n_resamples=n_resamples,
-                          permutation_seed=seed, notes=tuple(notes))
+    for eval_set in dict.fromkeys(row["eval_set"] for row in rows):
+        family = [row for row in rows if row["eval_set"] == eval_set]
+        notes += _adjust_family(family, alpha)
+    notes += [f"{pair.variant_arm}: {note}" for pair in pairs for note in pair.notes]
+    return ArmsComparison(reference=pairs[0].baseline_arm,
+                          arms=tuple(ArmTest(**row) for row in rows),
+                          alpha=alpha, sesoi=sesoi, n_resamples=n_resamples, permutation_seed=seed,
+                          notes=tuple(dict.fromkeys(notes)))
 
 
 def adjust_p_values(p_values: Sequence[float]) -> dict[str, list[float]]:
@@ -124,20 +143,56 @@ def adjust_p_values(p_values: Sequence[float]) -> dict[str, list[float]]:
             for key, method in ADJUSTMENTS.items()}
 
 
-def _raw_test(pair: PairedLosses, *, n_resamples: int, seed: int) -> dict:
+def _adjust_family(rows: list[dict], alpha: float) -> list[str]:
+    """Fill the adjusted p-values and the verdict of the rows of one evaluation set (in place); notes."""
+    notes = []
+    for family in FAMILIES:
+        values = [row[f"{family}_p_value"] for row in rows]
+        if any(value is None for value in values):
+            missing = [row["arm"] for row in rows if row[f"{family}_p_value"] is None]
+            notes.append(f"no {FAMILIES[family]} for {', '.join(missing)} (fewer than 2 seed pairs, or no spread); "
+                         "its family is not adjusted")
+            adjusted = {key: [None] * len(rows) for key in ADJUSTMENTS}
+        else:
+            adjusted = adjust_p_values(values)
+        for k, row in enumerate(rows):
+            row[f"{family}_p_holm"], row[f"{family}_p_bh"] = adjusted["holm"][k], adjusted["bh"][k]
+    tost = [row["tost_p_value"] for row in rows]
+    tost_holm = adjust_p_values(tost)["holm"] if tost and None not in tost else [None] * len(rows)
+    for row, tost_p in zip(rows, tost_holm):
+        row["verdict"] = _adjusted_verdict(row, tost_p, alpha)
+    return notes
+
+
+def _adjusted_verdict(row: dict, tost_holm: float | None, alpha: float) -> str:
+    if tost_holm is not None and tost_holm < alpha:
+        return "equivalent"
+    if row["seed_document_p_holm"] is not None and row["seed_document_p_holm"] <= alpha:
+        return "better" if row["nll_diff_mean"] < 0 else "worse"
+    return "no detectable difference"
+
+
+def _raw_test(pair: PairedLosses, *, alpha: float, n_resamples: int, seed: int, sesoi: float | None,
+              cluster: str | None) -> dict:
     nll_baseline = metrics.token_nll(pair.baseline, pair.n_targets)
     nll_variant = metrics.token_nll(pair.variant, pair.n_targets)
     ppl_baseline, ppl_variant = metrics.perplexity(nll_baseline), metrics.perplexity(nll_variant)
     log_ratios = nll_variant - nll_baseline
-    t_p_value = (paired_t_interval(log_ratios).p_value
-                 if log_ratios.size >= 2 and np.ptp(log_ratios) > 0 else None)
-    permutation = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_targets,
-                                 n_resamples=n_resamples, seed=seed)
+    labels = cluster_labels(pair, cluster)
+    fit = seed_document_or_none(pair, labels, 1.0 - alpha)
+    tested = None if fit is None else verdict(fit, sesoi=sesoi, unit=pair.unit)
+    units, units_n = resampled_units(pair, labels)
     return {
-        "arm": pair.variant_arm, "n_pairs": pair.n_pairs, "n_docs": pair.n_docs,
-        "ppl_mean": float(ppl_variant.mean()), "reference_ppl_mean": float(ppl_baseline.mean()),
+        "arm": pair.variant_arm, "eval_set": pair.eval_set, "unit": pair.unit, "n_pairs": pair.n_pairs,
+        "n_docs": pair.n_docs, "ppl_mean": float(ppl_variant.mean()), "reference_ppl_mean": float(ppl_baseline.mean()),
         "delta_p": metrics.delta_p(ppl_baseline.mean(), ppl_variant.mean()),
         "improved_pairs": metrics.improved_pairs(ppl_baseline, ppl_variant),
         "nll_diff_mean": metrics.nll_diff_mean(nll_baseline, nll_variant),
-        "t_p_value": t_p_value, "permutation_p_value": permutation.p_value,
+        "nll_diff_seed_document_ci": None if fit is None else list(fit.confidence_interval),
+        "delta_p_seed_document_ci": None if fit is None else list(fit.delta_p_interval),
+        "seed_document_p_value": None if fit is None else fit.p_value,
+        "tost_p_value": None if tested is None else tested.tost_p_value,
+        "t_p_value": (paired_t_interval(log_ratios).p_value
+                      if log_ratios.size >= 2 and np.ptp(log_ratios) > 0 else None),
+        "permutation_p_value": sign_flip_test(units, units_n, n_resamples=n_resamples, seed=seed).p_value,
     }
