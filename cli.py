@@ -141,6 +141,23 @@ _BASELINE_ARM = typer.Option(None, "--baseline-arm", help="Baseline arm name (se
 _VARIANT_ARM = typer.Option(None, "--variant-arm", help="Variant arm name (selects runs).", show_default=False)
 
 
+_ALLOW_MISMATCH = typer.Option(None, "--allow-mismatch", metavar="FIELD", show_default=False,
+                               help="Compare runs whose files record a different FIELD (eval_set, eval_set_sha256, "
+                               "tokenizer_sha256) anyway, with a warning. Repeatable.")
+_UNIT = typer.Option("auto", "--unit", help="auto (per byte of the same text when the arms' tokenizers or target "
+                     "units differ, else per token), token or byte.")
+_SESOI = typer.Option(None, "--sesoi", show_default=False, help="Smallest effect size of interest, a relative ΔP "
+                      "(0.01 = 1%): the verdict can then say 'equivalent' (two one-sided tests).")
+_CLUSTER = typer.Option(None, "--cluster", metavar="COLUMN", show_default=False, help="Treat documents that share "
+                        "this document column (e.g. domain) as one sampled unit: clusters are resampled and carry "
+                        "the document variance.")
+
+
+def _pairing(allow_unpaired: bool, allow_mismatch: list[str] | None, unit: str) -> dict:
+    """The pairing options every statistics command passes on."""
+    return {"allow_unpaired": allow_unpaired, "allow_mismatch": tuple(allow_mismatch or ()), "unit": unit}
+
+
 _N_RESAMPLES = typer.Option(2000, "--samples", "--n-resamples", help="Bootstrap resamples (n_resamples).")
 _CONFIDENCE_LEVEL = typer.Option(0.95, "--level", "--confidence-level",
                                  help="Confidence level of every interval (confidence_level).")
@@ -158,20 +175,26 @@ def bootstrap_command(
     n_resamples: int = _N_RESAMPLES,
     confidence_level: float = _CONFIDENCE_LEVEL,
     seed: int = _SEED,
-    method: str = typer.Option("percentile", "--method", help="Interval: percentile or bca."),
+    method: str = typer.Option("percentile", "--method", help="Models-fixed interval: percentile or bca."),
+    sesoi: float = _SESOI,
+    cluster: str = _CLUSTER,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    allow_mismatch: list[str] = _ALLOW_MISMATCH,
+    unit: str = _UNIT,
     skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
-    """Paired comparison of two arms from per-document loss files: ΔP, D with its document bootstrap, win rate."""
+    """The verdict on two arms (seeds and documents sampled), then the paper's ΔP, D with its document bootstrap
+    (models fixed) and win rate."""
     from gatedv_stats.pairing import load_paired
     from gatedv_stats.stats.comparison import compare
 
     skipped = [] if skip_unreadable else None
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired, skipped=skipped)
+                         variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
+                         **_pairing(allow_unpaired, allow_mismatch, unit))
     result = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, method=method,
-                     progress=None)
+                     cluster=cluster, sesoi=sesoi, progress=None)
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     _emit(result, as_json, _warn_skipped(skipped))
@@ -194,19 +217,28 @@ def analyze_command(
                                  "n_bytes; numeric columns in quantile bins). Repeatable.", show_default=False),
     bins: int = typer.Option(4, "--bins", help="Quantile bins of a numeric --by column."),
     min_docs: int = typer.Option(5, "--min-docs", help="Groups with fewer documents are pooled into '(other)'."),
+    sesoi: float = _SESOI,
+    cluster: str = _CLUSTER,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    allow_mismatch: list[str] = _ALLOW_MISMATCH,
+    unit: str = _UNIT,
     skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
-    """Reviewer statistics for one pair of arms: seed-level intervals and tests, permutation test, BCa, breakdowns."""
+    """Everything about one pair of arms: the verdict, seed-level tests, permutation test, BCa, bits per byte and
+    breakdowns with multiplicity-adjusted intervals."""
     from gatedv_stats.analysis.pair import analyze
     from gatedv_stats.pairing import load_paired
 
     skipped = [] if skip_unreadable else None
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                         variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired, skipped=skipped)
+                         variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
+                         **_pairing(allow_unpaired, allow_mismatch, unit))
     result = analyze(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
-                     n_permutations=n_permutations, by=tuple(by or ()), bins=bins, min_docs=min_docs, progress=None)
+                     n_permutations=n_permutations, by=tuple(by or ()), bins=bins, min_docs=min_docs,
+                     cluster=cluster, sesoi=sesoi, progress=None)
+    for warning in result.comparison.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     _emit(result, as_json, _warn_skipped(skipped))
 
 
@@ -218,11 +250,15 @@ def arms_command(
     alpha: float = typer.Option(0.05, "--alpha", help="Level at which adjusted p-values are marked."),
     n_resamples: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
     seed: int = _SEED,
+    sesoi: float = _SESOI,
+    cluster: str = _CLUSTER,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    allow_mismatch: list[str] = _ALLOW_MISMATCH,
+    unit: str = _UNIT,
     skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
-    """Every arm against a reference: ΔP, D, seed-level t and permutation p-values with Holm and BH adjustment."""
+    """Every arm against a reference on each evaluation set: verdicts and p-values with Holm and BH adjustment."""
     from gatedv_stats.io.jsonout import strict_json
     from gatedv_stats.io.lossfiles import read_loss_inputs
     from gatedv_stats.pairing import pair_with_reference
@@ -231,9 +267,10 @@ def arms_command(
 
     skipped = [] if skip_unreadable else None
     runs = select_runs(read_loss_inputs(files, skipped=skipped), eval_set=eval_set)
-    pairs = pair_with_reference(runs, reference, allow_unpaired=allow_unpaired)
-    result = compare_arms(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed)
-    payload = {**result.to_dict(), "inputs": {pair.variant_arm: pair.sources for pair in pairs},
+    pairs = pair_with_reference(runs, reference, **_pairing(allow_unpaired, allow_mismatch, unit))
+    result = compare_arms(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed, sesoi=sesoi, cluster=cluster)
+    payload = {**result.to_dict(),
+               "inputs": [{"arm": pair.variant_arm, "eval_set": pair.eval_set, **pair.sources} for pair in pairs],
                **_warn_skipped(skipped)}
     typer.echo(strict_json(payload) if as_json else result.summary())
 
@@ -250,6 +287,8 @@ def plan_command(
                                     show_default=False),
     eval_set: str = _EVAL_SET,
     allow_unpaired: bool = _ALLOW_UNPAIRED,
+    allow_mismatch: list[str] = _ALLOW_MISMATCH,
+    unit: str = _UNIT,
     skip_unreadable: bool = _SKIP_UNREADABLE,
     as_json: bool = _JSON,
 ) -> None:
@@ -261,7 +300,7 @@ def plan_command(
 
     skipped = [] if skip_unreadable else None
     paired = pilot_pair(read_loss_inputs(pilot_files, skipped=skipped), baseline_arm=baseline_arm,
-                        variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired)
+                        variant_arm=variant_arm, eval_set=eval_set, **_pairing(allow_unpaired, allow_mismatch, unit))
     plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
     payload = {**plan.to_dict(), "baseline_arm": paired.baseline_arm, "variant_arm": paired.variant_arm,
                "inputs": paired.sources, **_warn_skipped(skipped)}

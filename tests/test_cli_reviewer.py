@@ -141,7 +141,9 @@ def test_arms_adjusts_over_every_arm(run_dir):
     for row in payload["arms"]:
         assert row["t_p_holm"] >= row["t_p_bh"] >= row["t_p_value"]
         assert row["permutation_p_holm"] >= row["permutation_p_value"]
-    assert set(payload["inputs"]) == {"gatedv", "q-silu"}
+    assert [(item["arm"], item["eval_set"]) for item in payload["inputs"]] == [("gatedv", "dev"), ("q-silu", "dev")]
+    assert all(row["verdict"] in ("better", "worse", "no detectable difference", "equivalent")
+               for row in payload["arms"])
     text = invoke("arms", str(run_dir), "--reference", "gatedv", "--permutations", "500")
     assert text.exit_code == 0 and "every arm against gatedv (2 comparisons" in text.stdout
 

@@ -1,0 +1,127 @@
+"""The verdict on the command line: its JSON against the statistics it rests on, clusters, the smallest effect of
+interest, provenance refusal and its override, and comparisons across tokenizers (per byte)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.pairing import load_paired
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.resampling import document_bootstrap
+from gatedv_stats.stats.seed_document import cluster_sums, seed_document_interval
+
+runner = CliRunner()
+N_DOCS, N_SEEDS = 48, 4
+
+
+def write_study(folder, *, delta=-0.03, meta=None, variant_meta=None, n_targets=None, rng_seed=3):
+    """Baseline and variant loss files with a crossed seed × document structure and 8 domains."""
+    rng = np.random.default_rng(rng_seed)
+    n = np.asarray(n_targets if n_targets is not None else rng.integers(100, 300, N_DOCS))
+    base = (3.0 + rng.normal(0, 0.3, N_DOCS)) * n * np.ones((N_SEEDS, 1))
+    y = delta + rng.normal(0, 0.01, (N_SEEDS, 1)) + rng.normal(0, 0.03, N_DOCS) + rng.normal(0, 0.03, (N_SEEDS, N_DOCS))
+    paths = {"baseline": [], "variant": []}
+    for side, sums in (("baseline", base), ("variant", base + y * n)):
+        for s in range(N_SEEDS):
+            docs = pd.DataFrame({"doc_id": [f"doc{i:03d}" for i in range(N_DOCS)], "n_targets": n, "loss_sum": sums[s],
+                                 "domain": [f"site{i % 8}.org" for i in range(N_DOCS)], "n_bytes": n * 4})
+            extra = {**(meta or {}), **((variant_meta or {}) if side == "variant" else {})}
+            path = folder / f"{side}_{s}.parquet"
+            write_loss_file(path, docs, {"arm": "baseline" if side == "baseline" else "gatedv", "seed": s, **extra})
+            paths[side].append(str(path))
+    return paths
+
+
+def invoke(*args):
+    return runner.invoke(app, [*map(str, args)])
+
+
+def pair_args(paths):
+    return ["--baseline", *paths["baseline"], "--variant", *paths["variant"]]
+
+
+def test_bootstrap_json_carries_the_verdict_and_the_seed_and_document_interval(tmp_path):
+    paths = write_study(tmp_path)
+    result = invoke("bootstrap", *pair_args(paths), "--samples", "300", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    expected = seed_document_interval(paired.baseline, paired.variant, paired.n_targets)
+    assert payload["nll_diff_seed_document_ci"] == pytest.approx(list(expected.confidence_interval), rel=1e-12)
+    assert payload["nll_diff_seed_document_df"] == pytest.approx(expected.df)
+    assert payload["standard_errors"]["nll_diff_mean"] == pytest.approx(expected.se)
+    assert payload["variance_components"]["seed"] == pytest.approx(expected.seed_var)
+    high = payload["nll_diff_seed_document_ci"][1]
+    assert payload["verdict"] == ("better" if high < 0 else "no detectable difference")
+    assert payload["verdict"] == "better"  # delta −0.03 nats per token with 4 seeds and 48 documents
+    assert payload["nll_diff_ci_kind"] == "models fixed: documents resampled"
+    low, high = payload["win_rate_ci"]
+    assert low < payload["win_rate"] < high
+    text = invoke("bootstrap", *pair_args(paths), "--samples", "300").stdout
+    assert text.splitlines()[2] == "verdict: better" and "models fixed: documents resampled" in text
+
+
+def test_clusters_resample_domains_and_carry_the_document_variance(tmp_path):
+    paths = write_study(tmp_path)
+    payload = json.loads(invoke("bootstrap", *pair_args(paths), "--cluster", "domain", "--samples", "300",
+                                "--json").stdout)
+    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    labels = paired.doc_columns["domain"].to_numpy()
+    sums = cluster_sums(metrics.document_differences(paired.baseline, paired.variant), paired.n_targets, labels)
+    expected = document_bootstrap(sums.values, sums.n_targets, n_resamples=300)
+    assert payload["nll_diff_ci"] == pytest.approx(list(expected.confidence_interval), rel=1e-12)
+    fit = seed_document_interval(paired.baseline, paired.variant, paired.n_targets, clusters=labels)
+    assert payload["nll_diff_seed_document_ci"] == pytest.approx(list(fit.confidence_interval), rel=1e-12)
+    assert (payload["cluster"], payload["n_clusters"]) == ("domain", 8)
+
+
+def test_a_smallest_effect_of_interest_can_make_arms_equivalent(tmp_path):
+    paths = write_study(tmp_path, delta=0.0)
+    payload = json.loads(invoke("bootstrap", *pair_args(paths), "--samples", "200", "--sesoi", "0.2",
+                                "--json").stdout)
+    assert payload["verdict"] == "equivalent" and payload["verdict_detail"]["tost_p_value"] < 0.05
+    plain = json.loads(invoke("bootstrap", *pair_args(paths), "--samples", "200", "--json").stdout)
+    assert plain["verdict"] in ("no detectable difference", "better", "worse")
+
+
+@pytest.mark.parametrize(("field", "values"), [("eval_set_sha256", ("a" * 64, "b" * 64)), ("eval_set", ("dev", "heldout")),
+                                                ("tokenizer_sha256", ("c" * 64, "d" * 64))])
+def test_runs_evaluated_differently_are_refused_unless_allowed(tmp_path, field, values):
+    paths = write_study(tmp_path, meta={field: values[0]}, variant_meta={field: values[1]})
+    unit = ["--unit", "token"] if field == "tokenizer_sha256" else []
+    refused = invoke("bootstrap", *pair_args(paths), "--samples", "100", *unit)
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1, refused.output
+    assert refused.stderr.startswith("error: ") and field in refused.stderr
+    if field != "tokenizer_sha256":
+        assert "baseline_0.parquet" in refused.stderr and "variant_0.parquet" in refused.stderr
+    allowed = invoke("bootstrap", *pair_args(paths), "--samples", "100", "--allow-mismatch", field, *unit)
+    assert allowed.exit_code == 0, allowed.output
+    assert f"warning: compared although {field} differs" in allowed.stderr
+
+
+def test_different_tokenizers_are_compared_per_byte(tmp_path):
+    paths = write_study(tmp_path, meta={"tokenizer_sha256": "c" * 64}, variant_meta={"tokenizer_sha256": "d" * 64})
+    payload = json.loads(invoke("bootstrap", *pair_args(paths), "--samples", "100", "--json").stdout)
+    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    assert paired.unit == "byte" and list(paired.n_targets) == list(paired.doc_columns["n_bytes"])
+    expected = seed_document_interval(paired.baseline, paired.variant, paired.doc_columns["n_bytes"].to_numpy())
+    assert payload["unit"] == "byte"
+    assert payload["bits_per_byte_diff"] == pytest.approx(expected.d / math.log(2), rel=1e-12)
+    assert payload["bits_per_byte_diff_ci"] == pytest.approx([end / math.log(2) for end in expected.confidence_interval])
+    assert any("tokenizers differ" in note for note in payload["notes"])
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--sesoi", "0"), ("--sesoi", "1.5"), ("--cluster", "topic"),
+                                             ("--allow-mismatch", "lr"), ("--unit", "word")])
+def test_bad_verdict_options(tmp_path, flag, value):
+    paths = write_study(tmp_path)
+    result = invoke("bootstrap", *pair_args(paths), "--samples", "100", flag, value)
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {flag}: "), result.output
