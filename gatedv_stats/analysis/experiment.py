@@ -25,24 +25,32 @@ from gatedv_stats.runs import (GATEDV, EvalGroup, add_unique, arm_order, choose_
                                group_sort_key, is_override, lr_of, mixed_eval_set, native_act, other_arms)
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
 from gatedv_stats.stats.multiple import adjust_p_values
-from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
+from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_rng_seed
 
 BREAKDOWN_MIN_DOCS = 5
 
 
 @dataclass(frozen=True)
 class AnalysisSettings:
-    """The user's choices: reference arm (None: "baseline" when present), resamples, RNG seed, level."""
+    """The user's choices: reference arm (None: "baseline" when present), resamples, RNG seed, level, the
+    smallest effect of interest, the document column of clusters, the provenance differences accepted and the
+    comparison unit (see `gatedv_stats.pairing.pair_runs`)."""
 
     reference: str | None = None
     n_resamples: int = 2000
     seed: int = 0
     confidence_level: float = 0.95
+    sesoi: float | None = None
+    cluster: str | None = None
+    allow_mismatch: tuple[str, ...] = ()
+    unit: str = "auto"
 
     def __post_init__(self) -> None:
         check_n_resamples(self.n_resamples)
         check_rng_seed(self.seed)
         check_confidence_level(self.confidence_level)
+        if self.sesoi is not None:
+            check_open_unit("sesoi", self.sesoi)
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,8 @@ class PairResult:
 class AdjustedPValues:
     """Holm and Benjamini–Hochberg adjusted p-values over the pairs of one group, in the pairs' order."""
 
-    t: dict | None  # {"holm": [...], "bh": [...]}; None when a pair has no seed-level t test
+    seed_document: dict | None  # {"holm": [...], "bh": [...]}; None when a pair has no seed-and-document test
+    t: dict | None  # None when a pair has no seed-level t test
     permutation: dict
 
 
@@ -155,20 +164,22 @@ def _analyse_group(group: EvalGroup, reference: str | None, settings: AnalysisSe
     summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
     deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
               for ref in (reference, GATEDV) if ref in summaries for arm in summaries if arm != ref}
-    mixed = mixed_eval_set(group.runs)
+    mixed = None if "eval_set_sha256" in settings.allow_mismatch else mixed_eval_set(group.runs)
     pairs, left_out = [], []
     holds_reference = reference in group.arms and len(group.arms) > 1
     if holds_reference and mixed is None:
         for variant in other_arms(group.arms, reference):
             bar.update()
             try:
-                paired = pair_runs(group.arms[reference], group.arms[variant])
+                paired = pair_runs(group.arms[reference], group.arms[variant],
+                                   allow_mismatch=settings.allow_mismatch, unit=settings.unit)
             except InputError as error:
                 left_out.append((variant, str(error)))
                 continue
             column = breakdown_column(paired)
             result = analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
-                             seed=settings.seed, by=(column,) if column else ())
+                             seed=settings.seed, by=(column,) if column else (), cluster=settings.cluster,
+                             sesoi=settings.sesoi)
             pairs.append(PairResult(variant, paired, result))
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
                          left_out=tuple(left_out), mixed=mixed,
@@ -176,9 +187,12 @@ def _analyse_group(group: EvalGroup, reference: str | None, settings: AnalysisSe
 
 
 def _adjust(pairs: list[PairResult]) -> AdjustedPValues:
+    seed_document = [None if pair.analysis.comparison.seed_document is None else
+                     pair.analysis.comparison.seed_document.p_value for pair in pairs]
     t_values = [None if pair.analysis.seed_level is None else pair.analysis.seed_level.t_interval.p_value
                 for pair in pairs]
-    return AdjustedPValues(t=None if None in t_values else adjust_p_values(t_values),
+    return AdjustedPValues(seed_document=None if None in seed_document else adjust_p_values(seed_document),
+                           t=None if None in t_values else adjust_p_values(t_values),
                            permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]))
 
 

@@ -17,8 +17,10 @@ from gatedv_stats.report.sections.lr_selection import lr_selection_section
 from gatedv_stats.report.sections.provenance import provenance_section
 from gatedv_stats.report.sections.reviewer import reviewer_section
 from gatedv_stats.report.sections.setup import setup_section
+from gatedv_stats.report.sections.verdicts import verdicts_section
 
 SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
+    verdicts_section,
     setup_section,
     lr_selection_section,
     comparison_section,

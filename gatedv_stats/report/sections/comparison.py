@@ -10,7 +10,7 @@ from gatedv_stats.analysis.experiment import ExperimentAnalysis, PairResult
 from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p, format_interval, format_lr,
                                      format_nll_diff, format_pairs, format_percent, format_ppl)
 from gatedv_stats.report import plots
-from gatedv_stats.report.cells import NO_REFERENCE
+from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
 
 KEY, TITLE = "comparison", "Paired comparison"
@@ -20,6 +20,7 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
     if analysis.reference is None:
         return omitted(KEY, TITLE, NO_REFERENCE)
     reference, settings = analysis.reference, analysis.settings
+    level = format_percent(settings.confidence_level, 0)
     tables, figures, notes = [], [], []
     for eval_set, groups in analysis.by_eval_set():
         row_groups, diffs, per_seed = [], [], []
@@ -32,6 +33,8 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
                              f"because {why}.")
             for pair in group.pairs:
                 label = _label(pair.variant, reference, group.group.lr)
+                notes += [f"{eval_set_name(eval_set)}, {label}: {warning}" for warning in
+                          pair.analysis.comparison.warnings]
                 diffs.append(pd.DataFrame({"comparison": label, "diff": pair.per_token_differences()}))
                 per_seed += _per_seed_rows(label, pair)
             if group.pairs:
@@ -42,11 +45,13 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
         tables.append(Table(
             f"comparison-{slug(eval_set)}",
             f"Paired comparison on the {name}: P̄ ± SD over seeds, ΔP = P̄ variant / P̄ "
-            f"{reference} − 1, improved pairs, mean NLL difference D with its 95% document-bootstrap interval "
-            f"(B = {settings.n_resamples:,}, seed {settings.seed}), and documents won.",
-            ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "D", "95% interval",
-             "Documents won"),
-            "lrrrrrrr", tuple(row_groups)))
+            f"{reference} − 1, improved pairs, mean NLL difference D with its {level} interval when seeds and "
+            f"documents are sampled (the verdict's) and with the paper's {level} document-bootstrap interval, which "
+            f"holds the trained models fixed (B = {settings.n_resamples:,}, seed {settings.seed}), and documents "
+            "won.",
+            ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "Verdict", "D",
+             f"{level} interval, seeds and documents", f"{level} interval, models fixed", "Documents won"),
+            "lrrrrlrrrr", tuple(row_groups)))
         figures += _figures(eval_set, reference, diffs, per_seed)
     if not tables:
         why = (f"No evaluation set and learning rate holds the reference arm {reference!r} together with "
@@ -67,7 +72,9 @@ def _comparison_row(pair: PairResult) -> tuple[Cell, ...]:
         format_ppl(result.variant.ppl_mean, result.variant.ppl_sd),
         format_delta_p(result.delta_p),
         format_pairs(result.improved_pairs, result.n_pairs),
+        result.verdict_text,
         format_nll_diff(result.nll_diff_mean),
+        MISSING if result.seed_document is None else format_interval(*result.seed_document.confidence_interval),
         format_interval(*result.bootstrap.confidence_interval),
         f"{format_count(result.win.wins)}/{format_count(result.win.n_docs)} ({format_percent(result.win.win_rate)})",
     )

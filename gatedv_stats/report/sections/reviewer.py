@@ -37,14 +37,15 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
         key, name = slug(eval_set), eval_set_name(eval_set)
         tables.append(Table(
             f"reviewer-{key}",
-            f"Seed-level and document-level uncertainty on the {name}: ΔP with its {level} "
-            f"seed × document bootstrap interval; the per-seed PPL ratio with its paired t interval and p-value; "
-            f"the one-sided exact sign test on improved pairs; the two-sided sign-flip permutation test on the "
-            f"per-document differences; the BCa interval for D; bits per byte when the files carry n_bytes "
+            f"Seed-level and document-level uncertainty on the {name}: ΔP with its {level} two-level "
+            f"(seed × document) bootstrap interval; the per-seed PPL ratio with its paired t interval and p-value; "
+            f"the one-sided exact sign test on improved pairs; the exact two-sided permutation test over the seed "
+            f"pairs; the two-sided sign-flip permutation test on the per-document differences (models fixed); the "
+            f"BCa interval for D (models fixed); bits per byte when the files carry n_bytes "
             f"(B = {settings.n_resamples:,}, seed {settings.seed}).",
-            ("Variant", "ΔP", "Seed × doc interval", "PPL ratio (t)", "t interval", "t p", "Sign test",
-             "Sign-flip p", "BCa interval for D", "Bits per byte"),
-            "lrrrrrrrrr",
+            ("Variant", "ΔP", "Two-level bootstrap", "PPL ratio (t)", "t interval", "t p", "Sign test",
+             "Seed permutation p", "Sign-flip p", "BCa interval for D", "Bits per byte"),
+            "lrrrrrrrrrr",
             tuple(RowGroup(group.group.label, tuple(_statistics_row(pair) for pair in group.pairs))
                   for group in groups)))
         adjusted = [RowGroup(group.group.label, _adjusted_rows(group.pairs, group.adjusted))
@@ -53,15 +54,19 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
             tables.append(Table(
                 f"reviewer-arms-{key}",
                 f"Every arm against {reference} on the {name}, p-values adjusted over the "
-                "arms of each learning rate: Holm (family-wise error) and Benjamini–Hochberg (false discovery rate).",
-                ("Variant", "t p", "Holm", "BH", "Sign-flip p", "Holm", "BH"), "lrrrrrr", tuple(adjusted)))
+                "arms of each learning rate: Holm (family-wise error) and Benjamini–Hochberg (false discovery rate); "
+                "p is the seed-and-document test of the verdict, t p the seed-level paired t, the sign-flip test "
+                "holds the models fixed.",
+                ("Variant", "p", "Holm", "BH", "t p", "Holm", "BH", "Sign-flip p", "Holm", "BH"), "lrrrrrrrrr",
+                tuple(adjusted)))
         if forest:
             figures.append(_forest(pd.concat(forest, ignore_index=True), eval_set, level))
     if not tables:
         return omitted(KEY, TITLE, f"No evaluation set holds the reference arm {reference!r} with another arm.")
-    intro = ("The paper's interval holds the trained models fixed. Here seeds are sampled too: the seed × document "
-             "bootstrap resamples seed pairs and documents; the t interval treats new seeds on these documents; "
-             "the sign-flip test and the BCa interval hold the models fixed.",
+    intro = ("The verdicts above rest on the seed-and-document interval. Beside it: the two-level bootstrap "
+             "resamples seed pairs and documents (it covers less than stated with few seeds, docs/statistics.md); "
+             "the t interval and the seed tests treat new seeds on these documents; the sign-flip test and the BCa "
+             "interval hold the models fixed.",
              *(f"With {n} seed pairs — {'; '.join(lines)}." for n, lines in sorted(limits.items())))
     return Section(KEY, TITLE, intro=intro, tables=tuple(tables), figures=tuple(figures))
 
@@ -91,6 +96,8 @@ def _statistics_row(pair: PairResult):
         MISSING if seed_level is None else
         f"{format_pairs(seed_level.sign_test.improved, seed_level.sign_test.n_pairs)}, "
         f"p = {seed_level.sign_test.p_value:.3g}",
+        MISSING if seed_level is None or seed_level.permutation_test is None else
+        f"{seed_level.permutation_test.p_value:.3g} (min {seed_level.permutation_test.min_attainable_p:.3g})",
         f"{result.permutation.p_value:.3g}",
         MISSING if result.bca_interval is None else format_interval(*result.bca_interval),
         MISSING if bpb is None else f"{bpb.baseline_mean:.4f} → {bpb.variant_mean:.4f}",
@@ -100,11 +107,19 @@ def _statistics_row(pair: PairResult):
 def _adjusted_rows(pairs: tuple[PairResult, ...], adjusted: AdjustedPValues) -> tuple:
     rows = []
     for k, pair in enumerate(pairs):
-        seed_level = pair.analysis.seed_level
-        t_cells = ([MISSING] * 3 if seed_level is None else
-                   [f"{seed_level.t_interval.p_value:.3g}"]
-                   + ([MISSING] * 2 if adjusted.t is None else
-                      [f"{adjusted.t['holm'][k]:.3g}", f"{adjusted.t['bh'][k]:.3g}"]))
-        rows.append(row(pair.variant, *t_cells, f"{pair.analysis.permutation.p_value:.3g}",
-                        f"{adjusted.permutation['holm'][k]:.3g}", f"{adjusted.permutation['bh'][k]:.3g}"))
+        seed_document, seed_level = pair.analysis.comparison.seed_document, pair.analysis.seed_level
+        rows.append(row(pair.variant,
+                        *_family_cells(None if seed_document is None else seed_document.p_value, adjusted.seed_document,
+                                       k),
+                        *_family_cells(None if seed_level is None else seed_level.t_interval.p_value, adjusted.t, k),
+                        *_family_cells(pair.analysis.permutation.p_value, adjusted.permutation, k)))
     return tuple(rows)
+
+
+def _family_cells(raw: float | None, adjusted: dict | None, k: int) -> list[str]:
+    """A raw p-value with its Holm and BH adjustments ("—" where the test or its family's adjustment is missing)."""
+    if raw is None:
+        return [MISSING] * 3
+    if adjusted is None:
+        return [f"{raw:.3g}", MISSING, MISSING]
+    return [f"{raw:.3g}", f"{adjusted['holm'][k]:.3g}", f"{adjusted['bh'][k]:.3g}"]
