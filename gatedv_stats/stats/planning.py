@@ -19,7 +19,7 @@ tests and `bench/calibration.py` use them.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -28,6 +28,8 @@ from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.power import detectable_effect_size, required_pairs
+from gatedv_stats.stats.seed_document import seed_document_interval
+from gatedv_stats.stats.seed_document_plan import SeedDocumentPlan, seed_document_plan
 from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.validation import check_open_unit
 
@@ -66,10 +68,12 @@ class StudyPlan:
     seed_level_mde: float  # smallest relative ΔP detected with this power by n_seeds seeds on n_docs documents
     doc_level_mde: float  # the same for the document-level test on n_docs documents
     components: VarianceComponents
+    seed_document: SeedDocumentPlan | None = None  # the verdict's test; None without a pilot fit
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["components"] = self.components.to_dict()
+        data["seed_document"] = None if self.seed_document is None else self.seed_document.to_dict()
         return data
 
     def summary(self) -> str:
@@ -96,6 +100,8 @@ class StudyPlan:
         ]
         if not c.equal_targets:
             lines.append("  note: documents have different n_targets; the components weight documents equally")
+        if self.seed_document is not None:
+            lines += self.seed_document.summary(self.n_seeds, self.n_docs)
         return "\n".join(lines)
 
 
@@ -159,9 +165,17 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
 
 
 def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
-    """`plan_study` on the variance components of paired pilot runs."""
-    return plan_study(variance_components(paired.baseline, paired.variant, paired.n_targets), effect,
+    """`plan_study` on the variance components of paired pilot runs, with the plan for the verdict's
+    seed-and-document test."""
+    plan = plan_study(variance_components(paired.baseline, paired.variant, paired.n_targets), effect,
                       alpha=alpha, power=power)
+    try:
+        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_targets)
+    except InputError:  # no spread to plan from: plan_study has said so already
+        return plan
+    weights = paired.n_targets / paired.n_targets.sum()
+    return replace(plan, seed_document=seed_document_plan(fit, float(np.sum(weights ** 2)), plan.log_effect,
+                                                         alpha=alpha, power=power))
 
 
 def _relative_mde(nobs: int, sd: float, alpha: float, power: float) -> float:
