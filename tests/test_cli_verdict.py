@@ -63,6 +63,8 @@ def test_bootstrap_json_carries_the_verdict_and_the_seed_and_document_interval(t
     assert payload["verdict"] == ("better" if high < 0 else "no detectable difference")
     assert payload["verdict"] == "better"  # delta −0.03 nats per token with 4 seeds and 48 documents
     assert payload["nll_diff_ci_kind"] == "models fixed: documents resampled"
+    bca = json.loads(invoke("bootstrap", *pair_args(paths), "--samples", "300", "--method", "bca", "--json").stdout)
+    assert bca["ci_method"] == "bca" and bca["nll_diff_seed_document_ci"] == payload["nll_diff_seed_document_ci"]
     low, high = payload["win_rate_ci"]
     assert low < payload["win_rate"] < high
     text = invoke("bootstrap", *pair_args(paths), "--samples", "300").stdout
@@ -125,3 +127,29 @@ def test_bad_verdict_options(tmp_path, flag, value):
     paths = write_study(tmp_path)
     result = invoke("bootstrap", *pair_args(paths), "--samples", "100", flag, value)
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {flag}: "), result.output
+
+
+def strict(text: str) -> dict:
+    def refuse(constant):
+        raise ValueError(f"non-strict JSON constant {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_all_zero_bytes_one_document_and_bca_are_said_plainly(tmp_path):
+    rng = np.random.default_rng(0)
+    for s in range(3):
+        for arm, shift in (("baseline", 0.0), ("gatedv", -0.5)):
+            docs = pd.DataFrame({"doc_id": ["only"], "n_targets": [256], "loss_sum": [800.0 + shift + rng.normal()],
+                                 "n_bytes": [0]})
+            write_loss_file(tmp_path / f"{arm}_{s}.parquet", docs, {"arm": arm, "seed": s})
+    base = [str(tmp_path / f"baseline_{s}.parquet") for s in range(3)]
+    var = [str(tmp_path / f"gatedv_{s}.parquet") for s in range(3)]
+    result = invoke("bootstrap", "--baseline", *base, "--variant", *var, "--samples", "50", "--json")
+    assert result.exit_code == 0, result.output
+    assert strict(result.stdout)["ci_method"] == "percentile"
+    bca = invoke("bootstrap", "--baseline", *base, "--variant", *var, "--samples", "50", "--method", "bca")
+    assert bca.exit_code == 2 and bca.stderr == "error: the BCa interval needs at least two documents\n"
+    assert "warning: one document: the document bootstrap cannot vary" in result.stderr
+    assert "n_bytes is 0 for every document" in result.stderr
+    analyzed = strict(invoke("analyze", "--baseline", *base, "--variant", *var, "--samples", "50", "--json").stdout)
+    assert analyzed["bits_per_byte"] is None
