@@ -39,9 +39,7 @@ class SeedPermutationTest:
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["notes"] = list(self.notes)
-        return data
+        return _as_dict(self)
 
     def summary(self) -> str:
         lines = [f"seed permutation test (exact, all {self.n_sign_vectors:,} sign vectors of {self.n_seeds} seed "
@@ -63,15 +61,19 @@ class SeedSignTest:
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["notes"] = list(self.notes)
-        return data
+        return _as_dict(self)
 
     def summary(self) -> str:
         lines = [f"seed sign test: {self.improved} of {self.improved + self.worse} untied pairs improved"
                  + (f" ({self.ties} tied)" if self.ties else "")
                  + f", two-sided exact p = {self.p_value:.4g}, smallest possible p = {self.min_attainable_p:.4g}"]
         return "\n".join(lines + [f"  note: {note}" for note in self.notes])
+
+
+def _as_dict(result: SeedPermutationTest | SeedSignTest) -> dict:
+    data = asdict(result)
+    data["notes"] = list(result.notes)
+    return data
 
 
 def seed_permutation_test(per_seed_differences: np.ndarray, *, alpha: float = 0.05) -> SeedPermutationTest:
