@@ -5,6 +5,7 @@ comparison of models with different tokenizers: two `evaluate --hf` files and a 
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
@@ -158,3 +159,18 @@ def test_a_harness_log_with_other_documents_names_both_files(harness, three_file
     assert str(three_files["bytes"]) in result.stderr and str(tmp_path / "fewer.parquet") in result.stderr
     missing = sorted(pd.Series(harness["heldout"].doc_ids[-2:]))
     assert f"2 doc_ids missing from {tmp_path / 'fewer.parquet'} (first: {', '.join(missing)})" in result.stderr
+
+
+def test_bootstrap_across_tokenizers_compares_bits_per_byte_with_a_verdict(three_files):
+    runs = {name: read_loss_file(three_files[name]).docs.set_index("doc_id") for name in ("llama", "bytes", "harness")}
+    for baseline, variant in (("llama", "bytes"), ("bytes", "harness")):
+        result = json.loads(_ok("bootstrap", "--baseline", three_files[baseline], "--variant", three_files[variant],
+                                "--samples", "200", "--json").stdout)
+        base, var = runs[baseline], runs[variant].loc[runs[baseline].index]
+        expected = (var["loss_sum"].sum() - base["loss_sum"].sum()) / (math.log(2) * base["n_bytes"].sum())
+        assert result["unit"] == "byte" and result["bits_per_byte_diff"] == pytest.approx(expected, rel=1e-9)
+        assert result["verdict"] == "no detectable difference"  # one model each: nothing about new seeds
+        assert "One seed pair" in result["verdict_explanation"]
+    refused = _invoke("bootstrap", "--baseline", three_files["llama"], "--variant", three_files["bytes"],
+                      "--unit", "token")
+    assert refused.exit_code == 2 and "not comparable" in refused.stderr
