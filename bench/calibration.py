@@ -1,6 +1,6 @@
 """Slow calibration of the reviewer statistics on simulated loss files (the fast version is tests/test_calibration.py).
 
-Draws many paired studies from `gatedv_stats.stats.planning.PopulationModel` (known population effect; seed
+Draws many paired studies from `gatedv_stats.stats.simulation.PopulationModel` (known population effect; seed
 effects, document effects and residuals normal with the stated SDs) and prints, per design:
 
 * coverage of the 95% paired t interval (target: the evaluation-set effect) and of the 95% two-level
@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.planning import PopulationModel, simulate
+from gatedv_stats.stats.simulation import PopulationModel, simulate
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval, percentile_seed_coverage, seed_document_bootstrap
 
 DESIGNS = {

@@ -1,4 +1,4 @@
-"""Calibration on simulated loss files with a known population effect (gatedv_stats.stats.planning.PopulationModel).
+"""Calibration on simulated loss files with a known population effect (gatedv_stats.stats.simulation.PopulationModel).
 
 Per-token losses: x_b = 3 + b_i + g_s, x_v = x_b + δ + e_s + h_i + ε_si, all normal: document difficulty
 b_i ~ N(0, 0.3²), a shared seed offset g_s ~ N(0, 0.01²), and the stated SDs of the seed effect e_s, the
@@ -14,7 +14,8 @@ from scipy import stats
 
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.planning import PopulationModel, required_pairs, simulate
+from gatedv_stats.stats.planning import required_pairs
+from gatedv_stats.stats.simulation import PopulationModel, simulate
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval, percentile_seed_coverage, seed_document_bootstrap
 
 REPLICATIONS = 400

@@ -14,6 +14,7 @@ from statsmodels.stats.anova import anova_lm
 from gatedv_stats.stats import metrics
 from gatedv_stats.pairing import pilot_pair
 from gatedv_stats.stats import planning as pl
+from gatedv_stats.stats.simulation import PopulationModel, simulate
 from gatedv_stats.errors import InputError
 from gatedv_stats.synthetic import synthetic_runs
 
@@ -28,8 +29,8 @@ def noncentral_t_power(effect_size: float, n: int, alpha: float = 0.05) -> float
 
 def test_components_match_a_two_way_anova_from_statsmodels():
     rng = np.random.default_rng(0)
-    model = pl.PopulationModel(log_ratio=-0.02, seed_sd=0.01, doc_sd=0.03, residual_sd=0.02)
-    study = pl.simulate(model, n_seeds=4, n_docs=15, rng=rng)
+    model = PopulationModel(log_ratio=-0.02, seed_sd=0.01, doc_sd=0.03, residual_sd=0.02)
+    study = simulate(model, n_seeds=4, n_docs=15, rng=rng)
     result = pl.variance_components(study.baseline, study.variant, study.n_targets)
     x = (study.variant - study.baseline) / study.n_targets
     frame = pd.DataFrame({"x": x.ravel(), "seed": np.repeat(np.arange(4), 15), "doc": np.tile(np.arange(15), 4)})
@@ -47,9 +48,9 @@ def test_components_match_a_two_way_anova_from_statsmodels():
 
 
 def test_components_are_unbiased_over_simulated_pilots():
-    model = pl.PopulationModel(log_ratio=-0.02, seed_sd=0.01, doc_sd=0.02, residual_sd=0.03)
+    model = PopulationModel(log_ratio=-0.02, seed_sd=0.01, doc_sd=0.02, residual_sd=0.03)
     rng = np.random.default_rng(1)
-    draws = [pl.variance_components(*_arrays(pl.simulate(model, 6, 40, rng))) for _ in range(150)]
+    draws = [pl.variance_components(*_arrays(simulate(model, 6, 40, rng))) for _ in range(150)]
     for name, truth in (("seed_var", 0.01 ** 2), ("doc_var", 0.02 ** 2), ("residual_var", 0.03 ** 2)):
         values = np.array([getattr(draw, name) for draw in draws])
         # clipping at zero adds a small upward bias; four standard errors still have to hold the truth
@@ -119,10 +120,10 @@ def test_pilot_pair_picks_the_arms_and_complains_when_it_cannot():
 
 
 def test_simulator_draws_the_stated_model():
-    model = pl.PopulationModel(log_ratio=-0.03, seed_sd=0.0, doc_sd=0.0, residual_sd=0.0, shared_seed_sd=0.0)
-    study = pl.simulate(model, 3, 20, np.random.default_rng(0))
+    model = PopulationModel(log_ratio=-0.03, seed_sd=0.0, doc_sd=0.0, residual_sd=0.0, shared_seed_sd=0.0)
+    study = simulate(model, 3, 20, np.random.default_rng(0))
     per_token = (study.variant - study.baseline) / study.n_targets
     assert np.allclose(per_token, -0.03)
     assert study.eval_set_log_ratio == pytest.approx(-0.03)
     assert model.delta_p == pytest.approx(math.expm1(-0.03))
-    assert pl.PopulationModel(0.0, 0.1, 0.0, 0.0).delta_p == pytest.approx(math.expm1(0.005))
+    assert PopulationModel(0.0, 0.1, 0.0, 0.0).delta_p == pytest.approx(math.expm1(0.005))

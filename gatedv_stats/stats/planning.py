@@ -11,9 +11,6 @@ next), a document effect h_i (SD σ_doc: how much it moves between documents) an
 seed-averaged per-document difference has variance σ_doc² + σ_resid²/S between documents. The components
 are estimated by the two-way ANOVA method of moments (documents weighted equally — exact when every
 document has the same number of targets, as in the evaluation sets of docs/method.md §3).
-
-`PopulationModel` and `simulate` draw loss files from this model with a known effect; the calibration
-tests and `bench/calibration.py` use them.
 """
 
 from __future__ import annotations
@@ -180,50 +177,3 @@ def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05,
 
 def _relative_mde(nobs: int, sd: float, alpha: float, power: float) -> float:
     return math.expm1(detectable_effect_size(nobs, alpha, power) * sd)
-
-
-@dataclass(frozen=True)
-class PopulationModel:
-    """Per-token losses with a known effect: x_b = μ + b_i + g_s, x_v = x_b + δ + e_s + h_i + ε_si.
-
-    b_i (document difficulty, SD `difficulty_sd`) and g_s (a seed offset shared by both arms of a pair, SD
-    `shared_seed_sd`) cancel in the paired difference; e_s, h_i, ε_si are the components above. All normal.
-    """
-
-    log_ratio: float  # δ
-    seed_sd: float
-    doc_sd: float
-    residual_sd: float
-    base_nll: float = 3.0  # μ
-    difficulty_sd: float = 0.3
-    shared_seed_sd: float = 0.01
-
-    @property
-    def delta_p(self) -> float:
-        """Population ΔP over seeds and documents: E exp(g + δ + e) / E exp(g) − 1 = exp(δ + σ_seed²/2) − 1."""
-        return math.expm1(self.log_ratio + self.seed_sd ** 2 / 2)
-
-
-@dataclass(frozen=True)
-class SimulatedStudy:
-    baseline: np.ndarray  # (S, N) loss sums
-    variant: np.ndarray
-    n_targets: np.ndarray  # (N,)
-    eval_set_log_ratio: float  # δ + token-weighted mean of h_i: the mean r_s over new seeds on these documents
-
-
-def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.Generator, *,
-             targets_per_doc: int = 256) -> SimulatedStudy:
-    """Draw one paired study (S seed pairs × N documents) from `model`."""
-    n = np.full(n_docs, targets_per_doc, dtype=np.int64)
-    difficulty = rng.normal(0.0, model.difficulty_sd, n_docs)
-    doc_effect = rng.normal(0.0, model.doc_sd, n_docs)
-    shared = rng.normal(0.0, model.shared_seed_sd, (n_seeds, 1))
-    seed_effect = rng.normal(0.0, model.seed_sd, (n_seeds, 1))
-    residual = rng.normal(0.0, model.residual_sd, (n_seeds, n_docs))
-    per_token_baseline = model.base_nll + difficulty[None, :] + shared
-    per_token_variant = per_token_baseline + model.log_ratio + seed_effect + doc_effect[None, :] + residual
-    return SimulatedStudy(
-        baseline=per_token_baseline * n, variant=per_token_variant * n, n_targets=n,
-        eval_set_log_ratio=float(model.log_ratio + np.sum(doc_effect * n) / n.sum()),
-    )

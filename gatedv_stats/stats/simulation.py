@@ -4,10 +4,14 @@ Per-token paired differences y_si = δ + a_s + b_i + u_c(i) + e_si with a seed e
 b_i, an optional domain (cluster) effect u_c shared by the documents of domain c, and a seed × document
 interaction e_si, all normal. With `length_scaled` the document and interaction SDs scale as
 sqrt(mean n / n_i), as they do when a document's per-token loss is an average over its n_i tokens.
+
+`PopulationModel` and `simulate` draw whole loss sums with a population ΔP as the truth (for the two-level
+bootstrap, whose target is ΔP) from the same model, with the planning module's names for its components.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,3 +84,50 @@ def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng
             fits.append(crossed_moments(sums / units_n, units_n / units_n.sum()))
     return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
                              for name in CrossedMoments.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class PopulationModel:
+    """Per-token losses with a known effect: x_b = μ + b_i + g_s, x_v = x_b + δ + e_s + h_i + ε_si.
+
+    b_i (document difficulty, SD `difficulty_sd`) and g_s (a seed offset shared by both arms of a pair, SD
+    `shared_seed_sd`) cancel in the paired difference; e_s, h_i, ε_si are the components above. All normal.
+    """
+
+    log_ratio: float  # δ
+    seed_sd: float
+    doc_sd: float
+    residual_sd: float
+    base_nll: float = 3.0  # μ
+    difficulty_sd: float = 0.3
+    shared_seed_sd: float = 0.01
+
+    @property
+    def delta_p(self) -> float:
+        """Population ΔP over seeds and documents: E exp(g + δ + e) / E exp(g) − 1 = exp(δ + σ_seed²/2) − 1."""
+        return math.expm1(self.log_ratio + self.seed_sd ** 2 / 2)
+
+
+@dataclass(frozen=True)
+class SimulatedStudy:
+    baseline: np.ndarray  # (S, N) loss sums
+    variant: np.ndarray
+    n_targets: np.ndarray  # (N,)
+    eval_set_log_ratio: float  # δ + token-weighted mean of h_i: the mean r_s over new seeds on these documents
+
+
+def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.Generator, *,
+             targets_per_doc: int = 256) -> SimulatedStudy:
+    """Draw one paired study (S seed pairs × N documents) from `model`."""
+    n = np.full(n_docs, targets_per_doc, dtype=np.int64)
+    difficulty = rng.normal(0.0, model.difficulty_sd, n_docs)
+    doc_effect = rng.normal(0.0, model.doc_sd, n_docs)
+    shared = rng.normal(0.0, model.shared_seed_sd, (n_seeds, 1))
+    seed_effect = rng.normal(0.0, model.seed_sd, (n_seeds, 1))
+    residual = rng.normal(0.0, model.residual_sd, (n_seeds, n_docs))
+    per_token_baseline = model.base_nll + difficulty[None, :] + shared
+    per_token_variant = per_token_baseline + model.log_ratio + seed_effect + doc_effect[None, :] + residual
+    return SimulatedStudy(
+        baseline=per_token_baseline * n, variant=per_token_variant * n, n_targets=n,
+        eval_set_log_ratio=float(model.log_ratio + np.sum(doc_effect * n) / n.sum()),
+    )
