@@ -8,6 +8,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 import cli
+from trainer.demo import DemoResult
 from trainer.train import RECIPES
 
 
@@ -36,6 +37,14 @@ def test_demo_runs_end_to_end(prepared_data, tmp_path):
     markdown = (out / "report.md").read_text()
     assert "gatedv" in markdown and "baseline" in markdown
     assert (out / "report.html").stat().st_size > 10_000
+    # Stage times: every stage in order, disjoint parts of the wall time, and printed in the summary's last line.
+    stages = summary["stage_seconds"]
+    assert list(stages) == ["prepare", "training", "evaluation", "analysis", "report"]
+    assert all(seconds > 0 for seconds in stages.values()) and sum(stages.values()) <= summary["wall_seconds"]
+    printed = DemoResult(**{**summary, "comparisons": {}}).summary().splitlines()[-1]
+    assert printed.startswith(f"wall time {summary['wall_seconds']:.0f} s (prepare {stages['prepare']:.1f} s, "
+                              f"training {stages['training']:.1f} s, evaluation {stages['evaluation']:.1f} s, ")
+    assert f"report {stages['report']:.1f} s); training " in printed
 
 
 def test_bad_demo_options_are_one_line(tmp_path):

@@ -276,7 +276,8 @@ def test_demo_json_is_strict_with_an_undefined_throughput(tmp_path, monkeypatch)
     import trainer.demo as demo
 
     result = demo.DemoResult(out=str(tmp_path), corpus="c", updates=1, seeds=(1, 2), eval_docs={"dev": 1},
-                             comparisons={}, reports=(), wall_seconds=1.0, tokens_per_second=math.nan)
+                             comparisons={}, reports=(), wall_seconds=1.0, tokens_per_second=math.nan,
+                             stage_seconds={"training": 1.0})
     monkeypatch.setattr(demo, "run_demo", lambda *args, **kwargs: result)
     payload = _check_strict(CliRunner().invoke(cli.app, ["demo", "--out", str(tmp_path), "--json"]))
     assert payload["tokens_per_second"] is None and payload["non_finite_as_null"] == ["tokens_per_second"]

@@ -1,14 +1,17 @@
 """The main job, end to end on the embedded default corpus: prepare the running Python's standard library,
 train the `tiny` baseline and GatedV with paired seeds, evaluate per-document losses on the development and
-held-out sets, run the paired document bootstrap, and write the report (HTML and Markdown)."""
+held-out sets, run the paired document bootstrap, and write the report (HTML and Markdown); the wall time of
+each stage is part of the result."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gatedv_stats.analysis.experiment import AnalysisSettings, ExperimentAnalysis, analyse_experiment
@@ -44,6 +47,7 @@ class DemoResult:
     reports: tuple[str, ...]
     wall_seconds: float
     tokens_per_second: float  # training throughput of one run, mean over runs
+    stage_seconds: dict  # prepare, training, evaluation, analysis, report -> wall seconds
 
     def to_dict(self) -> dict:
         return {**{key: value for key, value in self.__dict__.items() if key != "comparisons"},
@@ -60,8 +64,10 @@ class DemoResult:
         ]
         for name, comparison in self.comparisons.items():
             lines += ["", f"== {name} set ==", comparison.summary()]
+        stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.stage_seconds.items())
         lines += ["", *(f"report: {path}" for path in self.reports),
-                  f"wall time {self.wall_seconds:.0f} s; training {self.tokens_per_second:,.0f} tokens/s per run"]
+                  f"wall time {self.wall_seconds:.0f} s ({stages}); training {self.tokens_per_second:,.0f} tokens/s "
+                  "per run"]
         return "\n".join(lines)
 
 
@@ -82,29 +88,51 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int | None = None, see
     holds a prepared data directory, and finished runs are reused.
 
     On a CPU the runs go two at a time in separate processes (one thread each), which suits small models.
+    Every run is trained first, then the loss files are written, so that each stage has its own wall time.
     """
     began = time.perf_counter()
     out = Path(out)
     experiment = demo_experiment(out, updates=UPDATES if updates is None else updates, seeds=seeds)
     if jobs is None:
         jobs = 2 if select_device(device).type == "cpu" and (os.cpu_count() or 1) >= 2 else 1
-    if (experiment.data / MANIFEST).is_file():  # a data directory already there is used as it is
-        manifest = PreparedData.open(experiment.data).manifest
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrepareWarning)  # small evaluation sets: said in the summary instead
-            manifest = prepare(corpus, experiment.data, progress=progress).manifest
-    run_experiment(experiment, jobs=jobs, runtime=Runtime(device=device, progress=progress))
-    analysis = analyse_experiment(discover_inputs([experiment.out]), AnalysisSettings(reference=ARMS[0]))
-    comparisons = {name: _demo_comparison(analysis, name) for name in EVAL_SET_NAMES}
-    report = build_report(analysis)
-    reports = tuple(str(render_report(report, out / file, fmt)) for fmt, file in REPORT_FORMATS.items())
+    runtime = Runtime(device=device, progress=progress)
+    stages: dict[str, float] = {}
+    with _stage(stages, "prepare"):
+        manifest = _prepared_manifest(experiment.data, corpus, progress)
+    with _stage(stages, "training"):  # with each run's development curve
+        run_experiment(replace(experiment, eval_sets=()), jobs=jobs, runtime=runtime)
+    with _stage(stages, "evaluation"):  # the dev and held-out loss files of every run
+        run_experiment(experiment, jobs=jobs, runtime=runtime)
+    with _stage(stages, "analysis"):
+        analysis = analyse_experiment(discover_inputs([experiment.out]), AnalysisSettings(reference=ARMS[0]))
+        comparisons = {name: _demo_comparison(analysis, name) for name in EVAL_SET_NAMES}
+    with _stage(stages, "report"):
+        report = build_report(analysis)
+        reports = tuple(str(render_report(report, out / file, fmt)) for fmt, file in REPORT_FORMATS.items())
     rates = [read_run_record(run.run_dir).get("tokens_per_second", math.nan) for run in experiment.runs()]
     return DemoResult(out=str(out), corpus=manifest["corpus"]["spec"], updates=experiment.updates,
                       seeds=experiment.seeds,
                       eval_docs={name: manifest["eval_sets"][name]["documents"] for name in EVAL_SET_NAMES},
                       comparisons=comparisons, reports=reports, wall_seconds=time.perf_counter() - began,
-                      tokens_per_second=sum(rates) / len(rates))
+                      tokens_per_second=sum(rates) / len(rates), stage_seconds=stages)
+
+
+@contextlib.contextmanager
+def _stage(seconds: dict[str, float], name: str) -> Iterator[None]:
+    """Record the wall seconds of the block under `name`."""
+    began = time.perf_counter()
+    yield
+    seconds[name] = time.perf_counter() - began
+
+
+def _prepared_manifest(data: Path, corpus: str, progress: bool) -> dict:
+    """The manifest of `data`, prepared from `corpus` first unless a data directory is already there (used as
+    it is)."""
+    if (data / MANIFEST).is_file():
+        return PreparedData.open(data).manifest
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrepareWarning)  # small evaluation sets: said in the summary instead
+        return prepare(corpus, data, progress=progress).manifest
 
 
 def _demo_comparison(analysis: ExperimentAnalysis, eval_set: str) -> Comparison:

@@ -2,13 +2,15 @@
 for one GPU trained data parallel under torchrun.
 
 Each worker of the `gatedv sweep --jobs N` pool takes one slot of `gpu_assignment` (its own
-CUDA_VISIBLE_DEVICES, set before torch initialises CUDA in that process), so N runs train on N GPUs. With
+CUDA_VISIBLE_DEVICES, set before torch initialises CUDA in that process), so N runs train on N GPUs; it keeps
+the memory its training steps free for the next step (`retain_freed_memory`). With
 `--gpus-per-run K > 1` a worker launches each of its runs as `torchrun --standalone --nproc-per-node=K`
 processes over its K GPUs (gloo processes on a CPU); the trainer splits the global batch between them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing
 import os
@@ -25,6 +27,10 @@ from gatedv_stats.io.atomic import write_text_atomic
 from trainer.grid_run import RunOutcome, run_one
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
+# glibc's mallopt parameters (malloc.h) and the values `retain_freed_memory` sets.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+RETAINED_FREE_BYTES = 1 << 30  # free memory at the top of the heap kept rather than returned to the system
+HEAP_ALLOCATION_LIMIT = 32 << 20  # glibc's largest mmap threshold on 64-bit: larger blocks are mapped apart
 
 
 def visible_gpus(environ: Mapping[str, str], device_count: int) -> list[str]:
@@ -75,8 +81,29 @@ def worker_pool(environments: Sequence[Mapping[str, str]], threads: int) -> Proc
                                initargs=(slots, threads))
 
 
+def retain_freed_memory() -> bool:
+    """Make glibc's malloc keep freed memory in this process for the next allocation instead of returning it
+    to the system; returns whether the C library took the settings (False where it is not glibc).
+
+    With glibc's defaults (blocks above a moving threshold mapped apart, the heap top trimmed once more than
+    twice that threshold is free) a tiny model's CPU training step returned and faulted back its 8 MiB readout
+    chunks and activations: ~10,000 minor page faults an update and ~100,000 a development evaluation, a sixth
+    of the worker's CPU time in the kernel (docs/benchmarks.md, "The demo on a slow day"). Heap blocks up to
+    32 MiB and up to 1 GiB of free heap top kept: ~150 an update. Where memory lives changes, never a number.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    mapped_apart_above = mallopt(_M_MMAP_THRESHOLD, HEAP_ALLOCATION_LIMIT)
+    kept_free = mallopt(_M_TRIM_THRESHOLD, RETAINED_FREE_BYTES)
+    return bool(mapped_apart_above and kept_free)
+
+
 def _take_slot(slots, threads: int) -> None:
     os.environ.update(slots.get())  # before anything in this process initialises CUDA
+    retain_freed_memory()
     import torch
 
     torch.set_num_threads(threads)
@@ -110,6 +137,7 @@ def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | N
 
 def _main(job_file: str, outcome_file: str) -> None:
     """One rank of `run_distributed`: run the pickled grid run; rank 0 writes the outcome."""
+    retain_freed_memory()
     run, runtime = pickle.loads(Path(job_file).read_bytes())
     outcome = run_one(run, runtime)
     if int(os.environ.get("RANK", 0)) == 0:
