@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import cli
 from gatedv_stats.errors import InputError
-from trainer import launch
+from trainer import device, launch
 from trainer.train import RunSpec, Runtime, train
 
 GRID = """
@@ -102,7 +102,7 @@ def _page_faults_of_growing_blocks():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for mib in range(1, 21):
         torch.ones(mib << 18)
-    return launch.retain_freed_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return device.retain_freed_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the allocator settings are glibc's")

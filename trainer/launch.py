@@ -10,7 +10,6 @@ processes over its K GPUs (gloo processes on a CPU); the trainer splits the glob
 
 from __future__ import annotations
 
-import ctypes
 import json
 import multiprocessing
 import os
@@ -23,15 +22,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from gatedv_stats.errors import InputError
+from trainer.device import retain_freed_memory
 from gatedv_stats.io.atomic import write_text_atomic
 from trainer.grid_run import RunOutcome, run_one
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
-# glibc's mallopt parameters (malloc.h) and the values `retain_freed_memory` sets.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-RETAINED_FREE_BYTES = 1 << 30  # free memory at the top of the heap kept rather than returned to the system
-HEAP_ALLOCATION_LIMIT = 32 << 20  # glibc's largest mmap threshold on 64-bit: larger blocks are mapped apart
-
 
 def visible_gpus(environ: Mapping[str, str], device_count: int) -> list[str]:
     """The GPUs this process may hand out, as CUDA_VISIBLE_DEVICES entries: an existing list is respected
@@ -79,26 +74,6 @@ def worker_pool(environments: Sequence[Mapping[str, str]], threads: int) -> Proc
         slots.put(dict(environment))
     return ProcessPoolExecutor(max_workers=len(environments), mp_context=context, initializer=_take_slot,
                                initargs=(slots, threads))
-
-
-def retain_freed_memory() -> bool:
-    """Make glibc's malloc keep freed memory in this process for the next allocation instead of returning it
-    to the system; returns whether the C library took the settings (False where it is not glibc).
-
-    With glibc's defaults (blocks above a moving threshold mapped apart, the heap top trimmed once more than
-    twice that threshold is free) a tiny model's CPU training step returned and faulted back its 8 MiB readout
-    chunks and activations: ~10,000 minor page faults an update and ~100,000 a development evaluation, a sixth
-    of the worker's CPU time in the kernel (docs/benchmarks.md, "The demo on a slow day"). Heap blocks up to
-    32 MiB and up to 1 GiB of free heap top kept: ~150 an update. Where memory lives changes, never a number.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError, TypeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    mapped_apart_above = mallopt(_M_MMAP_THRESHOLD, HEAP_ALLOCATION_LIMIT)
-    kept_free = mallopt(_M_TRIM_THRESHOLD, RETAINED_FREE_BYTES)
-    return bool(mapped_apart_above and kept_free)
 
 
 def _take_slot(slots, threads: int) -> None:

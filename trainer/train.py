@@ -31,7 +31,7 @@ from gatedv_stats.stats.metrics import token_nll
 from gatedv_stats.stats.validation import check_rng_seed
 from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, non_finite_state, save_checkpoint
 from trainer.data import PreparedData
-from trainer.device import Precision, select_device
+from trainer.device import Precision, retain_freed_memory, select_device
 from trainer.evaluate import document_loss_sums
 from trainer.knobs import resolve_variant
 from trainer.model import ModelConfig, Transformer, build_model, count_parameters
@@ -240,6 +240,7 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
         raise InputError(f"--stop-after: must be in 1..{spec.updates}, got {stop_after}")
     device = select_device(runtime.device, local_rank=where.local_rank)
     runtime.precision.apply(device)
+    retain_freed_memory()  # a step's freed blocks are the next step's: do not return them to the system
     started_group = where.world > 1 and not dist.is_initialized()
     if started_group:
         if device.type == "cuda":
