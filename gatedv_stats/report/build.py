@@ -17,6 +17,7 @@ from gatedv_stats.report.sections.lr_selection import lr_selection_section
 from gatedv_stats.report.sections.provenance import provenance_section
 from gatedv_stats.report.sections.reviewer import reviewer_section
 from gatedv_stats.report.sections.setup import setup_section
+from gatedv_stats.runs import natural_key
 
 SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
     setup_section,
@@ -34,7 +35,7 @@ SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
 
 def build_report(analysis: ExperimentAnalysis) -> ReportData:
     """Every section's plain data, in report order."""
-    arms = sorted({run.arm for run in analysis.inputs.runs})
+    arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
     subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
