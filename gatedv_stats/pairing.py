@@ -10,7 +10,7 @@ import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs
-from gatedv_stats.runs import eval_set_sort_key, select_runs
+from gatedv_stats.runs import eval_set_sort_key, natural_key, select_runs
 
 _SHOWN = 5
 
@@ -101,18 +101,15 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
 
 def _aligned(runs: list[LossRun], unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
     """Sorted doc ids, (runs, N) loss sums, the per-document denominator (targets or bytes), document columns."""
-    doc_ids = np.array(sorted(runs[0].docs["doc_id"]), dtype=object)
-    for run in runs[1:]:
-        _check_same_documents(runs[0], run)
+    doc_ids, rows = _document_rows(runs)
     if unit == "byte":
         lacking = next((run for run in runs if "n_bytes" not in run.docs.columns), None)
         if lacking is not None:
             raise InputError(f"{lacking.source}: no n_bytes column; a per-byte comparison needs the UTF-8 bytes of "
                              "every document's target text")
-    aligned = [run.docs.set_index("doc_id").loc[doc_ids] for run in runs]
     columns = OPTIONAL_COLUMNS if unit == "byte" else ("n_targets", *OPTIONAL_COLUMNS)
-    per_document = {column: _agreed_column(column, runs, aligned, doc_ids) for column in columns}
-    losses = np.stack([docs["loss_sum"].to_numpy(dtype=np.float64) for docs in aligned])
+    per_document = {column: _agreed_column(column, runs, rows, doc_ids) for column in columns}
+    losses = np.stack([run.docs["loss_sum"].to_numpy(dtype=np.float64)[index] for run, index in zip(runs, rows)])
     denominator = per_document["n_bytes"] if unit == "byte" else per_document.pop("n_targets")
     if unit == "byte" and not np.all(denominator > 0):
         raise InputError(f"document {doc_ids[int(np.argmin(denominator))]}: n_bytes is 0; a per-byte comparison needs "
@@ -199,6 +196,25 @@ def _by_seed(runs: list[LossRun], arm: str) -> dict[int, LossRun]:
     return by_seed
 
 
+def _document_rows(runs: list[LossRun]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The first run's doc ids sorted and, for every run, the rows that hold them in that order; an error naming
+    the documents when a run's documents differ."""
+    first = runs[0].docs["doc_id"]
+    order = first.argsort().to_numpy()
+    doc_ids = first.to_numpy(dtype=object)[order]
+    rows = []
+    for run in runs:
+        ids = run.docs["doc_id"]
+        if ids.equals(first):  # the same documents in the same order: the usual case
+            rows.append(order)
+            continue
+        index = pd.Index(ids.to_numpy(dtype=object)).get_indexer(doc_ids) if len(ids) == len(first) else None
+        if index is None or np.any(index < 0):
+            _check_same_documents(runs[0], run)  # doc ids are unique, so the sets differ: this raises
+        rows.append(index)
+    return doc_ids, rows
+
+
 def _check_same_documents(reference: LossRun, run: LossRun) -> None:
     ours, theirs = set(reference.docs["doc_id"]), set(run.docs["doc_id"])
     if ours == theirs:
@@ -210,13 +226,18 @@ def _check_same_documents(reference: LossRun, run: LossRun) -> None:
     raise InputError(f"documents differ between paired runs {reference.source} and {run.source}: {'; '.join(parts)}")
 
 
-def _agreed_column(column: str, runs: list[LossRun], aligned: list[pd.DataFrame], doc_ids: np.ndarray) -> np.ndarray | None:
-    """A per-document column that must be the same in every run carrying it; None when no run does."""
-    carrying = [(run, docs[column].to_numpy()) for run, docs in zip(runs, aligned) if column in docs.columns]
+def _agreed_column(column: str, runs: list[LossRun], rows: list[np.ndarray], doc_ids: np.ndarray) -> np.ndarray | None:
+    """A per-document column (in `doc_ids` order) that must be the same in every run carrying it; None when no run
+    does."""
+    carrying = [(run, index) for run, index in zip(runs, rows) if column in run.docs]
     if not carrying:
         return None
-    (reference, ours), others = carrying[0], carrying[1:]
-    for run, theirs in others:
+    (reference, reference_rows), others = carrying[0], carrying[1:]
+    ours = reference.docs[column].to_numpy()[reference_rows]
+    for run, index in others:
+        if index is reference_rows and run.docs[column].equals(reference.docs[column]):
+            continue  # rows in the same order, values equal
+        theirs = run.docs[column].to_numpy()[index]
         differ = np.flatnonzero(ours != theirs)
         if differ.size:
             shown = ", ".join(f"{doc_ids[i]}: {ours[i]} vs {theirs[i]}" for i in differ[:_SHOWN])
@@ -255,7 +276,7 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
 def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False,
                         allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> list[PairedLosses]:
     """Pair every other arm with the `reference` arm on each evaluation set that holds both (held-out first, then
-    development, then others), arms in name order."""
+    development, then others), arms in natural name order (v2 before v10)."""
     arms = sorted({run.arm for run in runs})
     if reference not in arms:
         raise InputError(f"--reference: no runs of arm {reference!r} (arms found: {', '.join(arms)})")
@@ -269,7 +290,7 @@ def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpair
             continue
         pairs += [pair_runs(reference_runs, [run for run in in_set if run.arm == arm], allow_unpaired=allow_unpaired,
                             allow_mismatch=allow_mismatch, unit=unit)
-                  for arm in sorted({run.arm for run in in_set} - {reference})]
+                  for arm in sorted({run.arm for run in in_set} - {reference}, key=natural_key)]
     if not pairs:
         raise InputError(f"no evaluation set holds {reference!r} together with another arm")
     return pairs

@@ -7,6 +7,7 @@ other arm is compared with.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -118,11 +119,17 @@ def choose_reference(arms: set[str], requested: str | None) -> str | None:
     return DEFAULT_REFERENCE if DEFAULT_REFERENCE in arms else None
 
 
+def natural_key(name: str) -> tuple:
+    """Sort key that orders the numbers inside names by their value: v2 before v10, seed-9 before seed-10."""
+    parts = re.split(r"(\d+)", name)  # text at even positions, digits at odd ones, so like compares with like
+    return tuple(int(part) if k % 2 else part for k, part in enumerate(parts)), name
+
+
 def other_arms(arms, reference: str) -> list[str]:
-    """Non-reference arms in a stable order: gatedv first, then alphabetical."""
-    return sorted((arm for arm in arms if arm != reference), key=lambda arm: (arm != GATEDV, arm))
+    """Non-reference arms in a stable order: gatedv first, then in natural name order (v2 before v10)."""
+    return sorted((arm for arm in arms if arm != reference), key=lambda arm: (arm != GATEDV, natural_key(arm)))
 
 
 def arm_order(arms, reference: str | None) -> list[str]:
-    """Every arm, the reference first, then gatedv, then alphabetical."""
-    return sorted(arms, key=lambda arm: (arm != reference, arm != GATEDV, arm))
+    """Every arm, the reference first, then gatedv, then in natural name order (v2 before v10)."""
+    return sorted(arms, key=lambda arm: (arm != reference, arm != GATEDV, natural_key(arm)))

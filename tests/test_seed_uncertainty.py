@@ -10,6 +10,7 @@ from statsmodels.stats.weightstats import DescrStatsW
 
 from gatedv_stats.stats import seed_uncertainty as su
 from gatedv_stats.errors import InputError
+from gatedv_stats.stats.resampling import resampled_sums
 from gatedv_stats.pairing import pair_runs
 from gatedv_stats.synthetic import synthetic_runs
 
@@ -57,11 +58,13 @@ def test_sign_test_with_every_pair_tied_is_an_input_error():
 
 
 def loop_two_level_bootstrap(baseline, variant, n, samples, seed, confidence):
-    """The two-level bootstrap written out resample by resample, from the same random draws."""
+    """The two-level bootstrap written out resample by resample, from the same random draws: seed pairs from
+    default_rng(seed), documents as the document bootstrap draws them (the sums of identity rows are the counts)."""
     n_seeds, n_docs = baseline.shape
     rng = np.random.default_rng(seed)
     seed_counts = rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=samples)
-    doc_counts = rng.multinomial(n_docs, np.full(n_docs, 1 / n_docs), size=samples)
+    doc_counts = np.rint(resampled_sums(np.eye(n_docs), n_resamples=samples, seed=seed)).astype(np.int64)
+    assert np.all(doc_counts.sum(axis=1) == n_docs)
     estimates = []
     for b in range(samples):
         seeds = np.repeat(np.arange(n_seeds), seed_counts[b])

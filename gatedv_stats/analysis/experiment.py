@@ -8,8 +8,14 @@ report sections only format what it returns.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sys
+import warnings
 from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +34,9 @@ from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_rng_seed
 
 BREAKDOWN_MIN_DOCS = 5
+# Below this many loss sums (seeds × documents of the reference, summed over pairs) starting worker processes
+# costs more than it saves.
+PARALLEL_MIN_LOSS_SUMS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -142,28 +151,86 @@ def breakdown_column(paired: PairedLosses, min_docs: int = BREAKDOWN_MIN_DOCS) -
 
 
 def analyse_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = AnalysisSettings(), *,
-                       progress: bool | None = None) -> ExperimentAnalysis:
-    """Group, pair and analyse every comparison of the experiment once."""
+                       progress: bool | None = None, workers: int | None = 1) -> ExperimentAnalysis:
+    """Group, pair and analyse every comparison of the experiment once.
+
+    `workers` > 1 (None: one per CPU) analyses a large experiment's pairs on that many worker processes; each
+    analysis depends on its pair and the settings alone, so where it runs changes no bit of the result. The
+    workers are fresh interpreters (multiprocessing's "spawn"), so a script calling this must guard its entry
+    point with `if __name__ == "__main__":`; where they cannot start, the pairs are analysed here."""
     reference = choose_reference({run.arm for run in inputs.runs}, settings.reference)
     groups = eval_groups(inputs.runs)
-    with tqdm(total=sum(_n_comparisons(group, reference) for group in groups), desc="comparisons",
-              unit="comparison", file=sys.stderr, disable=None if progress is None else not progress,
-              leave=False) as bar:
-        analysed = tuple(_analyse_group(group, reference, settings, bar) for group in groups)
+    found = [_pair_group(group, reference) for group in groups]
+    pairs = [paired for group_pairs, _ in found for _, paired in group_pairs]
+    with tqdm(total=len(pairs), desc="comparisons", unit="comparison", file=sys.stderr,
+              disable=None if progress is None else not progress, leave=False) as bar:
+        analyses = iter(_analyse_pairs(pairs, settings, workers, bar))
+    analysed = tuple(_group_analysis(group, reference, group_pairs, left_out, analyses)
+                     for group, (group_pairs, left_out) in zip(groups, found))
     return ExperimentAnalysis(inputs=inputs, settings=settings, reference=reference, groups=analysed,
                               lr_selection=analyse_lr_selection(groups, inputs.curves),
                               curves=analyse_curves(inputs.curves, reference),
                               swaps=_swap_tables(inputs.runs, reference))
 
 
-def _n_comparisons(group: EvalGroup, reference: str | None) -> int:
-    return len(group.arms) - 1 if reference in group.arms else 0
+def analyse_pair(paired: PairedLosses, settings: AnalysisSettings, errors: dict | None = None) -> PairAnalysis:
+    """A report's analysis of one pair: `analyze` with the settings, D broken down by `breakdown_column`; under
+    NumPy's floating-point error settings `errors` (the caller's `np.geterr()`) when given."""
+    column = breakdown_column(paired)
+    with np.errstate(**(errors or {})):
+        return analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
+                       seed=settings.seed, by=(column,) if column else ())
 
 
-def _analyse_group(group: EvalGroup, reference: str | None, settings: AnalysisSettings, bar: tqdm) -> GroupAnalysis:
+def _analyse_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int | None,
+                   bar: tqdm) -> list[PairAnalysis]:
+    """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large,
+    else (or when the workers cannot start) in this process."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(cpus if workers is None else workers, len(pairs))
+    if workers >= 2 and sum(paired.baseline.size for paired in pairs) >= PARALLEL_MIN_LOSS_SUMS:
+        try:
+            return _analyse_on_workers(pairs, settings, workers, bar)
+        except BrokenProcessPool as error:
+            warnings.warn(f"worker processes could not analyse the comparisons ({error}); analysing them here")
+            bar.reset()
+    analyses = []
+    for paired in pairs:
+        analyses.append(analyse_pair(paired, settings))
+        bar.update()
+    return analyses
+
+
+def _analyse_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int,
+                        bar: tqdm) -> list[PairAnalysis]:
+    """`analyse_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
+    settings."""
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(analyse_pair, paired, settings, np.geterr()) for paired in pairs]
+        for _ in as_completed(futures):
+            bar.update()
+        return [future.result() for future in futures]
+
+
+def _pair_group(group: EvalGroup, reference: str | None) -> tuple[list[tuple[str, PairedLosses]], list[tuple[str, str]]]:
+    """Each variant of the group paired with the reference (when the group holds it and is one evaluation set),
+    and the variants that could not be paired, with why."""
+    pairs, left_out = [], []
+    if reference in group.arms and len(group.arms) > 1 and mixed_eval_set(group.runs) is None:
+        for variant in other_arms(group.arms, reference):
+            try:
+                pairs.append((variant, pair_runs(group.arms[reference], group.arms[variant])))
+            except InputError as error:
+                left_out.append((variant, str(error)))
+    return pairs, left_out
+
+
+def _group_analysis(group: EvalGroup, reference: str | None, group_pairs: list[tuple[str, PairedLosses]],
+                    left_out: list[tuple[str, str]], analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
     summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
     deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
               for ref in (reference, GATEDV) if ref in summaries for arm in summaries if arm != ref}
+<<<<<<< HEAD
     mixed = None if "eval_set_sha256" in settings.allow_mismatch else mixed_eval_set(group.runs)
     pairs, left_out = [], []
     holds_reference = reference in group.arms and len(group.arms) > 1
@@ -181,9 +248,13 @@ def _analyse_group(group: EvalGroup, reference: str | None, settings: AnalysisSe
                              seed=settings.seed, by=(column,) if column else (), cluster=settings.cluster,
                              sesoi=settings.sesoi)
             pairs.append(PairResult(variant, paired, result))
+=======
+    pairs = [PairResult(variant, paired, next(analyses)) for variant, paired in group_pairs]
+>>>>>>> scale
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
-                         left_out=tuple(left_out), mixed=mixed,
-                         adjusted=_adjust(pairs) if len(pairs) > 1 else None, holds_reference=holds_reference)
+                         left_out=tuple(left_out), mixed=mixed_eval_set(group.runs),
+                         adjusted=_adjust(pairs) if len(pairs) > 1 else None,
+                         holds_reference=reference in group.arms and len(group.arms) > 1)
 
 
 def _adjust(pairs: list[PairResult]) -> AdjustedPValues:

@@ -17,7 +17,11 @@ from gatedv_stats.report.sections.lr_selection import lr_selection_section
 from gatedv_stats.report.sections.provenance import provenance_section
 from gatedv_stats.report.sections.reviewer import reviewer_section
 from gatedv_stats.report.sections.setup import setup_section
+<<<<<<< HEAD
 from gatedv_stats.report.sections.verdicts import verdicts_section
+=======
+from gatedv_stats.runs import natural_key
+>>>>>>> scale
 
 SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
     verdicts_section,
@@ -36,7 +40,7 @@ SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
 
 def build_report(analysis: ExperimentAnalysis) -> ReportData:
     """Every section's plain data, in report order."""
-    arms = sorted({run.arm for run in analysis.inputs.runs})
+    arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
     subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,

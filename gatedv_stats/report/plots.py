@@ -121,6 +121,16 @@ def chart_spec(chart: alt.TopLevelMixin) -> dict:
 
 # --- forest plot of D per document group ---
 
+FOREST_MAX_GROUPS = 40  # groups per panel; beyond, the largest are shown (thousands of domains cannot be read)
+
+
+def largest_groups(groups: pd.DataFrame, limit: int = FOREST_MAX_GROUPS) -> pd.DataFrame:
+    """The rows of each comparison's `limit` groups with the most documents (all of them when there are no
+    more), in their order. `groups`: columns comparison, n_docs, …"""
+    rank = groups.groupby("comparison", sort=False)["n_docs"].rank(method="first", ascending=False)
+    return groups[rank <= limit]
+
+
 def forest_chart(groups: pd.DataFrame, *, title: str) -> alt.FacetChart:
     """Forest plot of D per document group: point and interval per group, one panel per comparison.
 

@@ -160,9 +160,10 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
 
 
 def write_report(inputs: list[Path], out: Path | None, fmt: str, settings: AnalysisSettings = AnalysisSettings(),
-                 *, skipped: list[SkippedFile] | None = None) -> Path:
+                 *, skipped: list[SkippedFile] | None = None, workers: int | None = None) -> Path:
     """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
-    a directory: report.<ext> inside it). `skipped`: see `discover_inputs`."""
+    a directory: report.<ext> inside it). `skipped`: see `discover_inputs`; `workers`: see `analyse_experiment`
+    (default: a large experiment's comparisons on one process per CPU)."""
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     inputs = [Path(path) for path in inputs]
@@ -172,5 +173,5 @@ def write_report(inputs: list[Path], out: Path | None, fmt: str, settings: Analy
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
     check_output_file(out, "--out")
-    analysis = analyse_experiment(discover_inputs(inputs, skipped=skipped), settings)
+    analysis = analyse_experiment(discover_inputs(inputs, skipped=skipped), settings, workers=workers)
     return render_report(build_report(analysis), out, fmt)

@@ -133,40 +133,49 @@ def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int
             order.append(OTHER)
         else:
             left_out = pooled
+    members = _members(labels, order)
     differences = metrics.document_differences(paired.baseline, paired.variant)
     groups = []
-    for index, group in enumerate(order):
-        members = labels == group
-        result = document_bootstrap(differences[members], paired.n_targets[members], n_resamples=n_resamples,
+    for index, (group, docs) in enumerate(zip(order, members)):
+        result = document_bootstrap(differences[docs], paired.n_targets[docs], n_resamples=n_resamples,
                                     confidence_level=confidence_level, seed=seed + index, method=method)
-        groups.append(GroupEffect(group=str(group), n_docs=int(members.sum()),
-                                  n_targets=int(paired.n_targets[members].sum()), nll_diff=result.statistic,
+        groups.append(GroupEffect(group=str(group), n_docs=int(docs.size),
+                                  n_targets=int(paired.n_targets[docs].sum()), nll_diff=result.statistic,
                                   confidence_interval=result.confidence_interval, bootstrap_seed=seed + index))
     adjusted_level = 1.0 - (1.0 - confidence_level) / max(len(groups), 1)
     if paired.n_pairs >= 2 and groups:
-        groups = _with_seed_document(paired, labels, order, groups, adjusted_level)
+        groups = _with_seed_document(paired, members, groups, adjusted_level)
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
                      n_resamples=n_resamples, method=method, seed=seed,
                      adjusted_level=adjusted_level if paired.n_pairs >= 2 and groups else None)
 
 
-def _with_seed_document(paired: PairedLosses, labels: np.ndarray, order: list, groups: list[GroupEffect],
+def _members(labels: np.ndarray, order: list) -> list[np.ndarray]:
+    """The indices of each group's documents in document order (what `labels == group` selects), found in one
+    pass instead of one comparison of every label per group."""
+    codes = pd.Index(order, dtype=object).get_indexer(labels)  # -1: a document left out
+    by_group = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[by_group], np.arange(len(order) + 1))
+    return [by_group[bounds[k]:bounds[k + 1]] for k in range(len(order))]
+
+
+def _with_seed_document(paired: PairedLosses, members: list[np.ndarray], groups: list[GroupEffect],
                         adjusted_level: float) -> list[GroupEffect]:
     """Each group's seed-and-document interval at the Bonferroni level and its Holm-adjusted p-value."""
     fits = []
-    for group in order:
-        members = labels == group
+    for docs in members:
         try:
-            fits.append(seed_document_interval(paired.baseline[:, members], paired.variant[:, members],
-                                               paired.n_targets[members], confidence_level=adjusted_level))
+            fits.append(seed_document_interval(paired.baseline[:, docs], paired.variant[:, docs],
+                                               paired.n_targets[docs], confidence_level=adjusted_level))
         except InputError:  # no spread within the group
             fits.append(None)
-    raw = [fit.p_value for fit in fits if fit is not None]
+    p_values = [None if fit is None else fit.p_value for fit in fits]
+    raw = [p_value for p_value in p_values if p_value is not None]
     holm = iter(adjust_p_values(raw)["holm"] if raw else [])
     return [replace(effect, seed_document_interval=None if fit is None else fit.confidence_interval,
-                    p_value=None if fit is None else fit.p_value, p_holm=None if fit is None else next(holm))
-            for effect, fit in zip(groups, fits)]
+                    p_value=p_value, p_holm=None if fit is None else next(holm))
+            for effect, fit, p_value in zip(groups, fits, p_values)]
 
 
 def _quantile_bins(values: np.ndarray, bins: int) -> tuple[np.ndarray, list[str]]:

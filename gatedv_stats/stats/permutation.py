@@ -4,6 +4,11 @@ Under the null hypothesis that the two arms are exchangeable on every document, 
 carry either sign; the reference distribution of D = Σ ε_i d_i / Σ n_i is formed over sign vectors ε. The
 test holds the trained models fixed (like the document bootstrap): it speaks to this evaluation set's
 documents, not to new seeds.
+
+A Monte Carlo sign vector is raw generator output, one bit per document (1: flipped), so Σ ε_i d_i is Σ d_i
+minus twice the sum over the flipped documents; that sum is one table lookup per byte of bits, from a table
+holding the sums of all 256 subsets of each group of 8 documents. This costs N/8 lookups per vector instead of N
+bounded integer draws and N multiply-adds.
 """
 
 from __future__ import annotations
@@ -22,7 +27,11 @@ ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_MAX_DOCS = 20
 """Up to this many documents every one of the 2^N sign vectors is enumerated."""
 
-_CHUNK_ELEMENTS = 1 << 21  # sign-matrix elements per vectorised chunk (16 MiB of float64)
+_CHUNK_ELEMENTS = 1 << 21  # sign-matrix elements per vectorised chunk of the exact enumeration (16 MiB of float64)
+_GROUP = 8  # documents per table row: one byte of sign bits
+_SEGMENT_GROUPS = 4096  # table rows gathered together (8 MiB of subset sums), so a chunk's lookups stay in cache
+_CHUNK_LOOKUPS = 1 << 20  # table lookups per segment and chunk of sign vectors
+_KEPT_TABLE_ENTRIES = 1 << 23  # subset sums kept for the whole test (64 MiB); beyond, rebuilt per chunk
 
 
 @dataclass(frozen=True)
@@ -87,8 +96,9 @@ def sign_flip_test(
     tolerance = 1e-10 * float(np.abs(d).sum() / total)
     exact = d.size <= exact_max_docs
     n_vectors = (1 << d.size) if exact else n_resamples
-    count = sum(_count_extreme(signs @ d / total, observed, alternative, tolerance)
-                for signs in _sign_vectors(d.size, n_vectors, exact, seed, progress))
+    null_sums = (signs @ d for signs in _sign_vectors(d.size, n_vectors, progress)) if exact else \
+        _flipped_sums(d, n_vectors, seed, progress)
+    count = sum(_count_extreme(sums / total, observed, alternative, tolerance) for sums in null_sums)
     return SignFlipTest(
         statistic=observed,
         p_value=float(count / n_vectors if exact else (count + 1) / (n_resamples + 1)),
@@ -100,20 +110,62 @@ def sign_flip_test(
     )
 
 
-def _sign_vectors(n_docs: int, n_vectors: int, exact: bool, seed: int, progress: bool | None) -> Iterator[np.ndarray]:
-    """(chunk, n_docs) matrices of ±1: every vector in binary order when exact, else draws from default_rng(seed)."""
+def _sign_vectors(n_docs: int, n_vectors: int, progress: bool | None) -> Iterator[np.ndarray]:
+    """(chunk, n_docs) matrices of ±1 holding every sign vector in binary order."""
     chunk = max(1, _CHUNK_ELEMENTS // n_docs)
     bit = np.arange(n_docs, dtype=np.int64)
+    for start in tqdm(range(0, n_vectors, chunk), desc="sign-flip (exact)", disable=_quiet(progress), leave=False):
+        codes = np.arange(start, min(start + chunk, n_vectors), dtype=np.int64)
+        yield 1.0 - 2.0 * ((codes[:, None] >> bit) & 1)
+
+
+def _flipped_sums(d: np.ndarray, n_vectors: int, seed: int, progress: bool | None) -> Iterator[np.ndarray]:
+    """Σ ε_i d_i of `n_vectors` random sign vectors, a chunk at a time.
+
+    Vector r is the bits of ceil(N/64) consecutive raw outputs of default_rng(seed) (little-endian; bit i is
+    document i, 1 = flipped), whatever the chunking. The flipped documents' sum is gathered per byte of bits from
+    the sums of the 256 subsets of its 8 documents, segment by segment, one table row for all vectors at once.
+    """
+    groups = -(-d.size // _GROUP)
+    padded = np.zeros(groups * _GROUP)
+    padded[:d.size] = d
+    words = -(-d.size // 64)
+    segments = [range(start, min(start + _SEGMENT_GROUPS, groups)) for start in range(0, groups, _SEGMENT_GROUPS)]
+    kept = [_subset_sums(padded, segment) for segment in segments] if groups << _GROUP <= _KEPT_TABLE_ENTRIES else None
+    rows = max(1, min(n_vectors, _CHUNK_LOOKUPS // len(segments[0])))
     rng = np.random.default_rng(seed)
-    quiet = None if progress is None else not progress  # tqdm: None = only on a terminal
-    desc = "sign-flip (exact)" if exact else "sign-flip (Monte Carlo)"
-    for start in tqdm(range(0, n_vectors, chunk), desc=desc, disable=quiet, leave=False):
-        size = min(chunk, n_vectors - start)
-        if exact:
-            codes = np.arange(start, start + size, dtype=np.int64)
-            yield 1.0 - 2.0 * ((codes[:, None] >> bit) & 1)
-        else:
-            yield 1.0 - 2.0 * rng.integers(0, 2, size=(size, n_docs))
+    # index and gather buffers reused by every chunk (fresh large arrays would be faulted in again each time)
+    index, gathered = np.empty(len(segments[0]) * rows, dtype=np.intp), np.empty(len(segments[0]) * rows)
+    for start in tqdm(range(0, n_vectors, rows), desc="sign-flip (Monte Carlo)", disable=_quiet(progress),
+                      leave=False):
+        size = min(rows, n_vectors - start)
+        bits = rng.bit_generator.random_raw(size * words).astype("<u8", copy=False).reshape(size, words)
+        flip_bytes = bits.view(np.uint8)  # (size, 8 · words): byte j holds documents 8j … 8j + 7
+        flipped = np.zeros(size)
+        for k, segment in enumerate(segments):
+            table = kept[k] if kept is not None else _subset_sums(padded, segment)
+            rows_index = index[:len(segment) * size].reshape(len(segment), size)
+            np.add(flip_bytes[:, segment.start:segment.stop].T, (np.arange(len(segment)) << _GROUP)[:, None],
+                   out=rows_index)
+            values = gathered[:rows_index.size].reshape(rows_index.shape)
+            # every index is in range; mode="clip" takes numpy's fast path
+            np.take(table, rows_index, mode="clip", out=values)
+            flipped += values.sum(axis=0)
+        yield d.sum() - 2.0 * flipped
+
+
+def _subset_sums(padded: np.ndarray, segment: range) -> np.ndarray:
+    """Flattened (groups, 256) table: entry (g, b) is the sum of the documents of group g whose bits are set in b,
+    built by doubling (subsets with bit k = those without it, plus document k)."""
+    documents = padded[segment.start * _GROUP:segment.stop * _GROUP].reshape(-1, _GROUP)
+    table = np.zeros((documents.shape[0], 1 << _GROUP))
+    for bit in range(_GROUP):
+        np.add(table[:, :1 << bit], documents[:, bit:bit + 1], out=table[:, 1 << bit:2 << bit])
+    return table.ravel()
+
+
+def _quiet(progress: bool | None) -> bool | None:
+    return None if progress is None else not progress  # tqdm: None = only on a terminal
 
 
 def _count_extreme(null: np.ndarray, observed: float, alternative: str, tolerance: float) -> int:

@@ -11,14 +11,17 @@ resamples are dealt round-robin to a fixed number of generators spawned from the
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtr, ndtri
+from threadpoolctl import ThreadpoolController
 from tqdm import tqdm
 
 from gatedv_stats.errors import InputError, ParameterError
@@ -73,42 +76,108 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, n_resa
     table = d if constant_denominator is not None else d + 1j * n
     blocks = _document_blocks(count)
     rows = max(1, min(n_resamples, CHUNK_ELEMENTS // min(count, _BLOCK_SIZE)))
-    chunk_starts = range(0, n_resamples, rows)
-    streams = range(min(_STREAMS, len(chunk_starts)))
-    seeds = np.random.SeedSequence(seed).spawn(_STREAMS)
     distribution = np.empty(n_resamples, dtype=np.float64)
-    bar_lock = threading.Lock()
 
-    def run_stream(stream: int) -> None:
-        generator = np.random.default_rng(seeds[stream])
+    def start_stream(generator: np.random.Generator) -> Callable[[int, int], None]:
         # Working arrays reused by every block of every chunk, so that no large array is allocated per draw
         # (freed and re-allocated, they made malloc return pages to the system and fault them in again).
         buffers = np.empty(rows * count, dtype=np.intp), np.empty(rows * count, dtype=table.dtype)
-        for start in chunk_starts[stream::_STREAMS]:
-            size = min(rows, n_resamples - start)
+
+        def draw(start: int, size: int) -> None:
             sums = _resample_sums(generator, table, blocks, size, buffers)
             if constant_denominator is None:
                 distribution[start:start + size] = sums.real / sums.imag
             else:
                 distribution[start:start + size] = sums / constant_denominator
+        return draw
+
+    _run_streams(n_resamples, rows, seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
+                 progress=progress, desc="document bootstrap")
+    return distribution
+
+
+def resampled_sums(table: np.ndarray, *, n_resamples: int, seed: int, progress: bool | None = False,
+                   desc: str = "document bootstrap") -> np.ndarray:
+    """(n_resamples, K): Σ_i c_i · table[i] for each resample, c_i how often it drew document i of the N rows of
+    `table` (N, K) (N uniform draws with replacement, as `bootstrap_ratio_distribution` draws them). `seed` fixes
+    every draw, whatever the thread count."""
+    table = np.asarray(table, dtype=np.float64)
+    count = table.shape[0]
+    blocks = _document_blocks(count)
+    rows = max(1, min(n_resamples, _COUNT_ELEMENTS // min(count, _BLOCK_SIZE)))
+    sums = np.empty((n_resamples, table.shape[1]), dtype=np.float64)
+
+    def start_stream(generator: np.random.Generator) -> Callable[[int, int], None]:
+        counts = np.empty(rows * min(count, _BLOCK_SIZE))  # reused by every block of every chunk
+
+        def draw(start: int, size: int) -> None:
+            sums[start:start + size] = _resample_table_sums(generator, table, blocks, size, counts)
+        return draw
+
+    # Each stream's products are small: BLAS threads of their own would only contend with the streams' threads.
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        _run_streams(n_resamples, rows, seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
+                     progress=progress, desc=desc)
+    return sums
+
+
+def _resample_table_sums(generator: np.random.Generator, table: np.ndarray,
+                         blocks: tuple[list[int], np.ndarray, np.ndarray], rows: int, buffer: np.ndarray) -> np.ndarray:
+    """(rows, K): Σ_i c_i · table[i] over `rows` resamples, the draws made (and the generator consumed) exactly as
+    `_resample_sums` makes them; each block's counts (resample × document) times its rows of the table.
+    `buffer`: at least rows · (largest block) float64 elements."""
+    sizes, starts, probabilities = blocks
+    per_block = generator.multinomial(table.shape[0], probabilities, size=rows).T  # draws per (block, resample)
+    sums = np.zeros((rows, table.shape[1]))
+    for size, start, block_counts in zip(sizes, starts, per_block):
+        offsets = _uniform_offsets(generator, size, out=np.empty(int(block_counts.sum()), dtype=np.intp))
+        ends = np.cumsum(block_counts)
+        counts = buffer[:rows * size].reshape(rows, size)
+        for row, (end, drawn) in enumerate(zip(ends, block_counts)):
+            counts[row] = np.bincount(offsets[end - drawn:end], minlength=size)
+        sums += counts @ table[start:start + size]
+    return sums
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _run_streams(n_resamples: int, rows: int, seed: int,
+                 start_stream: Callable[[np.random.Generator], Callable[[int, int], None]], *, threaded: bool,
+                 progress: bool | None, desc: str) -> None:
+    """Deal chunks of `rows` resamples round-robin to generators spawned from `seed` (chunk c to generator
+    c % _STREAMS); each generator's `start_stream(generator)(start, size)` draws its chunks in order, on threads."""
+    chunk_starts = range(0, n_resamples, rows)
+    streams = range(min(_STREAMS, len(chunk_starts)))
+    seeds = np.random.SeedSequence(seed).spawn(len(streams))  # the first children of spawn(_STREAMS)
+    bar_lock = threading.Lock()
+
+    def run_stream(stream: int) -> None:
+        draw = start_stream(np.random.default_rng(seeds[stream]))
+        for start in chunk_starts[stream::_STREAMS]:
+            size = min(rows, n_resamples - start)
+            draw(start, size)
             with bar_lock:
                 bar.update(size)
 
-    threads = min(_thread_count(), len(streams))
+    threads = min(_thread_count(), len(streams)) if threaded else 1
     with tqdm(total=n_resamples, disable=None if progress is None else not progress, unit="resample",
-              desc="document bootstrap", leave=False) as bar:
+              desc=desc, leave=False) as bar:
         if threads == 1:
             list(map(run_stream, streams))
         else:
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(run_stream, streams))
-    return distribution
 
 
 # Largest block of documents: its slice of the table (512 KiB as complex) stays in a core's L2 cache while it is
 # gathered; 2^14-2^16 measured fastest among 2^12-2^20 at N = 10^5 and 10^6.
 _BLOCK_SIZE = 1 << 15
 _STREAMS = 16  # generators spawned from the seed; chunk c is drawn by generator c % _STREAMS
+_THREADED_DRAWS = 1 << 20  # fewer draws in all run on the calling thread (a pool costs more than it saves)
+_COUNT_ELEMENTS = 1 << 18  # (resample, document) counts of one block per chunk of `resampled_sums` (2 MiB)
 
 
 def _thread_count() -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
@@ -193,11 +193,11 @@ class SeedDocumentResult:
     @property
     def p_value(self) -> float:
         """Two-sided t test of D = 0 with the interval's SE and df."""
-        return float(2.0 * stats.t.sf(abs(self.d) / self.se, self.df))
+        return float(2.0 * special.stdtr(self.df, -abs(self.d) / self.se))  # scipy.stats.t.sf without its checks
 
     def interval_at(self, confidence_level: float) -> ConfidenceInterval:
         """D ± t · SE at another level (e.g. a Bonferroni-adjusted one)."""
-        half_width = float(stats.t.ppf(0.5 + confidence_level / 2, self.df)) * self.se
+        half_width = float(special.stdtrit(self.df, 0.5 + confidence_level / 2)) * self.se
         return ConfidenceInterval(self.d - half_width, self.d + half_width)
 
     def to_dict(self) -> dict:
@@ -259,7 +259,8 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         raise InputError("seed-and-document interval: the loss differences do not vary over seeds or documents, "
                          "so there is no spread to form an interval from")
     se, df = math.sqrt(float(fit.var_d)), float(fit.df)
-    half_width = float(stats.t.ppf(0.5 + confidence_level / 2, df)) * se
+    # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
+    half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
     mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
     mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
     log_ratio = math.log(mean_ppl_var / mean_ppl_base)

@@ -18,18 +18,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
-from tqdm.auto import tqdm
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.resampling import resampled_sums
 from gatedv_stats.stats.seed_tests import SeedPermutationTest, SeedSignTest, seed_permutation_test, seed_sign_test
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
-
-_CHUNK_ELEMENTS = 1 << 21  # resample-weight elements per vectorised chunk
-
 
 @dataclass(frozen=True)
 class SeedDocumentInterval:
@@ -152,21 +149,16 @@ def seed_document_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_targets
     n_seeds, n_docs = baseline.shape
     observed = metrics.delta_p(metrics.perplexity(metrics.token_nll(baseline, n)).mean(),
                                metrics.perplexity(metrics.token_nll(variant, n)).mean())
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_ELEMENTS // (n_docs + n_seeds))
-    estimates = np.empty(n_resamples)
-    quiet = None if progress is None else not progress  # tqdm: None = only on a terminal
-    for start in tqdm(range(0, n_resamples, chunk), desc="seed × document bootstrap", disable=quiet, leave=False):
-        size = min(chunk, n_resamples - start)
-        seed_counts = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=size)  # (b, S)
-        doc_counts = rng.multinomial(n_docs, np.full(n_docs, 1.0 / n_docs), size=size).astype(np.float64)  # (b, N)
-        # Row b of doc_counts weights each document by how often resample b drew it, so the per-seed
-        # token NLL of the resample is a weighted ratio of sums.
-        tokens = doc_counts @ n  # (b,)
-        ppl_baseline = metrics.perplexity((doc_counts @ baseline.T) / tokens[:, None])  # (b, S)
-        ppl_variant = metrics.perplexity((doc_counts @ variant.T) / tokens[:, None])
-        estimates[start:start + size] = ((seed_counts * ppl_variant).sum(axis=1)
-                                         / (seed_counts * ppl_baseline).sum(axis=1) - 1.0)
+    seed_counts = np.random.default_rng(seed).multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds),
+                                                          size=n_resamples)  # (B, S)
+    # Per resample, the drawn documents' loss sums of every seed of both arms and their targets (documents drawn
+    # as the document bootstrap draws them, from generators spawned from the same seed).
+    sums = resampled_sums(np.column_stack([baseline.T, variant.T, n]), n_resamples=n_resamples, seed=seed,
+                          progress=progress, desc="seed × document bootstrap")
+    tokens = sums[:, -1:]
+    ppl_baseline = metrics.perplexity(sums[:, :n_seeds] / tokens)  # (B, S)
+    ppl_variant = metrics.perplexity(sums[:, n_seeds:2 * n_seeds] / tokens)
+    estimates = (seed_counts * ppl_variant).sum(axis=1) / (seed_counts * ppl_baseline).sum(axis=1) - 1.0
     alpha = 1.0 - confidence_level
     low, high = np.quantile(estimates, [alpha / 2, 1 - alpha / 2])
     return SeedDocumentInterval(

@@ -11,7 +11,7 @@ from gatedv_stats.formatting import format_count, format_lr, format_percent
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.report.cells import MISSING
 from gatedv_stats.report.model import Block, Cell, RowGroup, Section, Table, row
-from gatedv_stats.runs import eval_set_sort_key, lr_of
+from gatedv_stats.runs import eval_set_sort_key, lr_of, natural_key
 
 PROVENANCE_HASHES = ("tokenizer_sha256", "data_manifest_sha256")
 
@@ -24,7 +24,8 @@ def provenance_section(analysis: ExperimentAnalysis) -> Section:
     files = Table("provenance-files", f"Input files (paths relative to {root}).", ("File", "Kind", "SHA-256"), "lll",
                   (RowGroup(None, tuple(row(_relative(file.path, root), file.kind, Cell(file.sha256, mono=True))
                                         for file in inputs.files)),))
-    runs = sorted(inputs.runs, key=lambda run: (eval_set_sort_key(run.eval_set), run.arm, run.seed, run.source))
+    runs = sorted(inputs.runs, key=lambda run: (eval_set_sort_key(run.eval_set), natural_key(run.arm), run.seed,
+                                              run.source))
     run_table = Table(
         "provenance-runs", "Evaluated runs.",
         ("Arm", "Seed", "Peak LR", "Eval set", "Value act", "Step", "Documents", "File", "Eval set SHA-256",

@@ -74,11 +74,15 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
 def _forest(frame: pd.DataFrame, eval_set: str | None, level: str) -> Figure:
     columns = ", ".join(dict.fromkeys(frame["column"]))
     name = eval_set_name(eval_set)
+    shown = plots.largest_groups(frame)
+    capped = (f" Where a comparison has more than {plots.FOREST_MAX_GROUPS} groups, its {plots.FOREST_MAX_GROUPS} "
+              f"with the most documents are shown ({len(shown):,} of {len(frame):,} groups in all; "
+              f"`gatedv analyze --by {columns}` lists every one)." if len(shown) < len(frame) else "")
     return Figure(
         f"forest-{slug(eval_set)}", f"D per document group, {name}",
         f"Mean NLL difference D per group of documents ({columns}) with {level} document-bootstrap "
-        f"intervals on the {name}; left of zero the variant is better.",
-        plots.chart_spec(plots.forest_chart(frame, title=f"D per group ({name})")))
+        f"intervals on the {name}; left of zero the variant is better.{capped}",
+        plots.chart_spec(plots.forest_chart(shown, title=f"D per group ({name})")))
 
 
 def _statistics_row(pair: PairResult):
