@@ -160,12 +160,12 @@ def analyse_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
     point with `if __name__ == "__main__":`; where they cannot start, the pairs are analysed here."""
     reference = choose_reference({run.arm for run in inputs.runs}, settings.reference)
     groups = eval_groups(inputs.runs)
-    found = [_pair_group(group, reference) for group in groups]
+    found = [_pair_group(group, reference, settings) for group in groups]
     pairs = [paired for group_pairs, _ in found for _, paired in group_pairs]
     with tqdm(total=len(pairs), desc="comparisons", unit="comparison", file=sys.stderr,
               disable=None if progress is None else not progress, leave=False) as bar:
         analyses = iter(_analyse_pairs(pairs, settings, workers, bar))
-    analysed = tuple(_group_analysis(group, reference, group_pairs, left_out, analyses)
+    analysed = tuple(_group_analysis(group, reference, settings, group_pairs, left_out, analyses)
                      for group, (group_pairs, left_out) in zip(groups, found))
     return ExperimentAnalysis(inputs=inputs, settings=settings, reference=reference, groups=analysed,
                               lr_selection=analyse_lr_selection(groups, inputs.curves),
@@ -179,7 +179,8 @@ def analyse_pair(paired: PairedLosses, settings: AnalysisSettings, errors: dict 
     column = breakdown_column(paired)
     with np.errstate(**(errors or {})):
         return analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
-                       seed=settings.seed, by=(column,) if column else ())
+                       seed=settings.seed, by=(column,) if column else (), cluster=settings.cluster,
+                       sesoi=settings.sesoi)
 
 
 def _analyse_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int | None,
@@ -212,47 +213,35 @@ def _analyse_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, w
         return [future.result() for future in futures]
 
 
-def _pair_group(group: EvalGroup, reference: str | None) -> tuple[list[tuple[str, PairedLosses]], list[tuple[str, str]]]:
+def _pair_group(group: EvalGroup, reference: str | None,
+                settings: AnalysisSettings) -> tuple[list[tuple[str, PairedLosses]], list[tuple[str, str]]]:
     """Each variant of the group paired with the reference (when the group holds it and is one evaluation set),
     and the variants that could not be paired, with why."""
     pairs, left_out = [], []
-    if reference in group.arms and len(group.arms) > 1 and mixed_eval_set(group.runs) is None:
+    if reference in group.arms and len(group.arms) > 1 and _mixed(group, settings) is None:
         for variant in other_arms(group.arms, reference):
             try:
-                pairs.append((variant, pair_runs(group.arms[reference], group.arms[variant])))
+                pairs.append((variant, pair_runs(group.arms[reference], group.arms[variant],
+                                                 allow_mismatch=settings.allow_mismatch, unit=settings.unit)))
             except InputError as error:
                 left_out.append((variant, str(error)))
     return pairs, left_out
 
 
-def _group_analysis(group: EvalGroup, reference: str | None, group_pairs: list[tuple[str, PairedLosses]],
-                    left_out: list[tuple[str, str]], analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
+def _mixed(group: EvalGroup, settings: AnalysisSettings) -> str | None:
+    """Why the group's runs are not one evaluation set, unless the user accepted differing eval-set hashes."""
+    return None if "eval_set_sha256" in settings.allow_mismatch else mixed_eval_set(group.runs)
+
+
+def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisSettings,
+                    group_pairs: list[tuple[str, PairedLosses]], left_out: list[tuple[str, str]],
+                    analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
     summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
     deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
               for ref in (reference, GATEDV) if ref in summaries for arm in summaries if arm != ref}
-<<<<<<< HEAD
-    mixed = None if "eval_set_sha256" in settings.allow_mismatch else mixed_eval_set(group.runs)
-    pairs, left_out = [], []
-    holds_reference = reference in group.arms and len(group.arms) > 1
-    if holds_reference and mixed is None:
-        for variant in other_arms(group.arms, reference):
-            bar.update()
-            try:
-                paired = pair_runs(group.arms[reference], group.arms[variant],
-                                   allow_mismatch=settings.allow_mismatch, unit=settings.unit)
-            except InputError as error:
-                left_out.append((variant, str(error)))
-                continue
-            column = breakdown_column(paired)
-            result = analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
-                             seed=settings.seed, by=(column,) if column else (), cluster=settings.cluster,
-                             sesoi=settings.sesoi)
-            pairs.append(PairResult(variant, paired, result))
-=======
     pairs = [PairResult(variant, paired, next(analyses)) for variant, paired in group_pairs]
->>>>>>> scale
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
-                         left_out=tuple(left_out), mixed=mixed_eval_set(group.runs),
+                         left_out=tuple(left_out), mixed=_mixed(group, settings),
                          adjusted=_adjust(pairs) if len(pairs) > 1 else None,
                          holds_reference=reference in group.arms and len(group.arms) > 1)
 

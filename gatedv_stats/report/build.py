@@ -17,11 +17,8 @@ from gatedv_stats.report.sections.lr_selection import lr_selection_section
 from gatedv_stats.report.sections.provenance import provenance_section
 from gatedv_stats.report.sections.reviewer import reviewer_section
 from gatedv_stats.report.sections.setup import setup_section
-<<<<<<< HEAD
 from gatedv_stats.report.sections.verdicts import verdicts_section
-=======
 from gatedv_stats.runs import natural_key
->>>>>>> scale
 
 SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
     verdicts_section,
