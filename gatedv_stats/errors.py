@@ -15,3 +15,6 @@ class ParameterError(InputError):
         super().__init__(f"{parameter}: {detail}")
         self.parameter = parameter
         self.detail = detail
+
+    def __reduce__(self):  # rebuilt from both arguments when it crosses a process boundary
+        return type(self), (self.parameter, self.detail)

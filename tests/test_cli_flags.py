@@ -87,3 +87,14 @@ def test_invalid_trainer_flag_is_one_line_naming_it(tmp_path, monkeypatch, befor
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: {flag}: "), result.stderr
     assert "Traceback" not in result.output and not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_parameter_error_survives_a_process_boundary():
+    """Report comparisons may be analysed on worker processes; their errors come back whole."""
+    import pickle
+
+    from gatedv_stats.errors import ParameterError
+
+    error = pickle.loads(pickle.dumps(ParameterError("n_resamples", "must be at least 2 (got 1)")))
+    assert (error.parameter, error.detail, str(error)) == ("n_resamples", "must be at least 2 (got 1)",
+                                                           "n_resamples: must be at least 2 (got 1)")
