@@ -17,7 +17,6 @@ Each rate is printed with its 99.9% binomial acceptance region around the rate i
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from scipy import stats
@@ -27,6 +26,7 @@ from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.simulation import PopulationModel, simulate
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval, percentile_seed_coverage, seed_document_bootstrap
+from timing import best_of
 
 DESIGNS = {
     # name: (model, seeds, documents)
@@ -81,19 +81,11 @@ def speed(seed: int) -> None:
     for label, n_docs, resamples in (("exact, N = 18", 18, 2 ** 18), ("Monte Carlo, N = 2048, 10,000", 2048, 10_000)):
         d = rng.normal(-5.0, 40.0, n_docs)
         n = np.full(n_docs, 256)
-        ours = _best(lambda: sign_flip_test(d, n, n_resamples=resamples, seed=0))
-        peer = _best(lambda: stats.permutation_test((d,), lambda x, axis: x.sum(axis=axis) / n.sum(), vectorized=True,
+        ours = best_of(lambda: sign_flip_test(d, n, n_resamples=resamples, seed=0))
+        peer = best_of(lambda: stats.permutation_test((d,), lambda x, axis: x.sum(axis=axis) / n.sum(), vectorized=True,
                                                     permutation_type="samples", n_resamples=resamples, random_state=0))
         print(f"  {label:<32} ours {ours:.3f} s   scipy {peer:.3f} s   scipy/ours {peer / ours:.1f}×")
 
-
-def _best(call) -> float:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

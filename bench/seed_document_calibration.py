@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
 from scipy import integrate, stats
@@ -34,6 +33,7 @@ from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_uncertainty import seed_document_bootstrap
 from gatedv_stats.stats.seed_document import cluster_sums, seed_document_interval
 from gatedv_stats.stats.simulation import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
+from timing import best_of
 
 SCENARIOS = {  # per-token SDs at δ = 0: seed, document, interaction, domain
     "seed-only (b = 0)": CrossedModel(0.0, seed_sd=0.01, doc_sd=0.0, interaction_sd=0.03),
@@ -147,21 +147,13 @@ def speed(args: argparse.Namespace) -> None:
     y = simulate_differences(SCENARIOS["seed-dominant"], n_seeds, n_targets, rng)[0]
     baseline, variant = loss_sums(y, n_targets, rng)
     d = metrics.document_differences(baseline, variant)
-    ours = _best(lambda: seed_document_interval(baseline, variant, n_targets))
-    clustered = _best(lambda: seed_document_interval(baseline, variant, n_targets, clusters=labels))
-    peer = _best(lambda: document_bootstrap(d, n_targets, n_resamples=2000, seed=0))
+    ours = best_of(lambda: seed_document_interval(baseline, variant, n_targets))
+    clustered = best_of(lambda: seed_document_interval(baseline, variant, n_targets, clusters=labels))
+    peer = best_of(lambda: document_bootstrap(d, n_targets, n_resamples=2000, seed=0))
     print(f"\nspeed, S = {n_seeds}, N = {n_docs:,} (best of 3): seed-and-document interval {ours * 1e3:.0f} ms, "
           f"with 5,000 domains {clustered * 1e3:.0f} ms; document bootstrap (B = 2,000) {peer * 1e3:.0f} ms "
           f"= {peer / ours:.0f}× ours")
 
-
-def _best(call) -> float:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

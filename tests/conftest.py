@@ -87,3 +87,14 @@ def web_corpus(tmp_path_factory):
     pq.write_table(pa.Table.from_pylist(records), out / "parquet" / "part.parquet")
     return {"records": records, "jsonl": out / "jsonl" / "part.jsonl", "gz": out / "gz" / "part.jsonl.gz",
             "parquet": out / "parquet" / "part.parquet"}
+
+
+@pytest.fixture
+def sample():
+    """Skewed per-document loss differences d_i and varying target counts of 400 documents (bootstrap tests)."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    n_targets = rng.integers(40, 257, size=400).astype(np.float64)
+    d = (rng.normal(-0.02, 0.08, size=400) + rng.exponential(0.03, size=400)) * n_targets  # skewed differences
+    return d, n_targets

@@ -31,14 +31,6 @@ def document_counts(n_docs: int, samples: int, seed: int) -> np.ndarray:
     return np.rint(columns).astype(np.int64).T
 
 
-@pytest.fixture
-def sample():
-    rng = np.random.default_rng(11)
-    n_targets = rng.integers(40, 257, size=400).astype(np.float64)
-    d = (rng.normal(-0.02, 0.08, size=400) + rng.exponential(0.03, size=400)) * n_targets  # skewed differences
-    return d, n_targets
-
-
 @pytest.fixture(params=[None, 64], ids=["default-blocks", "blocks-of-64"])
 def block_size(request, monkeypatch):
     """Default blocks, or blocks of at most 64 documents so that N = 400 exercises the many-block path."""

@@ -20,14 +20,6 @@ def ratio(d, n, axis=-1):
     return np.sum(d, axis=axis) / np.sum(n, axis=axis)
 
 
-@pytest.fixture
-def sample():
-    rng = np.random.default_rng(11)
-    n_targets = rng.integers(40, 257, size=400).astype(np.float64)
-    d = (rng.normal(-0.02, 0.08, size=400) + rng.exponential(0.03, size=400)) * n_targets  # skewed differences
-    return d, n_targets
-
-
 @pytest.mark.parametrize(("method", "scipy_method"), [("percentile", "percentile"), ("bca", "BCa")])
 def test_interval_rule_equals_scipy_on_scipys_own_distribution(sample, method, scipy_method):
     d, n_targets = sample
