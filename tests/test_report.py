@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
 from gatedv_stats.report import latex_escape
 from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
 
@@ -319,3 +319,13 @@ def test_latex_reports_compile_with_pdflatex(small, medium, tmp_path, pdflatex):
         assert done.returncode == 0, done.stdout[-3000:]
         assert tex.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
         assert "Overfull \\hbox" not in done.stdout, "a table or figure runs off the page"
+
+
+def test_a_custom_variant_shows_its_knobs_in_the_setup(tmp_path):
+    write_runs(tmp_path, {"baseline": [30.0, 30.4], "k-silu": [29.9, 30.2]}, eval_set="heldout", lr=0.004)
+    for path in tmp_path.rglob("k-silu_*.parquet"):
+        run = read_loss_file(path)
+        write_loss_file(path, run.docs, {**run.meta, "knobs": {"key_act": "silu", "qk_norm": True}})
+    md = report([tmp_path], tmp_path / "report.md", "md")
+    setup = md[md.index("## Setup"):md.index("## Learning-rate selection")]
+    assert md_row(setup, "k-silu", r"key\_act=silu, qk\_norm=True") and md_row(setup, "baseline", "—")

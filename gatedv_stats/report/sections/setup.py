@@ -13,7 +13,7 @@ from gatedv_stats.report.model import RowGroup, Section, Table, row
 from gatedv_stats.runs import arm_order, lr_of
 
 COLUMNS = (  # header, alignment
-    ("Arm", "l"), ("Size", "l"), ("Layers / width", "l"), ("Heads / head width", "l"), ("FFN hidden width", "r"),
+    ("Arm", "l"), ("Knobs", "l"), ("Size", "l"), ("Layers / width", "l"), ("Heads / head width", "l"), ("FFN hidden width", "r"),
     ("Vocabulary", "r"), ("Parameters", "r"), ("Updates", "r"), ("Warmup", "r"), ("Batch", "r"),
     ("Target exposures", "r"), ("Peak LR", "l"), ("Seeds", "l"),
 )
@@ -27,6 +27,7 @@ def setup_section(analysis: ExperimentAnalysis) -> Section:
         entry, config = by_arm[arm], configs.get(arm) or {}
         rows.append(row(
             arm,
+            _joined(entry["knobs"], str),
             _joined(entry["size"], str),
             _config_pair(config, "n_layers", "d_model"),
             _config_pair(config, "n_heads", "head_dim"),
@@ -44,7 +45,8 @@ def setup_section(analysis: ExperimentAnalysis) -> Section:
     table = Table("setup", "Setup: models, training budget, learning rates and seeds per arm.",
                   tuple(COLUMNS[i][0] for i in keep), "".join(COLUMNS[i][1] for i in keep),
                   (RowGroup(None, tuple(tuple(cells[i] for i in keep) for cells in rows)),),
-                  ("Sizes, parameters and the training budget come from run.json files or the loss files' config "
+                  ("Knobs: what a variant changes from its size's baseline model (docs/method.md §2). Sizes, "
+                   "parameters and the training budget come from run.json files or the loss files' config "
                    "metadata; updates also from the evaluated checkpoints' step; target exposures = updates × batch × "
                    "context; '—' marks what the inputs do not record.",))
     return Section("setup", "Setup", tables=(table,))
@@ -63,6 +65,7 @@ def _collect(analysis: ExperimentAnalysis) -> tuple[dict, dict]:
         entry = by_arm[arm]
         for key in ("size", "lr", "seed", "updates", "warmup", "parameters"):
             _add(entry[key], info.get(key))
+        _add(entry["knobs"], _knobs_text(info.get("knobs")))
         batch = info.get("batch_size")
         _add(entry["batch"], batch)
         if batch and info.get("updates") and config.get("seq_len"):
@@ -74,7 +77,15 @@ def _collect(analysis: ExperimentAnalysis) -> tuple[dict, dict]:
         _add(entry["lr"], lr_of(run))
         entry["seed"].add(run.seed)
         _add(entry["updates"], run.meta.get("step"))
+        _add(entry["knobs"], _knobs_text(run.meta.get("knobs")))
     return by_arm, configs
+
+
+def _knobs_text(knobs) -> str | None:
+    """What a variant changes from its size's baseline, "key_act=silu, qk_norm=True"; None when unrecorded."""
+    if not isinstance(knobs, dict) or not knobs:
+        return None
+    return ", ".join(f"{name}={value}" for name, value in sorted(knobs.items()))
 
 
 def _add(values: set, value) -> None:
