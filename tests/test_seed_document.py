@@ -77,6 +77,45 @@ def test_equal_weights_give_the_two_way_anova_and_the_planning_components():
     assert weighted_df(np.full(n_docs, 1 / n_docs)) == pytest.approx(n_docs - 1)
 
 
+def test_pretest_is_the_two_way_anova_f_test_of_documents():
+    """With equal weights Q_doc / (Q_int / S) = MS_doc / MS_int, whose p-value statsmodels' two-way ANOVA
+    (seeds and documents as factors, the interaction as residual) reports."""
+    sm = pytest.importorskip("statsmodels.api")
+    smf = pytest.importorskip("statsmodels.formula.api")
+    n_seeds, n_docs = 4, 30
+    rng = np.random.default_rng(12)
+    y = rng.normal(0, 0.01, (n_seeds, 1)) + rng.normal(0, 0.02, (1, n_docs)) + rng.normal(0, 0.1, (n_seeds, n_docs))
+    fit = crossed_moments(y, np.full(n_docs, 1 / n_docs))
+    frame = pd.DataFrame({"y": y.ravel(), "seed": np.repeat(np.arange(n_seeds), n_docs),
+                          "doc": np.tile(np.arange(n_docs), n_seeds)})
+    table = sm.stats.anova_lm(smf.ols("y ~ C(seed) + C(doc)", frame).fit())
+    assert fit.doc_pretest_p == pytest.approx(table.loc["C(doc)", "PR(>F)"], rel=1e-9)
+
+
+def test_document_term_is_pooled_exactly_when_its_pretest_is_not_significant():
+    """Interaction-dominant studies: p ≥ 0.25 leaves the paired t over seeds (SE² = V_seed / S, df S − 1, and a
+    note), p < 0.25 adds the document term; a pooling level of 1 keeps every positive document estimate."""
+    n = np.random.default_rng(13).integers(32, 1024, 200)
+    model = CrossedModel(0.0, seed_sd=0.002, doc_sd=0.02, interaction_sd=0.3)
+    seen = set()
+    for seed in range(60):
+        baseline, variant = study(model, 3, n, 300 + seed)
+        result = seed_document_interval(baseline, variant, n)
+        y = (variant - baseline) / n
+        pooled = result.doc_pretest_p >= 0.25 or "document" in result.truncated
+        assert result.doc_pooled == pooled
+        seed_only = math.sqrt(result.v_seed / 3)
+        if pooled:
+            assert result.se == pytest.approx(seed_only, rel=1e-12) and result.df == pytest.approx(2.0)
+            assert any("pre-test" in note or "set to 0" in note for note in result.notes)
+        else:
+            assert result.se > seed_only
+        kept = crossed_moments(y, n / n.sum(), pooling_level=1.0)
+        assert bool(kept.doc_pooled) == ("document" in result.truncated)
+        seen.add(pooled)
+    assert seen == {True, False}
+
+
 def test_components_and_standard_error_match_statsmodels_mixedlm_reml():
     """In a balanced crossed design REML equals the ANOVA method of moments when nothing is truncated."""
     smf = pytest.importorskip("statsmodels.formula.api")

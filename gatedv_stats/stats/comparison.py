@@ -112,7 +112,8 @@ class Comparison:
             "delta_p_seed_document_ci": None if seed_document is None else list(seed_document.delta_p_interval),
             "variance_components": None if seed_document is None else {
                 "seed": seed_document.seed_var, "document": seed_document.doc_var,
-                "interaction": seed_document.interaction_var, "truncated": list(seed_document.truncated)},
+                "interaction": seed_document.interaction_var, "truncated": list(seed_document.truncated),
+                "document_pooled": seed_document.doc_pooled, "document_pretest_p": seed_document.doc_pretest_p},
             "standard_errors": self.standard_errors(),
             "nll_diff_ci_kind": MODELS_FIXED,
             "nll_diff_seed_document_ci_kind": SEEDS_AND_DOCUMENTS,

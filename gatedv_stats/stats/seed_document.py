@@ -16,7 +16,9 @@ The components come from three weighted mean squares (method of moments, closed 
 so Var̂(D) = V_seed / S + Σw² σ̂²_doc with σ̂²_doc = (Q_doc − Q_int / S) / κ; with equal weights this is
 (MS_seed + MS_doc − MS_int) / (S·N). Q_doc is the document bootstrap's own (delta-method) variance of D, so
 the document term stays unbiased when documents (or clusters) of different sizes have different variances.
-The derivation, the degrees of freedom and the calibration are in docs/statistics.md.
+The document term is pooled into the interaction (left out) unless Q_doc / (Q_int / S) passes a pre-test
+F test at the 0.25 level. The derivation, the degrees of freedom, the pooling rule and the calibration are in
+docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.validation import check_confidence_level
+
+# Level of the pre-test that keeps the document term in Var̂(D): the level Bozivich, Bancroft & Hartley (1956)
+# recommend for "sometimes pool" rules. Truncating the term at 0 alone keeps its positive noise and over-covers
+# (up to 0.987 at a stated 0.95) when the interaction dominates; pooling at 0.10 under-covers (docs/statistics.md).
+POOLING_LEVEL = 0.25
 
 
 class ClusterSums(NamedTuple):
@@ -71,8 +78,10 @@ def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) 
 class CrossedMoments:
     """Method-of-moments fit of the crossed model; every field is an array over the leading batch axes of y.
 
-    `seed_var` and `doc_var` are truncated at 0 (`seed_truncated`, `doc_truncated` say where); with one
-    document (or cluster) `doc_var`, `interaction_var`, `q_doc` and `q_int` are NaN.
+    `seed_var` and `doc_var` are truncated at 0 (`seed_truncated`, `doc_truncated` say where); `doc_pooled` says
+    where the document term is left out of `var_d` (truncated, or its pre-test p-value `doc_pretest_p` is at
+    least POOLING_LEVEL). With one document (or cluster) `doc_var`, `interaction_var`, `q_doc`, `q_int` and
+    `doc_pretest_p` are NaN.
     """
 
     d: np.ndarray  # D
@@ -85,7 +94,9 @@ class CrossedMoments:
     interaction_var: np.ndarray
     seed_truncated: np.ndarray
     doc_truncated: np.ndarray
-    var_d: np.ndarray  # V_seed / S + Σw² σ̂²_doc
+    doc_pretest_p: np.ndarray  # P(F(ν_doc, ν_int) ≥ Q_doc / (Q_int / S)): σ²_doc = 0 against > 0
+    doc_pooled: np.ndarray
+    var_d: np.ndarray  # V_seed / S + Σw² σ̂²_doc unless the document term is pooled
     df: np.ndarray  # Satterthwaite's df under the few-seed guard: the df of the interval
     satterthwaite_df: np.ndarray
 
@@ -107,8 +118,9 @@ def weighted_df(weights: np.ndarray) -> float:
     return float(trace_a ** 2 / trace_a2) if trace_a2 > 0.0 else math.nan
 
 
-def crossed_moments(y: np.ndarray, weights: np.ndarray) -> CrossedMoments:
-    """Fit the crossed model to per-token differences y (…, S, N) with weights (N,) summing to 1 (S ≥ 2)."""
+def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = POOLING_LEVEL) -> CrossedMoments:
+    """Fit the crossed model to per-token differences y (…, S, N) with weights (N,) summing to 1 (S ≥ 2);
+    the document term enters Var̂(D) when its pre-test p-value is below `pooling_level` (1: whenever σ̂²_doc > 0)."""
     y = np.asarray(y, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     n_seeds = y.shape[-2]
@@ -121,10 +133,10 @@ def crossed_moments(y: np.ndarray, weights: np.ndarray) -> CrossedMoments:
     q_doc = (doc_means - d[..., None]) ** 2 @ w2
     residual = y - doc_means[..., None, :] - seed_dev[..., :, None]
     q_int = np.sum(residual ** 2 @ w2, axis=-1) / (n_seeds - 1)
-    return _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds)
+    return _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level)
 
 
-def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds) -> CrossedMoments:
+def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level) -> CrossedMoments:
     """Components, Var̂(D) and its df from the three mean squares (see the module docstring)."""
     w2 = float(np.sum(w * w))
     kappa = w2 - 2.0 * float(np.sum(w ** 3)) + w2 * w2  # E[Q_doc], E[Q_int] per unit of variance
@@ -135,17 +147,20 @@ def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds) -> CrossedMoments:
         seed_df = np.full_like(d, n_seeds - 1.0)
         return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan, seed_var=v_seed,
                               doc_var=nan, interaction_var=nan, seed_truncated=no, doc_truncated=no,
-                              var_d=seed_part, df=seed_df, satterthwaite_df=seed_df)
+                              doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
+                              satterthwaite_df=seed_df)
     interaction_var = q_int / kappa
     doc_raw = (q_doc - q_int / n_seeds) / kappa
     seed_raw = v_seed - w2 * interaction_var
     doc_truncated = doc_raw < 0.0
-    doc_part = np.where(doc_truncated, 0.0, w2 * doc_raw)
-    var_d = seed_part + doc_part
-    # Satterthwaite: each mean square M_k with coefficient c_k is taken as c_k E[M_k] χ²_ν / ν.
     nu_doc = weighted_df(w)
     nu_int = (n_seeds - 1) * nu_doc
-    doc_noise = np.where(doc_truncated, 0.0,
+    with np.errstate(divide="ignore", invalid="ignore"):  # Q_int = 0: no interaction to pool into
+        pretest_p = special.fdtrc(nu_doc, nu_int, q_doc / (q_int / n_seeds))
+    doc_pooled = doc_truncated | ~(pretest_p < pooling_level)
+    var_d = seed_part + np.where(doc_pooled, 0.0, w2 * doc_raw)
+    # Satterthwaite: each mean square M_k with coefficient c_k is taken as c_k E[M_k] χ²_ν / ν.
+    doc_noise = np.where(doc_pooled, 0.0,
                          (w2 / kappa * q_doc) ** 2 / nu_doc + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int)
     seed_noise = seed_part ** 2 / (n_seeds - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -156,7 +171,8 @@ def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds) -> CrossedMoments:
     return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
                           seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
                           interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
-                          doc_truncated=doc_truncated, var_d=var_d, df=df, satterthwaite_df=satterthwaite)
+                          doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,
+                          df=df, satterthwaite_df=satterthwaite)
 
 
 @dataclass(frozen=True)
@@ -184,6 +200,8 @@ class SeedDocumentResult:
     n_docs: int
     n_clusters: int | None  # None when documents are the sampled units
     truncated: tuple[str, ...]  # components estimated below 0 and set to 0: "seed", "document"
+    doc_pretest_p: float | None  # pre-test of σ²_doc = 0 (F test of Q_doc against Q_int / S); None with one document
+    doc_pooled: bool  # the document term is left out of SE² (pooled into the interaction)
     notes: tuple[str, ...]
 
     @property
@@ -277,6 +295,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         doc_var=_finite_or_none(fit.doc_var), interaction_var=_finite_or_none(fit.interaction_var),
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
+        doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
         notes=_notes(fit, n_seeds, units_n.size, n_clusters is not None),
     )
 
@@ -293,6 +312,11 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_units: int, clustered: bool) -> 
     if bool(fit.doc_truncated):
         notes.append(f"the {unit} component was estimated below 0 and set to 0: the interval rests on the spread "
                      f"of the per-seed differences alone ({n_seeds - 1} df)")
+    elif bool(fit.doc_pooled):
+        notes.append(f"the {unit} component is not distinguishable from the seed × {unit} interaction (pre-test "
+                     f"p = {float(fit.doc_pretest_p):.2f} ≥ {POOLING_LEVEL:g}), so its noisy estimate is left out "
+                     f"of the interval, which rests on the spread of the per-seed differences alone "
+                     f"({n_seeds - 1} df)")
     if bool(fit.seed_truncated):
         notes.append("the seed component was estimated below 0 and is shown as 0; the interval keeps the observed "
                      "spread of the per-seed differences, which already holds the interaction term")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gatedv_stats.stats.seed_document import CrossedMoments, cluster_sums, crossed_moments
+from gatedv_stats.stats.seed_document import POOLING_LEVEL, CrossedMoments, cluster_sums, crossed_moments
 
 _CHUNK_ELEMENTS = 1 << 21  # simulated values per chunk (16 MiB of float64)
 
@@ -70,7 +70,8 @@ def loss_sums(differences: np.ndarray, n_targets: np.ndarray, rng: np.random.Gen
 
 
 def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng: np.random.Generator, *,
-                   n_studies: int, clusters: np.ndarray | None = None) -> CrossedMoments:
+                   n_studies: int, clusters: np.ndarray | None = None,
+                   pooling_level: float = POOLING_LEVEL) -> CrossedMoments:
     """`crossed_moments` of `n_studies` simulated studies (clustered when `clusters` is given), in chunks."""
     n = np.asarray(n_targets, dtype=np.float64)
     chunk = max(1, _CHUNK_ELEMENTS // (n_seeds * n.size))
@@ -78,10 +79,10 @@ def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng
     for start in range(0, n_studies, chunk):
         y = simulate_differences(model, n_seeds, n, rng, n_studies=min(chunk, n_studies - start), clusters=clusters)
         if clusters is None:
-            fits.append(crossed_moments(y, n / n.sum()))
+            fits.append(crossed_moments(y, n / n.sum(), pooling_level))
         else:
             sums, units_n, _ = cluster_sums(y * n, n, clusters)
-            fits.append(crossed_moments(sums / units_n, units_n / units_n.sum()))
+            fits.append(crossed_moments(sums / units_n, units_n / units_n.sum(), pooling_level))
     return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
                              for name in CrossedMoments.__dataclass_fields__})
 
