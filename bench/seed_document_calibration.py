@@ -31,7 +31,8 @@ from tqdm import tqdm
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_uncertainty import seed_document_bootstrap
-from gatedv_stats.stats.seed_document import cluster_sums, seed_document_interval
+from gatedv_stats.stats.crossed import cluster_sums
+from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.simulation import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
 from timing import best_of
 

@@ -16,7 +16,8 @@ from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.pairing import load_paired
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.stats.seed_document import cluster_sums, seed_document_interval
+from gatedv_stats.stats.crossed import cluster_sums
+from gatedv_stats.stats.seed_document import seed_document_interval
 
 runner = CliRunner()
 N_DOCS, N_SEEDS = 48, 4

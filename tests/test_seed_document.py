@@ -18,7 +18,8 @@ from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.stats.planning import variance_components
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.stats.seed_document import cluster_sums, crossed_moments, seed_document_interval, weighted_df
+from gatedv_stats.stats.crossed import cluster_sums, clustered_moments, crossed_moments, weighted_df
+from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.seed_tests import seed_permutation_test, seed_sign_test
 from gatedv_stats.stats.simulation import CrossedModel, loss_sums, simulate_differences
 from gatedv_stats.stats.verdict import VERDICTS, tost_p_value, verdict
@@ -150,6 +151,74 @@ def test_effective_df_of_the_document_form_matches_its_eigenvalues():
     assert weighted_df(w) < w.size - 1
 
 
+def test_effective_df_under_unequal_variances_matches_dense_traces_also_in_a_batch():
+    rng = np.random.default_rng(16)
+    w = rng.integers(10, 1000, 25).astype(float)
+    w /= w.sum()
+    variances = rng.uniform(0.1, 3.0, (3, 25))
+    centring = np.eye(w.size) - np.outer(np.ones(w.size), w)
+    form = centring.T @ np.diag(w * w) @ centring
+    batch = weighted_df(w, variances)
+    for b in range(3):
+        product = form @ np.diag(variances[b])
+        expected = np.trace(product) ** 2 / np.trace(product @ product)
+        assert batch[b] == pytest.approx(expected, rel=1e-9)
+        assert weighted_df(w, variances[b]) == pytest.approx(expected, rel=1e-9)
+    assert weighted_df(w, np.full(25, 7.0)) == pytest.approx(weighted_df(w), rel=1e-12)
+
+
+def test_clustered_working_variances_match_a_brute_force_fit():
+    """τ̂² from the documents' spread around their cluster mean, σ̂²_u from Q_doc less τ̂²'s share, and the df
+    of Q_doc and Q_int as dense traces under Var(ȳ_c) = σ̂²_u + τ̂² h_c and σ²_int h_c, then Satterthwaite."""
+    rng = np.random.default_rng(17)
+    n = rng.integers(20, 400, 40).astype(float)
+    labels = rng.integers(0, 9, 40)
+    n_seeds = 3
+    model = CrossedModel(-0.01, seed_sd=0.005, doc_sd=0.04, interaction_sd=0.05, cluster_sd=0.02)
+    y = simulate_differences(model, n_seeds, n, rng, clusters=labels)[0]
+    fit = clustered_moments(y, n, labels, pooling_level=1.0)
+    clusters = sorted(set(labels))
+    n_c = np.array([n[labels == c].sum() for c in clusters])
+    w = n_c / n_c.sum()
+    means = np.array([[np.sum(y[s, labels == c] * n[labels == c]) / n_c[k] for k, c in enumerate(clusters)]
+                      for s in range(n_seeds)])
+    doc_means, unit_means = y.mean(axis=0), means.mean(axis=0)
+    h = np.array([np.sum((n[labels == c] / n_c[k]) ** 2) for k, c in enumerate(clusters)])
+    within = sum(n[i] / n_c[clusters.index(labels[i])] * (doc_means[i] - unit_means[clusters.index(labels[i])]) ** 2
+                 for i in range(40))
+    tau2 = within / np.sum(1 - h)
+    centring = np.eye(w.size) - np.outer(np.ones(w.size), w)
+    form = centring.T @ np.diag(w * w) @ centring
+    d, v_seed, q_doc, q_int = brute_force_mean_squares(means, w)
+    sigma2_u = max((q_doc - tau2 * np.trace(form @ np.diag(h))) / np.trace(form), 0.0)
+
+    def df(variances):
+        product = form @ np.diag(variances)
+        return np.trace(product) ** 2 / np.trace(product @ product)
+
+    nu_doc, nu_int = df(sigma2_u + tau2 * h), (n_seeds - 1) * df(h)
+    w2 = np.sum(w * w)
+    kappa = w2 - 2 * np.sum(w ** 3) + w2 ** 2
+    doc_part = w2 * (q_doc - q_int / n_seeds) / kappa
+    assert doc_part > 0  # kept, so every term enters Satterthwaite's sum
+    var_d = v_seed / n_seeds + doc_part
+    noise = ((v_seed / n_seeds) ** 2 / (n_seeds - 1) + (w2 / kappa * q_doc) ** 2 / nu_doc
+             + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int)
+    assert fit.var_d == pytest.approx(var_d, rel=1e-10)
+    assert fit.satterthwaite_df == pytest.approx(var_d ** 2 / noise, rel=1e-9)
+    assert fit.doc_pretest_p == pytest.approx(stats.f.sf(q_doc / (q_int / n_seeds), nu_doc, nu_int), rel=1e-9)
+
+
+def test_one_document_per_cluster_is_the_unclustered_fit():
+    rng = np.random.default_rng(18)
+    n = rng.integers(20, 400, 30).astype(float)
+    y = simulate_differences(CrossedModel(0.0, 0.01, 0.03, 0.05), 4, n, rng)[0]
+    clustered = clustered_moments(y, n, np.arange(30)[::-1])
+    plain = crossed_moments(y, n / n.sum())
+    assert float(clustered.var_d) == pytest.approx(float(plain.var_d), rel=1e-12)
+    assert float(clustered.df) == pytest.approx(float(plain.df), rel=1e-12)
+
+
 def test_mean_squares_have_the_stated_expectations_and_var_d_is_unbiased():
     """Over simulated studies with unequal n_i: E V_seed, E Q_doc, E Q_int as derived, E Var̂(D) = Var(D)."""
     model = CrossedModel(0.0, seed_sd=0.01, doc_sd=0.03, interaction_sd=0.05)
@@ -193,8 +262,9 @@ def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
     clustered = seed_document_interval(baseline, variant, n, clusters=labels)
     assert clustered.d == pytest.approx(plain.d, rel=1e-12)
     assert clustered.n_clusters == len(sums.labels) and clustered.n_docs == 50
-    direct = crossed_moments(sums.values / sums.n_targets, sums.n_targets / sums.n_targets.sum())
+    direct = clustered_moments((variant - baseline) / n, n, labels)
     assert clustered.se == pytest.approx(math.sqrt(direct.var_d), rel=1e-12)
+    assert clustered.df == pytest.approx(float(direct.df), rel=1e-12)
     d = metrics.document_differences(baseline, variant)
     cluster_d = cluster_sums(d, n, labels)
     assert document_bootstrap(cluster_d.values, cluster_d.n_targets, n_resamples=50).statistic == pytest.approx(plain.d)

@@ -12,10 +12,11 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats import metrics
+from gatedv_stats.stats.crossed import cluster_sums
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.metrics import ArmSummary, WinRate
 from gatedv_stats.stats.resampling import BootstrapResult, document_bootstrap
-from gatedv_stats.stats.seed_document import SeedDocumentResult, cluster_sums, seed_document_interval
+from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
 from gatedv_stats.stats.verdict import Verdict, verdict
 
 MODELS_FIXED = "models fixed: documents resampled"

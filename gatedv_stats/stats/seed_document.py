@@ -1,178 +1,25 @@
 """An interval for the mean NLL difference that generalises over training seeds and documents.
 
-Seeds are the subjects and documents the items of a crossed design (Clark 1973; Baayen, Davidson & Bates
-2008). Per-token paired difference of seed pair s on document i, token weights w_i = n_i / Σ n:
-
-    y_si = (ℓ_var,s,i − ℓ_base,s,i) / n_i = δ + a_s + b_i + e_si,    D = Σ_s Σ_i w_i y_si / S
-    Var(D) = σ²_seed / S + σ²_doc Σw² + σ²_int Σw² / S
-
-The components come from three weighted mean squares (method of moments, closed form, O(S·N)), with
-κ = Σw² − 2Σw³ + (Σw²)², the trace of the quadratic form of the last two:
-
-    D_s = Σ_i w_i y_si,            V_seed = Σ_s (D_s − D)² / (S − 1)          E = σ²_seed + σ²_int Σw²
-    ȳ_i = mean_s y_si,             Q_doc  = Σ_i w_i² (ȳ_i − D)²                E = (σ²_doc + σ²_int / S) κ
-    r_si = y_si − ȳ_i − D_s + D,   Q_int  = Σ_s Σ_i w_i² r_si² / (S − 1)       E = σ²_int κ
-
-so Var̂(D) = V_seed / S + Σw² σ̂²_doc with σ̂²_doc = (Q_doc − Q_int / S) / κ; with equal weights this is
-(MS_seed + MS_doc − MS_int) / (S·N). Q_doc is the document bootstrap's own (delta-method) variance of D, so
-the document term stays unbiased when documents (or clusters) of different sizes have different variances.
-The document term is pooled into the interaction (left out) unless Q_doc / (Q_int / S) passes a pre-test
-F test at the 0.25 level. The derivation, the degrees of freedom, the pooling rule and the calibration are in
-docs/statistics.md.
+D, the token-weighted mean over seed pairs of the per-token NLL difference, with SE² = Var̂(D) from the crossed
+seeds × documents (or × clusters) model of gatedv_stats.stats.crossed and a t interval on its df; ΔP through
+the log ratio of mean perplexities. The derivation and the calibration are in docs/statistics.md.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 from scipy import special
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
-from gatedv_stats.stats.seed_uncertainty import paired_arrays
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
 from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.validation import check_confidence_level
-
-# Level of the pre-test that keeps the document term in Var̂(D): the level Bozivich, Bancroft & Hartley (1956)
-# recommend for "sometimes pool" rules. Truncating the term at 0 alone keeps its positive noise and over-covers
-# (up to 0.987 at a stated 0.95) when the interaction dominates; pooling at 0.10 under-covers (docs/statistics.md).
-POOLING_LEVEL = 0.25
-
-
-class ClusterSums(NamedTuple):
-    """Per-cluster sums: `values` (…, C) and `n_targets` (C,) in the order of the sorted `labels` (C,)."""
-
-    values: np.ndarray
-    n_targets: np.ndarray
-    labels: np.ndarray
-
-
-def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) -> ClusterSums:
-    """Sum loss (differences) and target counts over the documents of each cluster (e.g. web domain).
-
-    `values` has documents on its last axis: (N,) per-document differences d_i, or (S, N) loss sums. The
-    document bootstrap of Σ d / Σ n over the cluster sums is the cluster bootstrap; the seed-and-document
-    interval over them treats clusters as the sampled units. D = Σ d / Σ n is the same either way.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    n = np.asarray(n_targets, dtype=np.float64)
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.shape[0] != values.shape[-1] or n.shape != labels.shape:
-        raise InputError(f"clusters: {labels.shape[0] if labels.ndim == 1 else labels.shape} labels for "
-                         f"{values.shape[-1]} documents; give one label per document")
-    try:
-        unique, inverse = np.unique(labels, return_inverse=True)
-    except TypeError as error:  # mixed types (e.g. strings and None) cannot be sorted
-        raise InputError(f"clusters: labels must be all strings or all numbers ({error})") from None
-    order = np.argsort(inverse, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
-    return ClusterSums(values=np.add.reduceat(values[..., order], starts, axis=-1),
-                       n_targets=np.add.reduceat(n[order], starts), labels=unique)
-
-
-@dataclass(frozen=True)
-class CrossedMoments:
-    """Method-of-moments fit of the crossed model; every field is an array over the leading batch axes of y.
-
-    `seed_var` and `doc_var` are truncated at 0 (`seed_truncated`, `doc_truncated` say where); `doc_pooled` says
-    where the document term is left out of `var_d` (truncated, or its pre-test p-value `doc_pretest_p` is at
-    least POOLING_LEVEL). With one document (or cluster) `doc_var`, `interaction_var`, `q_doc`, `q_int` and
-    `doc_pretest_p` are NaN.
-    """
-
-    d: np.ndarray  # D
-    per_seed: np.ndarray  # (…, S) D_s
-    v_seed: np.ndarray
-    q_doc: np.ndarray
-    q_int: np.ndarray
-    seed_var: np.ndarray
-    doc_var: np.ndarray
-    interaction_var: np.ndarray
-    seed_truncated: np.ndarray
-    doc_truncated: np.ndarray
-    doc_pretest_p: np.ndarray  # P(F(ν_doc, ν_int) ≥ Q_doc / (Q_int / S)): σ²_doc = 0 against > 0
-    doc_pooled: np.ndarray
-    var_d: np.ndarray  # V_seed / S + Σw² σ̂²_doc unless the document term is pooled
-    df: np.ndarray  # Satterthwaite's df under the few-seed guard: the df of the interval
-    satterthwaite_df: np.ndarray
-
-
-def weighted_df(weights: np.ndarray) -> float:
-    """Effective df (tr A)² / tr(A²) of Q_doc = Σ w_i² (z_i − Σ w z)² for independent z_i of equal variance.
-
-    A = Mᵀ diag(w²) M with M = I − 1wᵀ, i.e. diag(ω) + G K Gᵀ with ω = w², G = [ω, w] and
-    K = [[0, −1], [−1, Σω]], so both traces are sums over documents. N − 1 for equal weights.
-    """
-    w = np.asarray(weights, dtype=np.float64)
-    omega = w * w
-    g = np.stack([omega, w], axis=1)
-    k = np.array([[0.0, -1.0], [-1.0, omega.sum()]])
-    gram = g.T @ g
-    trace_a = omega.sum() - 2.0 * np.dot(omega, w) + omega.sum() ** 2
-    trace_a2 = (np.sum(omega ** 2) + 2.0 * np.trace(k @ (g.T @ (omega[:, None] * g)))
-                + np.trace(k @ gram @ k @ gram))
-    return float(trace_a ** 2 / trace_a2) if trace_a2 > 0.0 else math.nan
-
-
-def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = POOLING_LEVEL) -> CrossedMoments:
-    """Fit the crossed model to per-token differences y (…, S, N) with weights (N,) summing to 1 (S ≥ 2);
-    the document term enters Var̂(D) when its pre-test p-value is below `pooling_level` (1: whenever σ̂²_doc > 0)."""
-    y = np.asarray(y, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    n_seeds = y.shape[-2]
-    per_seed = y @ w
-    d = per_seed.mean(axis=-1)
-    seed_dev = per_seed - d[..., None]
-    v_seed = np.sum(seed_dev ** 2, axis=-1) / (n_seeds - 1)
-    doc_means = y.mean(axis=-2)
-    w2 = w * w
-    q_doc = (doc_means - d[..., None]) ** 2 @ w2
-    residual = y - doc_means[..., None, :] - seed_dev[..., :, None]
-    q_int = np.sum(residual ** 2 @ w2, axis=-1) / (n_seeds - 1)
-    return _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level)
-
-
-def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level) -> CrossedMoments:
-    """Components, Var̂(D) and its df from the three mean squares (see the module docstring)."""
-    w2 = float(np.sum(w * w))
-    kappa = w2 - 2.0 * float(np.sum(w ** 3)) + w2 * w2  # E[Q_doc], E[Q_int] per unit of variance
-    seed_part = v_seed / n_seeds  # the per-seed differences' own spread: σ²_seed/S + σ²_int Σw²/S
-    if kappa <= 1e-12 * w2:  # one document or cluster: nothing to separate the document term with
-        nan = np.full_like(d, np.nan)
-        no = np.zeros(d.shape, dtype=bool)
-        seed_df = np.full_like(d, n_seeds - 1.0)
-        return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan, seed_var=v_seed,
-                              doc_var=nan, interaction_var=nan, seed_truncated=no, doc_truncated=no,
-                              doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
-                              satterthwaite_df=seed_df)
-    interaction_var = q_int / kappa
-    doc_raw = (q_doc - q_int / n_seeds) / kappa
-    seed_raw = v_seed - w2 * interaction_var
-    doc_truncated = doc_raw < 0.0
-    nu_doc = weighted_df(w)
-    nu_int = (n_seeds - 1) * nu_doc
-    with np.errstate(divide="ignore", invalid="ignore"):  # Q_int = 0: no interaction to pool into
-        pretest_p = special.fdtrc(nu_doc, nu_int, q_doc / (q_int / n_seeds))
-    doc_pooled = doc_truncated | ~(pretest_p < pooling_level)
-    var_d = seed_part + np.where(doc_pooled, 0.0, w2 * doc_raw)
-    # Satterthwaite: each mean square M_k with coefficient c_k is taken as c_k E[M_k] χ²_ν / ν.
-    doc_noise = np.where(doc_pooled, 0.0,
-                         (w2 / kappa * q_doc) ** 2 / nu_doc + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int)
-    seed_noise = seed_part ** 2 / (n_seeds - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        satterthwaite = var_d ** 2 / (seed_noise + doc_noise)
-        # Few-seed guard: never more df than the seed part's S − 1 divided by its share of Var(D); plain
-        # Satterthwaite inflates the df exactly when the few seeds happen to agree (docs/statistics.md).
-        df = np.minimum(satterthwaite, (n_seeds - 1) * var_d / seed_part)
-    return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
-                          seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
-                          interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
-                          doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,
-                          df=df, satterthwaite_df=satterthwaite)
 
 
 @dataclass(frozen=True)
@@ -269,10 +116,11 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         raise InputError("seed-and-document interval: loss sums must be finite")
     if not np.all(n > 0):
         raise InputError("seed-and-document interval: every n_targets must be at least 1")
-    differences, units_n = variant - baseline, n
-    if clusters is not None:
-        differences, units_n, _ = cluster_sums(differences, n, clusters)
-    fit = crossed_moments(differences / units_n, units_n / units_n.sum())
+    y = (variant - baseline) / n
+    if clusters is None:
+        fit, n_units = crossed_moments(y, n / n.sum()), n_docs
+    else:
+        fit, n_units = clustered_moments(y, n, clusters), int(np.unique(np.asarray(clusters)).size)
     if not float(fit.var_d) > 0.0:
         raise InputError("seed-and-document interval: the loss differences do not vary over seeds or documents, "
                          "so there is no spread to form an interval from")
@@ -282,7 +130,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
     mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
     mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
     log_ratio = math.log(mean_ppl_var / mean_ppl_base)
-    n_clusters = None if clusters is None else int(units_n.size)
+    n_clusters = None if clusters is None else n_units
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), ("document", fit.doc_truncated))
                       if bool(flag))
     return SeedDocumentResult(
@@ -296,7 +144,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
         doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
-        notes=_notes(fit, n_seeds, units_n.size, n_clusters is not None),
+        notes=_notes(fit, n_seeds, n_units, n_clusters is not None),
     )
 
 

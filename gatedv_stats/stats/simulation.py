@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gatedv_stats.stats.seed_document import POOLING_LEVEL, CrossedMoments, cluster_sums, crossed_moments
+from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
 
 _CHUNK_ELEMENTS = 1 << 21  # simulated values per chunk (16 MiB of float64)
 
@@ -81,8 +81,7 @@ def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng
         if clusters is None:
             fits.append(crossed_moments(y, n / n.sum(), pooling_level))
         else:
-            sums, units_n, _ = cluster_sums(y * n, n, clusters)
-            fits.append(crossed_moments(sums / units_n, units_n / units_n.sum(), pooling_level))
+            fits.append(clustered_moments(y, n, clusters, pooling_level))
     return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
                              for name in CrossedMoments.__dataclass_fields__})
 

@@ -1,0 +1,215 @@
+"""The crossed seeds × documents model, fitted by the method of moments: variance components, Var̂(D), its df.
+
+Seeds are the subjects and documents the items of a crossed design (Clark 1973; Baayen, Davidson & Bates
+2008). Per-token paired difference of seed pair s on document i, token weights w_i = n_i / Σ n:
+
+    y_si = (ℓ_var,s,i − ℓ_base,s,i) / n_i = δ + a_s + b_i + e_si,    D = Σ_s Σ_i w_i y_si / S
+    Var(D) = σ²_seed / S + σ²_doc Σw² + σ²_int Σw² / S
+
+The components come from three weighted mean squares (method of moments, closed form, O(S·N)), with
+κ = Σw² − 2Σw³ + (Σw²)², the trace of the quadratic form of the last two:
+
+    D_s = Σ_i w_i y_si,            V_seed = Σ_s (D_s − D)² / (S − 1)          E = σ²_seed + σ²_int Σw²
+    ȳ_i = mean_s y_si,             Q_doc  = Σ_i w_i² (ȳ_i − D)²                E = (σ²_doc + σ²_int / S) κ
+    r_si = y_si − ȳ_i − D_s + D,   Q_int  = Σ_s Σ_i w_i² r_si² / (S − 1)       E = σ²_int κ
+
+so Var̂(D) = V_seed / S + Σw² σ̂²_doc with σ̂²_doc = (Q_doc − Q_int / S) / κ; with equal weights this is
+(MS_seed + MS_doc − MS_int) / (S·N). Q_doc is the document bootstrap's own (delta-method) variance of D, so
+the document term stays unbiased when documents (or clusters) of different sizes have different variances.
+The document term is pooled into the interaction (left out) unless Q_doc / (Q_int / S) passes a pre-test
+F test at the 0.25 level. The derivation, the degrees of freedom, the pooling rule and the calibration are in
+docs/statistics.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special
+
+from gatedv_stats.errors import InputError
+
+# Level of the pre-test that keeps the document term in Var̂(D): the level Bozivich, Bancroft & Hartley (1956)
+# recommend for "sometimes pool" rules. Truncating the term at 0 alone keeps its positive noise and over-covers
+# (up to 0.982 at a stated 0.95) when the interaction dominates; 0.10 drifts toward under-coverage
+# (bench/pooling_level.py, docs/statistics.md).
+POOLING_LEVEL = 0.25
+
+
+class ClusterSums(NamedTuple):
+    """Per-cluster sums: `values` (…, C) and `n_targets` (C,) in the order of the sorted `labels` (C,)."""
+
+    values: np.ndarray
+    n_targets: np.ndarray
+    labels: np.ndarray
+
+
+def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) -> ClusterSums:
+    """Sum loss (differences) and target counts over the documents of each cluster (e.g. web domain).
+
+    `values` has documents on its last axis: (N,) per-document differences d_i, or (S, N) loss sums. The
+    document bootstrap of Σ d / Σ n over the cluster sums is the cluster bootstrap; the seed-and-document
+    interval over them treats clusters as the sampled units. D = Σ d / Σ n is the same either way.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = np.asarray(n_targets, dtype=np.float64)
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.shape[0] != values.shape[-1] or n.shape != labels.shape:
+        raise InputError(f"clusters: {labels.shape[0] if labels.ndim == 1 else labels.shape} labels for "
+                         f"{values.shape[-1]} documents; give one label per document")
+    try:
+        unique, inverse = np.unique(labels, return_inverse=True)
+    except TypeError as error:  # mixed types (e.g. strings and None) cannot be sorted
+        raise InputError(f"clusters: labels must be all strings or all numbers ({error})") from None
+    order = np.argsort(inverse, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
+    return ClusterSums(values=np.add.reduceat(values[..., order], starts, axis=-1),
+                       n_targets=np.add.reduceat(n[order], starts), labels=unique)
+
+
+@dataclass(frozen=True)
+class CrossedMoments:
+    """Method-of-moments fit of the crossed model; every field is an array over the leading batch axes of y.
+
+    `seed_var` and `doc_var` are truncated at 0 (`seed_truncated`, `doc_truncated` say where); `doc_pooled` says
+    where the document term is left out of `var_d` (truncated, or its pre-test p-value `doc_pretest_p` is at
+    least POOLING_LEVEL). With one document (or cluster) `doc_var`, `interaction_var`, `q_doc`, `q_int` and
+    `doc_pretest_p` are NaN.
+    """
+
+    d: np.ndarray  # D
+    per_seed: np.ndarray  # (…, S) D_s
+    v_seed: np.ndarray
+    q_doc: np.ndarray
+    q_int: np.ndarray
+    seed_var: np.ndarray
+    doc_var: np.ndarray
+    interaction_var: np.ndarray
+    seed_truncated: np.ndarray
+    doc_truncated: np.ndarray
+    doc_pretest_p: np.ndarray  # P(F(ν_doc, ν_int) ≥ Q_doc / (Q_int / S)): σ²_doc = 0 against > 0
+    doc_pooled: np.ndarray
+    var_d: np.ndarray  # V_seed / S + Σw² σ̂²_doc unless the document term is pooled
+    df: np.ndarray  # Satterthwaite's df under the few-seed guard: the df of the interval
+    satterthwaite_df: np.ndarray
+
+
+def weighted_df(weights: np.ndarray, variances: np.ndarray | None = None) -> float | np.ndarray:
+    """Effective df (tr AV)² / tr((AV)²) of Q = Σ w_i² (z_i − Σ w z)² for independent z_i with variances
+    proportional to `variances` (…, N) (equal when None, the homoskedastic working model): N − 1 for equal
+    weights and variances.
+
+    A = Mᵀ diag(w²) M with M = I − 1wᵀ, i.e. diag(ω) + G K Gᵀ with ω = w², G = [ω, w] and
+    K = [[0, −1], [−1, Σω]], so both traces are sums over units.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    v = np.ones_like(w) if variances is None else np.asarray(variances, dtype=np.float64)
+    omega = w * w
+    g = np.stack([omega, w], axis=1)
+    k = np.array([[0.0, -1.0], [-1.0, omega.sum()]])
+    trace = v @ (omega - 2.0 * omega * w + omega.sum() * w * w)  # Σ A_ii v_i
+    gvg = np.einsum("...i,ia,ib->...ab", v, g, g)
+    gvdvg = np.einsum("...i,ia,ib->...ab", v * v * omega, g, g)
+    trace_sq = ((v * v) @ (omega * omega) + 2.0 * np.einsum("ab,...ba->...", k, gvdvg)
+                + np.einsum("ab,...bc,cd,...da->...", k, gvg, k, gvg))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(trace_sq > 0.0, trace ** 2 / trace_sq, np.nan)
+    return float(df) if df.ndim == 0 else df
+
+
+def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = POOLING_LEVEL, *,
+                    unit_variances: np.ndarray | None = None,
+                    interaction_variances: np.ndarray | None = None) -> CrossedMoments:
+    """Fit the crossed model to per-token differences y (…, S, N) with weights (N,) summing to 1 (S ≥ 2).
+
+    The document term enters Var̂(D) when its pre-test p-value is below `pooling_level` (1: whenever
+    σ̂²_doc > 0). `unit_variances` (…, N) and `interaction_variances` (N,) are working models of how the
+    variances of the units' seed means and of their interaction terms differ, for the df of Q_doc and Q_int
+    (equal when None; `clustered_moments` gives them for clusters of documents).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n_seeds = y.shape[-2]
+    per_seed = y @ w
+    d = per_seed.mean(axis=-1)
+    seed_dev = per_seed - d[..., None]
+    v_seed = np.sum(seed_dev ** 2, axis=-1) / (n_seeds - 1)
+    doc_means = y.mean(axis=-2)
+    w2 = w * w
+    q_doc = (doc_means - d[..., None]) ** 2 @ w2
+    residual = y - doc_means[..., None, :] - seed_dev[..., :, None]
+    q_int = np.sum(residual ** 2 @ w2, axis=-1) / (n_seeds - 1)
+    nu_doc = weighted_df(w, unit_variances)
+    nu_int = (n_seeds - 1) * weighted_df(w, interaction_variances)
+    return _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int)
+
+
+def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
+                      pooling_level: float = POOLING_LEVEL) -> CrossedMoments:
+    """`crossed_moments` with clusters (e.g. web domains) as the sampled units, from per-token differences
+    y (…, S, N) of documents with `n_targets` (N,) and one cluster label per document.
+
+    The df of the cluster mean squares come from the working model Var(ȳ_c) = σ²_u + τ² h_c with
+    h_c = Σ_{i∈c} (n_i / n_c)²: a cluster of many documents averages away more of the document-level variance
+    τ² (which holds σ²_doc + σ²_int / S), and its interaction term has variance σ²_int h_c. τ² comes from the
+    documents' spread around their cluster's mean, σ²_u from Q_doc less τ²'s share (docs/statistics.md).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    n = np.asarray(n_targets, dtype=np.float64)
+    sums = cluster_sums(y * n, n, labels)
+    cluster_of = np.unique(np.asarray(labels), return_inverse=True)[1]
+    share = n / sums.n_targets[cluster_of]
+    h = np.bincount(cluster_of, weights=share * share, minlength=sums.labels.size)
+    means = sums.values / sums.n_targets
+    w = sums.n_targets / sums.n_targets.sum()
+    if np.all(h == 1.0):  # one document per cluster: the documents are the units, of equal working variance
+        return crossed_moments(means, w, pooling_level)
+    unit_means = means.mean(axis=-2)
+    within = (y.mean(axis=-2) - unit_means[..., cluster_of]) ** 2 @ share  # E = τ² Σ_c (1 − h_c)
+    tau2 = within / np.sum(1.0 - h)
+    diagonal = w * w * (1.0 - 2.0 * w + np.sum(w * w))  # A_cc: E Q_doc = Σ_c A_cc Var(ȳ_c)
+    q_doc = (unit_means - (unit_means @ w)[..., None]) ** 2 @ (w * w)
+    sigma2_u = np.maximum((q_doc - tau2 * (diagonal @ h)) / diagonal.sum(), 0.0)
+    unit_variances = sigma2_u[..., None] + tau2[..., None] * h
+    unit_variances = np.where(unit_variances.sum(axis=-1, keepdims=True) > 0.0, unit_variances, 1.0)
+    return crossed_moments(means, w, pooling_level, unit_variances=unit_variances, interaction_variances=h)
+
+
+def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int) -> CrossedMoments:
+    """Components, Var̂(D) and its df from the three mean squares (see the module docstring)."""
+    w2 = float(np.sum(w * w))
+    kappa = w2 - 2.0 * float(np.sum(w ** 3)) + w2 * w2  # E[Q_doc], E[Q_int] per unit of variance
+    seed_part = v_seed / n_seeds  # the per-seed differences' own spread: σ²_seed/S + σ²_int Σw²/S
+    if kappa <= 1e-12 * w2:  # one document or cluster: nothing to separate the document term with
+        nan = np.full_like(d, np.nan)
+        no = np.zeros(d.shape, dtype=bool)
+        seed_df = np.full_like(d, n_seeds - 1.0)
+        return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan, seed_var=v_seed,
+                              doc_var=nan, interaction_var=nan, seed_truncated=no, doc_truncated=no,
+                              doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
+                              satterthwaite_df=seed_df)
+    interaction_var = q_int / kappa
+    doc_raw = (q_doc - q_int / n_seeds) / kappa
+    seed_raw = v_seed - w2 * interaction_var
+    doc_truncated = doc_raw < 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):  # Q_int = 0: no interaction to pool into
+        pretest_p = special.fdtrc(nu_doc, nu_int, q_doc / (q_int / n_seeds))
+    doc_pooled = doc_truncated | ~(pretest_p < pooling_level)
+    var_d = seed_part + np.where(doc_pooled, 0.0, w2 * doc_raw)
+    # Satterthwaite: each mean square M_k with coefficient c_k is taken as c_k E[M_k] χ²_ν / ν.
+    doc_noise = np.where(doc_pooled, 0.0,
+                         (w2 / kappa * q_doc) ** 2 / nu_doc + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int)
+    seed_noise = seed_part ** 2 / (n_seeds - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        satterthwaite = var_d ** 2 / (seed_noise + doc_noise)
+        # Few-seed guard: never more df than the seed part's S − 1 divided by its share of Var(D); plain
+        # Satterthwaite inflates the df exactly when the few seeds happen to agree (docs/statistics.md).
+        df = np.minimum(satterthwaite, (n_seeds - 1) * var_d / seed_part)
+    return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
+                          seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
+                          interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
+                          doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,
+                          df=df, satterthwaite_df=satterthwaite)
