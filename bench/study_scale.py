@@ -156,8 +156,6 @@ def seed_document_fit(y: np.ndarray, n: np.ndarray, confidence_level: float) -> 
     w2, w3 = np.sum(w**2), np.sum(w**3)
     kappa = w2 - 2 * w3 + w2**2
     doc_var = (q_doc - q_int / n_seeds) / kappa
-    seed_part, doc_part = v_seed / n_seeds, max(w2 * doc_var, 0.0)
-    var_d = seed_part + doc_part
     # effective df of Q_doc, (tr A)² / tr(A²) for A = (I − w1ᵀ) diag(w²) (I − 1wᵀ) = diag(ω) + G K Gᵀ
     omega = w**2
     g = np.stack([omega, w], axis=1)
@@ -165,8 +163,12 @@ def seed_document_fit(y: np.ndarray, n: np.ndarray, confidence_level: float) -> 
     tr_a = omega.sum() - 2 * np.dot(omega, w) + omega.sum() ** 2
     tr_a2 = np.sum(omega**2) + 2 * np.trace(k @ g.T @ (omega[:, None] * g)) + np.trace(k @ g.T @ g @ k @ g.T @ g)
     nu_doc = tr_a**2 / tr_a2
-    doc_noise = 0.0 if doc_var < 0 else ((w2 / kappa * q_doc) ** 2 / nu_doc
-                                         + (w2 / kappa / n_seeds * q_int) ** 2 / ((n_seeds - 1) * nu_doc))
+    nu_int = (n_seeds - 1) * nu_doc
+    # the document term is pooled into the interaction unless its F pre-test is significant at 0.25
+    pooled = doc_var < 0 or stats.f.sf(q_doc / (q_int / n_seeds), nu_doc, nu_int) >= 0.25
+    seed_part, doc_part = v_seed / n_seeds, 0.0 if pooled else w2 * doc_var
+    var_d = seed_part + doc_part
+    doc_noise = 0.0 if pooled else (w2 / kappa * q_doc) ** 2 / nu_doc + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int
     satterthwaite = var_d**2 / (seed_part**2 / (n_seeds - 1) + doc_noise)
     df = min(satterthwaite, (n_seeds - 1) * var_d / seed_part)
     se = np.sqrt(var_d)
