@@ -45,12 +45,15 @@ def _status(path):
 
 
 def _wait_for(path, states, timeout=180):
-    """Poll --status until every run is in its expected state."""
+    """Poll --status until every run is in its expected state (at once an error when one ended otherwise)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = _status(path)
         if all(status[variant]["state"] == state for variant, state in states.items()):
             return status
+        ended = {variant: run["state"] for variant, run in status.items()
+                 if run["state"] in ("finished", "diverged") and states[variant] != run["state"]}
+        assert not ended, f"runs ended as {ended}, expected {states}"
         time.sleep(0.5)  # each poll takes CPU from the jobs
     raise AssertionError(f"runs did not reach {states}: {status}")
 
@@ -67,8 +70,18 @@ def _kill_after_first_checkpoint(run_dir, job_id, timeout=120):
     raise AssertionError(f"{run_dir}: no checkpoint past update 0 within {timeout} s")
 
 
+@pytest.fixture
+def interruptible_jobs():
+    """SIGINT handled as in a terminal: a process started in the background by a non-interactive shell (as CI
+    may start this suite) inherits SIGINT ignored, and so would the local jobs, which LocalJob.cancel then
+    cannot stop."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_a_killed_local_job_resumes_on_resubmission_bit_identical_to_an_uninterrupted_run(
-        prepared_data, tmp_path, monkeypatch):
+        prepared_data, tmp_path, monkeypatch, interruptible_jobs):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one CPU thread in every job and in the reference below
     path = tmp_path / "cluster.toml"
     path.write_text(GRID.format(data=prepared_data, updates=12, eval_every=3))
