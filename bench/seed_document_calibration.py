@@ -72,7 +72,8 @@ def bootstrap_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, s
     for b in range(studies):
         d, n = metrics.document_differences(baseline[b], variant[b]), n_targets
         if labels is not None:
-            d, n, _ = cluster_sums(d, n_targets, labels)
+            sums = cluster_sums(d, n_targets, labels)
+            d, n = sums.values, sums.n_targets
         low, high = document_bootstrap(d, n, n_resamples=resamples, seed=b).confidence_interval
         document += high < 0 or low > 0
         interval = seed_document_bootstrap(baseline[b], variant[b], n_targets, n_resamples=resamples, seed=b)

@@ -40,11 +40,13 @@ POOLING_LEVEL = 0.25
 
 
 class ClusterSums(NamedTuple):
-    """Per-cluster sums: `values` (…, C) and `n_targets` (C,) in the order of the sorted `labels` (C,)."""
+    """Per-cluster sums: `values` (…, C) and `n_targets` (C,) in the order of the sorted `labels` (C,);
+    `cluster_of` (N,) is each document's cluster."""
 
     values: np.ndarray
     n_targets: np.ndarray
     labels: np.ndarray
+    cluster_of: np.ndarray
 
 
 def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) -> ClusterSums:
@@ -67,7 +69,7 @@ def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) 
     order = np.argsort(inverse, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
     return ClusterSums(values=np.add.reduceat(values[..., order], starts, axis=-1),
-                       n_targets=np.add.reduceat(n[order], starts), labels=unique)
+                       n_targets=np.add.reduceat(n[order], starts), labels=unique, cluster_of=inverse)
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
     y = np.asarray(y, dtype=np.float64)
     n = np.asarray(n_targets, dtype=np.float64)
     sums = cluster_sums(y * n, n, labels)
-    cluster_of = np.unique(np.asarray(labels), return_inverse=True)[1]
+    cluster_of = sums.cluster_of
     share = n / sums.n_targets[cluster_of]
     h = np.bincount(cluster_of, weights=share * share, minlength=sums.labels.size)
     means = sums.values / sums.n_targets
