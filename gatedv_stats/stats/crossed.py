@@ -99,6 +99,13 @@ class CrossedMoments:
     satterthwaite_df: np.ndarray
 
 
+def form_diagonal(weights: np.ndarray) -> np.ndarray:
+    """A_ii = w_i² (1 − 2 w_i + Σw²) of A = Mᵀ diag(w²) M, M = I − 1wᵀ, the quadratic form of Q_doc and Q_int:
+    E Q_doc = Σ_i A_ii Var(ȳ_i), and κ = tr A."""
+    w = np.asarray(weights, dtype=np.float64)
+    return w * w * (1.0 - 2.0 * w + np.sum(w * w))
+
+
 def weighted_df(weights: np.ndarray, variances: np.ndarray | None = None) -> float | np.ndarray:
     """Effective df (tr AV)² / tr((AV)²) of Q = Σ w_i² (z_i − Σ w z)² for independent z_i with variances
     proportional to `variances` (…, N) (equal when None, the homoskedastic working model): N − 1 for equal
@@ -112,7 +119,7 @@ def weighted_df(weights: np.ndarray, variances: np.ndarray | None = None) -> flo
     omega = w * w
     g = np.stack([omega, w], axis=1)
     k = np.array([[0.0, -1.0], [-1.0, omega.sum()]])
-    trace = v @ (omega - 2.0 * omega * w + omega.sum() * w * w)  # Σ A_ii v_i
+    trace = v @ form_diagonal(w)
     gvg = np.einsum("...i,ia,ib->...ab", v, g, g)
     gvdvg = np.einsum("...i,ia,ib->...ab", v * v * omega, g, g)
     trace_sq = ((v * v) @ (omega * omega) + 2.0 * np.einsum("ab,...ba->...", k, gvdvg)
@@ -172,7 +179,7 @@ def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
     unit_means = means.mean(axis=-2)
     within = (y.mean(axis=-2) - unit_means[..., cluster_of]) ** 2 @ share  # E = τ² Σ_c (1 − h_c)
     tau2 = within / np.sum(1.0 - h)
-    diagonal = w * w * (1.0 - 2.0 * w + np.sum(w * w))  # A_cc: E Q_doc = Σ_c A_cc Var(ȳ_c)
+    diagonal = form_diagonal(w)
     q_doc = (unit_means - (unit_means @ w)[..., None]) ** 2 @ (w * w)
     sigma2_u = np.maximum((q_doc - tau2 * (diagonal @ h)) / diagonal.sum(), 0.0)
     unit_variances = sigma2_u[..., None] + tau2[..., None] * h
@@ -183,7 +190,7 @@ def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
 def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int) -> CrossedMoments:
     """Components, Var̂(D) and its df from the three mean squares (see the module docstring)."""
     w2 = float(np.sum(w * w))
-    kappa = w2 - 2.0 * float(np.sum(w ** 3)) + w2 * w2  # E[Q_doc], E[Q_int] per unit of variance
+    kappa = float(form_diagonal(w).sum())  # E[Q_doc], E[Q_int] per unit of variance
     seed_part = v_seed / n_seeds  # the per-seed differences' own spread: σ²_seed/S + σ²_int Σw²/S
     if kappa <= 1e-12 * w2:  # one document or cluster: nothing to separate the document term with
         nan = np.full_like(d, np.nan)
