@@ -3,9 +3,10 @@ for one GPU trained data parallel under torchrun.
 
 Each worker of the `gatedv sweep --jobs N` pool takes one slot of `gpu_assignment` (its own
 CUDA_VISIBLE_DEVICES, set before torch initialises CUDA in that process), so N runs train on N GPUs; it keeps
-the memory its training steps free for the next step (`retain_freed_memory`). With
-`--gpus-per-run K > 1` a worker launches each of its runs as `torchrun --standalone --nproc-per-node=K`
-processes over its K GPUs (gloo processes on a CPU); the trainer splits the global batch between them.
+the memory its training steps free for the next step (`retain_freed_memory`), and it ends with the sweep,
+however the sweep ends (`gatedv_stats.workers`). With `--gpus-per-run K > 1` a worker launches each of its runs
+as `torchrun --standalone --nproc-per-node=K` processes over its K GPUs (gloo processes on a CPU); the trainer
+splits the global batch between them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import multiprocessing
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -24,6 +24,7 @@ from pathlib import Path
 from gatedv_stats.errors import InputError
 from trainer.device import retain_freed_memory
 from gatedv_stats.io.atomic import write_text_atomic
+from gatedv_stats.workers import run_child, spawn_pool
 from trainer.grid_run import RunOutcome, run_one
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -68,12 +69,10 @@ def uses_gpus(device: str) -> bool:
 
 def worker_pool(environments: Sequence[Mapping[str, str]], threads: int) -> ProcessPoolExecutor:
     """A pool of spawned workers, each taking one of `environments` (and `threads` CPU threads) at start."""
-    context = multiprocessing.get_context("spawn")
-    slots = context.Queue()
+    slots = multiprocessing.get_context("spawn").Queue()
     for environment in environments:
         slots.put(dict(environment))
-    return ProcessPoolExecutor(max_workers=len(environments), mp_context=context, initializer=_take_slot,
-                               initargs=(slots, threads))
+    return spawn_pool(len(environments), _take_slot, (slots, threads))
 
 
 def _take_slot(slots, threads: int) -> None:
@@ -102,10 +101,10 @@ def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | N
         job_file, outcome_file = Path(scratch) / "run.pkl", Path(scratch) / "outcome.json"
         job_file.write_bytes(pickle.dumps((run, runtime)))
         threads = os.environ.get("OMP_NUM_THREADS") or str(threads_per_worker(torch.get_num_threads(), nproc))
-        done = subprocess.run(torchrun_command(job_file, outcome_file, nproc), env={**os.environ,
-                              **(environment or {}), "OMP_NUM_THREADS": threads}, stdout=subprocess.DEVNULL, check=False)
-        if done.returncode != 0 or not outcome_file.is_file():
-            raise RuntimeError(f"{run.run_dir}: torchrun with {nproc} processes exited with {done.returncode} "
+        returncode = run_child(torchrun_command(job_file, outcome_file, nproc),
+                               env={**os.environ, **(environment or {}), "OMP_NUM_THREADS": threads})
+        if returncode != 0 or not outcome_file.is_file():
+            raise RuntimeError(f"{run.run_dir}: torchrun with {nproc} processes exited with {returncode} "
                                "(its stderr is above)")
         return RunOutcome(**json.loads(outcome_file.read_text(encoding="utf-8")))
 

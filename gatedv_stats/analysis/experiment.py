@@ -8,13 +8,12 @@ report sections only format what it returns.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ from gatedv_stats.runs import (GATEDV, EvalGroup, add_unique, arm_order, choose_
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
 from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_rng_seed
+from gatedv_stats.workers import spawn_pool
 
 BREAKDOWN_MIN_DOCS = 5
 # Below this many loss sums (seeds × documents of the reference, summed over pairs) starting worker processes
@@ -206,7 +206,7 @@ def _analyse_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, w
                         bar: tqdm) -> list[PairAnalysis]:
     """`analyse_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
     settings."""
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with spawn_pool(workers) as pool:
         futures = [pool.submit(analyse_pair, paired, settings, np.geterr()) for paired in pairs]
         for _ in as_completed(futures):
             bar.update()

@@ -1,0 +1,91 @@
+"""Worker pools end with the process that started them: a killed `gatedv sweep` (or a report's analysis) would
+otherwise leave its workers finishing their runs and then waiting for work forever, holding memory and GPUs."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gatedv_stats import workers
+from trainer import launch
+
+HERE = Path(__file__).parent
+POOLS = {
+    "sweep": lambda: launch.worker_pool([{}, {}], threads=1),
+    "statistics": lambda: workers.spawn_pool(2),
+    "plain": lambda: ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")),
+}
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads process states from /proc")
+
+
+def _busy(directory: str) -> None:
+    """A worker's long task: note this worker's pid, then wait on a command that notes its own and sleeps (as
+    a worker waits on torchrun)."""
+    Path(directory, "busy.pid").write_text(str(os.getpid()))
+    script = f"import os, time; open({str(Path(directory, 'child.pid'))!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    workers.run_child([sys.executable, "-c", script])
+
+
+def _killed_parent(kind: str, directory: str) -> None:
+    """The parent: a pool of two workers, one busy with `_busy` and one idle, whose pids it notes before it
+    is killed (SIGKILL: no cleanup of any kind runs)."""
+    pool = POOLS[kind]()
+    pool.submit(_busy, directory)
+    idle = pool.submit(os.getpid).result()
+    pids = Path(directory, "busy.pid"), Path(directory, "child.pid")
+    while not all(path.is_file() and path.read_text() for path in pids):
+        time.sleep(0.05)
+    Path(directory, "idle.pid").write_text(str(idle))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its parent's wait is missing
+
+
+def _orphans_after_killing_the_parent(kind: str, directory: Path, wait: float) -> list[int]:
+    """Run `_killed_parent` in its own interpreter; the pids of its workers and of the busy worker's command
+    still alive `wait` seconds after it died (at most)."""
+    code = f"import test_workers; test_workers._killed_parent({kind!r}, {str(directory)!r})"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    with open(directory / "stderr.txt", "wb") as stderr:  # a file, not a pipe: orphans would hold a pipe open
+        parent = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                timeout=120)
+    assert parent.returncode == -signal.SIGKILL, (directory / "stderr.txt").read_text()
+    pids = [int((directory / f"{name}.pid").read_text()) for name in ("busy", "idle", "child")]
+    deadline = time.monotonic() + wait
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if _alive(pid)]
+
+
+@pytest.mark.parametrize("kind", ["sweep", "statistics"])
+def test_workers_and_their_commands_end_when_the_parent_is_killed(kind, tmp_path):
+    left = _orphans_after_killing_the_parent(kind, tmp_path, wait=30)
+    for pid in left:  # do not leave them behind when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+def test_a_plain_pool_would_leave_its_workers_behind(tmp_path):
+    """What the pools above prevent: the busy worker, its command and the idle worker all outlive the parent."""
+    left = _orphans_after_killing_the_parent("plain", tmp_path, wait=2)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert len(left) == 3
+
+
+def test_run_child_returns_the_exit_status():
+    assert workers.run_child([sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    assert workers.exit_with_parent() is False  # the test process has no multiprocessing parent
