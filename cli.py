@@ -12,13 +12,13 @@ import typer
 from typer.core import TyperGroup
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.errors import InputError, ParameterError, RunFailure
 
 
 class _Group(TyperGroup):
-    """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2; NumPy
-    floating-point faults (overflow, division by zero, invalid values) raise instead of warning and end the same
-    way."""
+    """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2 (a
+    `RunFailure`: exit 4); NumPy floating-point faults (overflow, division by zero, invalid values) raise instead
+    of warning and end as bad input does."""
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name, command, rest = super().resolve_command(ctx, args)
@@ -41,6 +41,9 @@ class _Group(TyperGroup):
         except InputError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
+        except RunFailure as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(4) from None
 
 
 def _flag(command: click.Command | None, parameter: str) -> str:

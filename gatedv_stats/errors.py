@@ -18,3 +18,8 @@ class ParameterError(InputError):
 
     def __reduce__(self):  # rebuilt from both arguments when it crosses a process boundary
         return type(self), (self.parameter, self.detail)
+
+
+class RunFailure(RuntimeError):
+    """A run that could not be completed for a reason outside the inputs (a worker process lost, a device out of
+    memory, a launcher that failed); the message is the one line the user sees, with what was kept."""

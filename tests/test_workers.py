@@ -29,7 +29,8 @@ def _busy(directory: str) -> None:
     """A worker's long task: note this worker's pid, then wait on a command that notes its own and sleeps (as
     a worker waits on torchrun)."""
     Path(directory, "busy.pid").write_text(str(os.getpid()))
-    script = f"import os, time; open({str(Path(directory, 'child.pid'))!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    child_pid = str(Path(directory, "child.pid"))
+    script = f"import os, time; open({child_pid!r}, 'w').write(str(os.getpid())); time.sleep(600)"
     workers.run_child([sys.executable, "-c", script])
 
 

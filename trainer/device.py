@@ -1,5 +1,6 @@
-"""Device selection and numeric precision: CUDA > MPS > CPU, FP32 unless TF32 or bf16 autocast is asked for; and
-the process's allocator setting for training (`retain_freed_memory`)."""
+"""Device selection and numeric precision: CUDA > MPS > CPU, FP32 unless TF32 or bf16 autocast is asked for;
+the process's allocator setting for training (`retain_freed_memory`); a device's out-of-memory message in
+short."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def select_device(name: str = "auto", *, local_rank: int = 0) -> torch.device:
         raise InputError(f"--device: {name!r} requested but MPS is not available")
     return torch.device(kind)
 
+
+
+def out_of_memory_cause(error: torch.OutOfMemoryError) -> str:
+    """The first two sentences of torch's out-of-memory message ("CUDA out of memory. Tried to allocate
+    2.00 GiB"), for a one-line error."""
+    return ". ".join(str(error).splitlines()[0].split(". ")[:2]).rstrip(".")
 
 @dataclass(frozen=True)
 class Precision:

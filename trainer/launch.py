@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, RunFailure
 from trainer.device import retain_freed_memory
 from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.workers import run_child, spawn_pool
@@ -104,7 +104,7 @@ def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | N
         returncode = run_child(torchrun_command(job_file, outcome_file, nproc),
                                env={**os.environ, **(environment or {}), "OMP_NUM_THREADS": threads})
         if returncode != 0 or not outcome_file.is_file():
-            raise RuntimeError(f"{run.run_dir}: torchrun with {nproc} processes exited with {returncode} "
+            raise RunFailure(f"{run.run_dir}: torchrun with {nproc} processes exited with {returncode} "
                                "(its stderr is above)")
         return RunOutcome(**json.loads(outcome_file.read_text(encoding="utf-8")))
 

@@ -3,7 +3,8 @@
 An experiment names a data directory, a size, variants, seeds and learning rates (one list for every
 variant, or a table of lists per variant). Each (variant, lr, seed) trains into
 `OUT/<variant>/lr<lr>/seed<seed>/` and is evaluated on the experiment's sets; finished runs are skipped,
-interrupted ones resumed, diverged ones recorded and left alone. Paths in the file are relative to it.
+interrupted ones resumed, diverged ones recorded and left alone; a run that fails for a reason outside the inputs
+(out of memory) does not stop the others, and the sweep ends by naming it. Paths in the file are relative to it.
 
     name = "small-confirmation"
     data = "../data/fineweb-edu-small"
@@ -35,14 +36,17 @@ import json
 import math
 import os
 import tomllib
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, RunFailure
 from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.io.runrecords import read_run_record
 from gatedv_stats.stats.lr_selection import LRSelection, select_lr
@@ -57,6 +61,8 @@ _KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out
          "eval_every", "batch_size", "select"}
 _SELECT_KEYS = {"seed", "confirm_seeds", "confirm_out"}
 _KIND_NAMES = {int: "an integer", float: "a number", str: "a string"}
+LOST_WORKER = ("lost with the worker processes: one of them ended abruptly (killed, e.g. by the out-of-memory "
+               "killer, or crashed)")
 
 
 @dataclass(frozen=True)
@@ -262,16 +268,44 @@ def run_experiment(experiment: Experiment, *, jobs: int | None = None, gpus_per_
     jobs = launch.default_jobs(gpus, gpus_per_run) if jobs is None else jobs
     environments = launch.gpu_assignment(gpus, jobs, gpus_per_run)
     runs = experiment.runs()
-    bar = {"desc": experiment.name, "unit": "run", "disable": not runtime.progress}
+    bar = tqdm(total=len(runs), desc=experiment.name, unit="run", disable=not runtime.progress)
     if jobs == 1:
-        outcomes = [_run_in_worker(run, runtime, gpus_per_run, environments[0]) for run in tqdm(runs, **bar)]
+        with bar:
+            outcomes, failed = _finish_each(
+                runs, [partial(_run_in_worker, run, runtime, gpus_per_run, environments[0]) for run in runs], bar)
     else:  # one process per run slot; the CPU threads shared out between them, no inner progress bars
         threads = launch.threads_per_worker(os.cpu_count() or 1, jobs)
         quiet = replace(runtime, progress=False)
-        with launch.worker_pool(environments, threads) as pool:
+        with launch.worker_pool(environments, threads) as pool, bar:
             futures = [pool.submit(_run_in_worker, run, quiet, gpus_per_run) for run in runs]
-            outcomes = [future.result() for future in tqdm(futures, **bar)]
+            try:
+                outcomes, failed = _finish_each(runs, [future.result for future in futures], bar)
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # start no further run; those in progress end first
+                raise
+    if failed:
+        raise RunFailure(f"sweep {experiment.name}: {len(failed)} of {len(runs)} runs did not finish (first "
+                         f"{failed[0]}); the finished ones are kept: run the same command again to go on from the "
+                         "others' checkpoints")
     return SweepResult(experiment.name, tuple(outcomes), experiment.describe_variants())
+
+
+def _finish_each(runs: list[GridRun], results: list[Callable[[], RunOutcome]],
+                 bar: tqdm) -> tuple[list[RunOutcome], list[str]]:
+    """The outcomes of the runs that finished, and why each other one did not ("RUN_DIR: reason"). A run that
+    fails for a reason outside the inputs (out of memory, a launcher) does not stop the others; a worker
+    process lost breaks the pool, and every run not finished by then goes with it."""
+    outcomes: list[RunOutcome] = []
+    failed: list[str] = []
+    for run, result in zip(runs, results):
+        try:
+            outcomes.append(result())
+        except RunFailure as error:
+            failed.append(str(error))
+        except BrokenProcessPool:
+            failed.append(f"{run.run_dir}: {LOST_WORKER}")
+        bar.update()
+    return outcomes, failed
 
 
 def _run_in_worker(run: GridRun, runtime: Runtime, gpus_per_run: int, environment: dict | None = None) -> RunOutcome:

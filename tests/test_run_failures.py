@@ -1,0 +1,135 @@
+"""Failures outside the inputs — a device out of memory, a worker process killed, a launcher that fails — end as
+one `error:` line and exit 4, keep what was finished, and a sweep goes on past a run that failed."""
+
+import os
+import signal
+import sys
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import cli
+import trainer.evaluate as evaluate_module
+import trainer.train as train_module
+from gatedv_stats.errors import RunFailure
+from gatedv_stats.io.runrecords import read_run_record
+from trainer import grid_run, launch, sweep
+from trainer.sweep import load_experiment
+from trainer.train import Runtime
+
+GRID = """
+name = "grid"
+data = "{data}"
+config = "tiny"
+variants = ["baseline"]
+seeds = [1, 2]
+lrs = [0.001]
+updates = 2
+eval_every = 2
+batch_size = 2
+out = "runs"
+"""
+OUT_OF_MEMORY = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which "
+                 "1.20 GiB is free.\nOf the allocated memory ...")
+
+
+def _one_error_line(result, exit_code: int) -> str:
+    assert result.exit_code == exit_code, result.output
+    lines = result.stderr.strip().splitlines()  # progress bars first, then the error
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], result.stderr
+    assert "Traceback" not in result.output
+    return lines[-1]
+
+
+@pytest.fixture
+def grid(prepared_data, tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text(GRID.format(data=prepared_data))
+    return path
+
+
+def _die(run, runtime, gpus_per_run, environment=None):
+    """A worker killed in the middle of a run, as the out-of-memory killer would."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fail_seed_1(run, runtime, gpus_per_run, environment=None):
+    """Seed 1 fails as a device out of memory would; the other runs train."""
+    if run.seed == 1:
+        raise RunFailure(f"{run.run_dir}: out of memory on cuda:0 after update 1 (CUDA out of memory)")
+    return grid_run.run_one(run, runtime)
+
+
+def test_a_killed_worker_ends_the_sweep_in_one_line(grid, monkeypatch):
+    monkeypatch.setattr(sweep, "_run_in_worker", _die)
+    result = CliRunner().invoke(cli.app, ["sweep", str(grid), "--device", "cpu", "--jobs", "2"])
+    line = _one_error_line(result, 4)
+    assert line.startswith("error: sweep grid: 2 of 2 runs did not finish (first ")
+    assert "lost with the worker processes: one of them ended abruptly" in line
+    assert "run the same command again" in line
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
+    monkeypatch.setattr(sweep, "_run_in_worker", _fail_seed_1)
+    experiment = load_experiment(grid)
+    with pytest.raises(RunFailure) as failure:
+        sweep.run_experiment(experiment, jobs=jobs, runtime=Runtime(device="cpu", progress=False))
+    first, second = experiment.runs()
+    assert str(failure.value).startswith(f"sweep grid: 1 of 2 runs did not finish (first {first.run_dir}: out of "
+                                         "memory on cuda:0")
+    assert "the finished ones are kept" in str(failure.value)
+    assert read_run_record(second.run_dir)["status"] == "finished"
+    assert (second.run_dir / "dev.parquet").is_file()
+
+
+def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
+    monkeypatch.setattr(launch, "torchrun_command",
+                        lambda job_file, outcome_file, nproc: [sys.executable, "-c", "raise SystemExit(3)"])
+    run = load_experiment(grid).runs()[0]
+    with pytest.raises(RunFailure, match=r"torchrun with 2 processes exited with 3 \(its stderr is above\)"):
+        launch.run_distributed(run, Runtime(device="cpu", progress=False), 2)
+
+
+def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data, tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    args = ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1", "--batch-size", "2",
+            "--updates", "4", "--eval-every", "2", "--out", str(run_dir), "--device", "cpu"]
+    calls = []
+    original = train_module.next_token_loss
+
+    def out_of_memory_at_update_3(model, batch):
+        calls.append(1)
+        if len(calls) == 3:
+            raise torch.OutOfMemoryError(OUT_OF_MEMORY)
+        return original(model, batch)
+
+    monkeypatch.setattr(train_module, "next_token_loss", out_of_memory_at_update_3)
+    line = _one_error_line(CliRunner().invoke(cli.app, args), 4)
+    assert line == (f"error: {run_dir}: out of memory on cpu after update 2 (CUDA out of memory. Tried to allocate "
+                    "2.00 GiB); its checkpoint of update 2 is kept: free the device's memory and resume (gatedv train "
+                    "--resume, or the same sweep again)")
+    resumed = CliRunner().invoke(cli.app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert read_run_record(run_dir)["status"] == "finished" and read_run_record(run_dir)["update"] == 4
+
+
+def test_out_of_memory_in_evaluation_is_one_line(prepared_data, tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    trained = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
+                                           "--batch-size", "2", "--updates", "2", "--out", str(run_dir),
+                                           "--device", "cpu"])
+    assert trained.exit_code == 0, trained.output
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError(OUT_OF_MEMORY)
+
+    monkeypatch.setattr(evaluate_module, "document_loss_sums", out_of_memory)
+    out = tmp_path / "dev.parquet"
+    result = CliRunner().invoke(cli.app, ["evaluate", str(run_dir / "checkpoint.pt"), "--out", str(out),
+                                          "--device", "cpu", "--batch-size", "16"])
+    line = _one_error_line(result, 4)
+    assert line.endswith("out of memory on cpu evaluating the dev set (CUDA out of memory. Tried to allocate "
+                         "2.00 GiB); free the device's memory or lower --batch-size (16)")
+    assert not out.exists()
