@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
+from tqdm import tqdm
+
 PARENT_GONE_EXIT = 75  # EX_TEMPFAIL: the work was cut short, not wrong; nobody is left to read it
 CHILD_GRACE_SECONDS = 10.0  # a stopped command's time to exit after SIGTERM before SIGKILL
 
@@ -62,6 +64,9 @@ def run_child(command: Sequence[str], env: Mapping[str, str] | None = None) -> i
 
 def _start_worker(initializer: Callable[..., None] | None, initargs: tuple) -> None:
     exit_with_parent()
+    # A worker's progress bars are its own. tqdm's default lock is a named semaphore shared across processes,
+    # which a worker killed mid-run would leak (Python's resource tracker then warns at exit).
+    tqdm.set_lock(threading.RLock())
     if initializer is not None:
         initializer(*initargs)
 

@@ -90,3 +90,17 @@ def test_a_plain_pool_would_leave_its_workers_behind(tmp_path):
 def test_run_child_returns_the_exit_status():
     assert workers.run_child([sys.executable, "-c", "raise SystemExit(3)"]) == 3
     assert workers.exit_with_parent() is False  # the test process has no multiprocessing parent
+
+
+def _progress_lock() -> str:
+    from tqdm import tqdm
+
+    tqdm(total=1, disable=True).close()  # as a run's bar does: makes the lock if there is none
+    return type(tqdm.get_lock()).__name__
+
+
+def test_a_workers_progress_bars_take_no_lock_shared_across_processes():
+    """tqdm's default lock is a named semaphore shared across processes: one a killed worker never released
+    would make Python's resource tracker warn of a leak after the sweep's error line."""
+    with workers.spawn_pool(1) as pool:
+        assert pool.submit(_progress_lock).result() != "TqdmDefaultWriteLock"

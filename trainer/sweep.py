@@ -304,7 +304,8 @@ def _finish_each(runs: list[GridRun], results: list[Callable[[], RunOutcome]],
             failed.append(str(error))
         except BrokenProcessPool:
             failed.append(f"{run.run_dir}: {LOST_WORKER}")
-        bar.update()
+        else:
+            bar.update()
     return outcomes, failed
 
 
