@@ -42,11 +42,11 @@ def select_device(name: str = "auto", *, local_rank: int = 0) -> torch.device:
     return torch.device(kind)
 
 
-
 def out_of_memory_cause(error: torch.OutOfMemoryError) -> str:
     """The first two sentences of torch's out-of-memory message ("CUDA out of memory. Tried to allocate
     2.00 GiB"), for a one-line error."""
     return ". ".join(str(error).splitlines()[0].split(". ")[:2]).rstrip(".")
+
 
 @dataclass(frozen=True)
 class Precision:

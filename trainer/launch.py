@@ -105,7 +105,7 @@ def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | N
                                env={**os.environ, **(environment or {}), "OMP_NUM_THREADS": threads})
         if returncode != 0 or not outcome_file.is_file():
             raise RunFailure(f"{run.run_dir}: torchrun with {nproc} processes exited with {returncode} "
-                               "(its stderr is above)")
+                             "(its stderr is above)")
         return RunOutcome(**json.loads(outcome_file.read_text(encoding="utf-8")))
 
 
