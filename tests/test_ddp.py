@@ -23,7 +23,7 @@ def test_two_gloo_processes_match_one_process(prepared_data, tmp_path):
     parallel = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               str(ROOT / "cli.py"), "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv",
+               f"--log-dir={tmp_path / 'torchrun'}", str(ROOT / "cli.py"), "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv",
                "--seed", "5", "--lr", "0.01", "--updates", "4", "--eval-every", "2", "--batch-size", "2",
                "--device", "cpu", "--out", str(parallel), "--json"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

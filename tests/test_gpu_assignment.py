@@ -5,6 +5,7 @@ import json
 import multiprocessing
 import os
 import platform
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
@@ -117,9 +118,10 @@ def test_workers_keep_freed_memory_instead_of_faulting_it_back():
 
 
 def test_torchrun_trains_one_run_in_k_processes():
-    command = launch.torchrun_command("run.pkl", "outcome.json", 4)
-    assert command[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4", "-m"]
-    assert command[6:] == ["trainer.launch", "run.pkl", "outcome.json"]
+    command = launch.torchrun_command("run.pkl", "outcome.json", 4, "scratch/torchrun")
+    assert command[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
+                            "--log-dir=scratch/torchrun", "-m"]
+    assert command[7:] == ["trainer.launch", "run.pkl", "outcome.json"]
 
 
 def _sweep(path, *args):
@@ -139,10 +141,15 @@ def test_two_jobs_on_a_cpu_train_the_grid(prepared_data, tmp_path):
         assert run["dev_nll"] == pd.read_csv(os.path.join(run["run_dir"], "curve.csv"))["dev_nll"].iloc[-1]
 
 
-def test_gpus_per_run_trains_data_parallel_and_matches_one_process(prepared_data, tmp_path):
+def test_gpus_per_run_trains_data_parallel_and_matches_one_process(prepared_data, tmp_path, monkeypatch):
     path = tmp_path / "ddp.toml"
     path.write_text(GRID.format(data=prepared_data, variants='["gatedv"]'))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # torchrun and its processes
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process
     (run,) = _sweep(path, "--gpus-per-run", "2")
+    assert list(scratch.iterdir()) == []  # nothing left behind in the temporary directory
     assert (run["action"], run["status"]) == ("trained", "finished")
     run_dir = tmp_path / "runs" / "gatedv" / "lr0.01" / "seed5"
     assert {"dev.parquet", "heldout.parquet"} <= {p.name for p in run_dir.iterdir()}

@@ -7,14 +7,17 @@ import sys
 
 import pytest
 import torch
+from tiny_hf import save_byte_gpt2
 from typer.testing import CliRunner
 
 import cli
 import trainer.evaluate as evaluate_module
+import trainer.hf_evaluate as hf_evaluate
 import trainer.train as train_module
 from gatedv_stats.errors import RunFailure
 from gatedv_stats.io.runrecords import read_run_record
 from trainer import grid_run, launch, sweep
+from trainer.device import out_of_memory_as
 from trainer.sweep import load_experiment
 from trainer.train import Runtime
 
@@ -32,6 +35,20 @@ out = "runs"
 """
 OUT_OF_MEMORY = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which "
                  "1.20 GiB is free.\nOf the allocated memory ...")
+
+
+def _gpu_out_of_memory():
+    raise torch.OutOfMemoryError(OUT_OF_MEMORY)
+
+
+def _host_out_of_memory():
+    torch.empty(1 << 58, dtype=torch.uint8)  # 256 PiB, beyond any address space: torch's CPU allocator refuses
+
+
+RUNNING_OUT = pytest.mark.parametrize("run_out, cause", [
+    (_gpu_out_of_memory, "CUDA out of memory. Tried to allocate 2.00 GiB"),
+    (_host_out_of_memory, "can't allocate memory: tried to allocate 256.00 PiB"),
+], ids=["gpu", "host"])
 
 
 def _one_error_line(result, exit_code: int) -> str:
@@ -86,13 +103,15 @@ def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
 
 def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
     monkeypatch.setattr(launch, "torchrun_command",
-                        lambda job_file, outcome_file, nproc: [sys.executable, "-c", "raise SystemExit(3)"])
+                        lambda job_file, outcome_file, nproc, log_dir: [sys.executable, "-c", "raise SystemExit(3)"])
     run = load_experiment(grid).runs()[0]
     with pytest.raises(RunFailure, match=r"torchrun with 2 processes exited with 3 \(its stderr is above\)"):
         launch.run_distributed(run, Runtime(device="cpu", progress=False), 2)
 
 
-def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data, tmp_path, monkeypatch):
+@RUNNING_OUT
+def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data, tmp_path, monkeypatch, run_out,
+                                                                   cause):
     run_dir = tmp_path / "run"
     args = ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1", "--batch-size", "2",
             "--updates", "4", "--eval-every", "2", "--out", str(run_dir), "--device", "cpu"]
@@ -102,34 +121,51 @@ def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data
     def out_of_memory_at_update_3(model, batch):
         calls.append(1)
         if len(calls) == 3:
-            raise torch.OutOfMemoryError(OUT_OF_MEMORY)
+            run_out()
         return original(model, batch)
 
     monkeypatch.setattr(train_module, "next_token_loss", out_of_memory_at_update_3)
     line = _one_error_line(CliRunner().invoke(cli.app, args), 4)
-    assert line == (f"error: {run_dir}: out of memory on cpu after update 2 (CUDA out of memory. Tried to allocate "
-                    "2.00 GiB); its checkpoint of update 2 is kept: free the device's memory and resume (gatedv train "
-                    "--resume, or the same sweep again)")
+    assert line == (f"error: {run_dir}: out of memory on cpu after update 2 ({cause}); its checkpoint of update 2 "
+                    "is kept: free the device's memory and resume (gatedv train --resume, or the same sweep again)")
     resumed = CliRunner().invoke(cli.app, [*args, "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert read_run_record(run_dir)["status"] == "finished" and read_run_record(run_dir)["update"] == 4
 
 
-def test_out_of_memory_in_evaluation_is_one_line(prepared_data, tmp_path, monkeypatch):
+@RUNNING_OUT
+def test_out_of_memory_in_evaluation_is_one_line(prepared_data, tmp_path, monkeypatch, run_out, cause):
     run_dir = tmp_path / "run"
     trained = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
                                            "--batch-size", "2", "--updates", "2", "--out", str(run_dir),
                                            "--device", "cpu"])
     assert trained.exit_code == 0, trained.output
 
-    def out_of_memory(*args, **kwargs):
-        raise torch.OutOfMemoryError(OUT_OF_MEMORY)
-
-    monkeypatch.setattr(evaluate_module, "document_loss_sums", out_of_memory)
+    monkeypatch.setattr(evaluate_module, "document_loss_sums", lambda *args, **kwargs: run_out())
     out = tmp_path / "dev.parquet"
     result = CliRunner().invoke(cli.app, ["evaluate", str(run_dir / "checkpoint.pt"), "--out", str(out),
                                           "--device", "cpu", "--batch-size", "16"])
     line = _one_error_line(result, 4)
-    assert line.endswith("out of memory on cpu evaluating the dev set (CUDA out of memory. Tried to allocate "
-                         "2.00 GiB); free the device's memory or lower --batch-size (16)")
+    assert line.endswith(f"out of memory on cpu evaluating the dev set ({cause}); free the device's memory or lower "
+                         "--batch-size (16)")
     assert not out.exists()
+
+
+@RUNNING_OUT
+def test_out_of_memory_scoring_a_transformers_model_is_one_line(prepared_data, tmp_path, monkeypatch, run_out, cause):
+    model = save_byte_gpt2(tmp_path / "bytes", n_positions=64)
+    monkeypatch.setattr(hf_evaluate, "_score_batch", lambda *args, **kwargs: run_out())
+    out = tmp_path / "dev.parquet"
+    result = CliRunner().invoke(cli.app, ["evaluate", "--hf", str(model), "--data", str(prepared_data), "--out",
+                                          str(out), "--device", "cpu", "--batch-size", "4"])
+    line = _one_error_line(result, 4)
+    assert line == (f"error: {model}: out of memory on cpu ({cause}); free the device's memory or lower --batch-size "
+                    "(4) or --context, or load it with --dtype bfloat16")
+    assert not out.exists()
+
+
+def test_other_errors_are_not_taken_for_running_out_of_memory():
+    for error in (RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"), ValueError("bad value")):
+        with pytest.raises(type(error), match=str(error).split(" (")[0]):
+            with out_of_memory_as(lambda cause: RunFailure(cause)):
+                raise error

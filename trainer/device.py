@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -42,10 +44,42 @@ def select_device(name: str = "auto", *, local_rank: int = 0) -> torch.device:
     return torch.device(kind)
 
 
-def out_of_memory_cause(error: torch.OutOfMemoryError) -> str:
-    """The first two sentences of torch's out-of-memory message ("CUDA out of memory. Tried to allocate
-    2.00 GiB"), for a one-line error."""
+def is_out_of_memory(error: RuntimeError) -> bool:
+    """Whether torch's error is memory running out: a GPU's (`torch.OutOfMemoryError`) or, for CPU tensors,
+    the host's (a plain RuntimeError from the CPU allocator)."""
+    return isinstance(error, torch.OutOfMemoryError) or _CPU_ALLOCATION_FAILED in str(error)
+
+
+def out_of_memory_cause(error: RuntimeError) -> str:
+    """Torch's out-of-memory message in a few words, for a one-line error: the first two sentences of a GPU's
+    ("CUDA out of memory. Tried to allocate 2.00 GiB"), the size of the CPU allocator's failed request."""
+    requested = re.search(r"you tried to allocate (\d+) bytes", str(error))
+    if _CPU_ALLOCATION_FAILED in str(error) and requested:
+        return f"{_CPU_ALLOCATION_FAILED}: tried to allocate {_binary_size(int(requested.group(1)))}"
     return ". ".join(str(error).splitlines()[0].split(". ")[:2]).rstrip(".")
+
+
+@contextlib.contextmanager
+def out_of_memory_as(failure: Callable[[str], Exception]) -> Iterator[None]:
+    """Raise `failure(cause)` in place of torch running out of memory inside the block (one line, no
+    traceback: the machine's limit, not a bug); every other error passes through."""
+    try:
+        yield
+    except RuntimeError as error:
+        if not is_out_of_memory(error):
+            raise
+        raise failure(out_of_memory_cause(error)) from None
+
+
+_CPU_ALLOCATION_FAILED = "can't allocate memory"
+
+
+def _binary_size(n_bytes: int) -> str:
+    """Bytes in torch's style: "2.00 GiB"."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n_bytes < 1024 or unit == "PiB":
+            return f"{n_bytes} bytes" if unit == "bytes" else f"{n_bytes:.2f} {unit}"
+        n_bytes /= 1024
 
 
 @dataclass(frozen=True)

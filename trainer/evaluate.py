@@ -20,7 +20,7 @@ from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.stats.metrics import token_nll
 from trainer.checkpoint import load_checkpoint
 from trainer.data import EvalSet, PreparedData
-from trainer.device import Precision, out_of_memory_cause, select_device
+from trainer.device import Precision, out_of_memory_as, select_device
 from trainer.knobs import differing_knobs
 
 EVAL_BATCH_SIZE = 16
@@ -128,13 +128,11 @@ def evaluate_checkpoint(
                          f"{loaded.config.vocab_size}")
     model = loaded.model
     model.set_value_activation(value_act)
-    try:
+    with out_of_memory_as(lambda cause: RunFailure(
+            f"{checkpoint}: out of memory on {torch_device} evaluating the {windows.name} set ({cause}); free the "
+            f"device's memory or lower --batch-size ({batch_size})")):
         loss_sums = document_loss_sums(model, windows.tokens, device=torch_device, precision=precision,
                                        batch_size=batch_size, progress=progress)
-    except torch.OutOfMemoryError as error:  # the device's limit, not a bug: one line
-        raise RunFailure(f"{checkpoint}: out of memory on {torch_device} evaluating the {windows.name} set "
-                         f"({out_of_memory_cause(error)}); free the device's memory or lower --batch-size "
-                         f"({batch_size})") from None
     docs = eval_set_frame(windows, loss_sums)
     meta = loss_file_metadata(checkpoint, loaded, data, windows, value_act, precision)
     write_loss_file(out, docs, meta)

@@ -29,12 +29,12 @@ import torch
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.stats.validation import check_at_least, check_rng_seed
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import MANIFEST, EvalSet, PreparedData
-from trainer.device import select_device
+from trainer.device import out_of_memory_as, select_device
 from trainer.hf_model import HFModel, check_dtype, model_name, open_hf_model
 
 DEFAULT_BATCH_SIZE = 8
@@ -190,15 +190,20 @@ def evaluate_hf(model_dir: str | os.PathLike, data: str | os.PathLike, out: str 
     if context is not None and stride is not None:
         _check_stride(stride, context)
     prepared, source = _open_source(data, eval_set)
-    hf = open_hf_model(model_dir, dtype=dtype, device=select_device(device))
-    context = hf.default_context() if context is None else context
-    stride = max(1, context // 2) if stride is None else stride
-    _check_stride(stride, context)
-    settings = {"context": context, "stride": stride, "batch_size": batch_size, "progress": progress}
-    if prepared is None:
-        docs, meta = _score_corpus(hf, source, **settings)
-    else:
-        docs, meta = _score_eval_set(hf, prepared, source, **settings)
+    torch_device = select_device(device)
+    remedies = f"lower --batch-size ({batch_size}) or --context" + (", or load it with --dtype bfloat16"
+                                                                   if dtype == "float32" else "")
+    with out_of_memory_as(lambda cause: RunFailure(f"{model_dir}: out of memory on {torch_device} ({cause}); "
+                                                   f"free the device's memory or {remedies}")):
+        hf = open_hf_model(model_dir, dtype=dtype, device=torch_device)
+        context = hf.default_context() if context is None else context
+        stride = max(1, context // 2) if stride is None else stride
+        _check_stride(stride, context)
+        settings = {"context": context, "stride": stride, "batch_size": batch_size, "progress": progress}
+        if prepared is None:
+            docs, meta = _score_corpus(hf, source, **settings)
+        else:
+            docs, meta = _score_eval_set(hf, prepared, source, **settings)
     arm = model_name(hf.path) if arm is None else arm
     write_loss_file(out, docs, {"arm": arm, "seed": seed, **meta, **hf.provenance, "context": context,
                                 "stride": stride, "bos_token_id": (_prefix(hf.tokenizer) or [None])[0],

@@ -86,10 +86,11 @@ def _take_slot(slots, threads: int) -> None:
 # --- one run over K processes under torchrun -------------------------------------------------------------
 
 
-def torchrun_command(job_file: Path, outcome_file: Path, nproc: int) -> list[str]:
-    """The command that trains one pickled grid run in `nproc` data-parallel processes on this machine."""
+def torchrun_command(job_file: Path, outcome_file: Path, nproc: int, log_dir: Path) -> list[str]:
+    """The command that trains one pickled grid run in `nproc` data-parallel processes on this machine; torchrun
+    keeps its own files in `log_dir` (without one it leaves a `torchelastic_*` directory in /tmp per run)."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "-m", "trainer.launch", str(job_file), str(outcome_file)]
+            f"--log-dir={log_dir}", "-m", "trainer.launch", str(job_file), str(outcome_file)]
 
 
 def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | None = None):
@@ -101,7 +102,7 @@ def run_distributed(run, runtime, nproc: int, environment: Mapping[str, str] | N
         job_file, outcome_file = Path(scratch) / "run.pkl", Path(scratch) / "outcome.json"
         job_file.write_bytes(pickle.dumps((run, runtime)))
         threads = os.environ.get("OMP_NUM_THREADS") or str(threads_per_worker(torch.get_num_threads(), nproc))
-        returncode = run_child(torchrun_command(job_file, outcome_file, nproc),
+        returncode = run_child(torchrun_command(job_file, outcome_file, nproc, Path(scratch) / "torchrun"),
                                env={**os.environ, **(environment or {}), "OMP_NUM_THREADS": threads})
         if returncode != 0 or not outcome_file.is_file():
             raise RunFailure(f"{run.run_dir}: torchrun with {nproc} processes exited with {returncode} "

@@ -31,7 +31,7 @@ from gatedv_stats.stats.metrics import token_nll
 from gatedv_stats.stats.validation import check_rng_seed
 from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, non_finite_state, save_checkpoint
 from trainer.data import PreparedData
-from trainer.device import Precision, out_of_memory_cause, retain_freed_memory, select_device
+from trainer.device import Precision, out_of_memory_as, retain_freed_memory, select_device
 from trainer.evaluate import document_loss_sums
 from trainer.knobs import resolve_variant
 from trainer.model import ModelConfig, Transformer, build_model, count_parameters
@@ -248,10 +248,8 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
         loop = _Loop(spec, Path(run_dir), runtime, where, device)
-        try:
+        with out_of_memory_as(loop.out_of_memory):
             return loop.run(resume, stop_after or spec.updates)
-        except torch.OutOfMemoryError as error:  # the device's limit, not a bug: one line, the checkpoint kept
-            raise loop.out_of_memory(error) from None
     finally:
         if started_group:
             dist.destroy_process_group()
@@ -308,13 +306,13 @@ class _Loop:
                               **(throughput if trained else {}))
         return result
 
-    def out_of_memory(self, error: torch.OutOfMemoryError) -> RunFailure:
+    def out_of_memory(self, cause: str) -> RunFailure:
         """The one-line failure of a device that ran out of memory, with what is kept and how to go on."""
         kept = (f"its checkpoint of update {self.saved_update} is kept: free the device's memory and resume "
                 "(gatedv train --resume, or the same sweep again)" if self.saved_update is not None else
                 "no checkpoint was written yet: free the device's memory and start it again")
         return RunFailure(f"{self.run_dir}: out of memory on {self.device} after update {self.update} "
-                          f"({out_of_memory_cause(error)}); {kept}")
+                          f"({cause}); {kept}")
 
     def _step(self, objective: torch.nn.Module) -> float:
         """One update on this process's slice of the global batch; returns the global mean training loss."""
