@@ -15,9 +15,13 @@ from gatedv_stats import __version__
 from gatedv_stats.errors import InputError, ParameterError, RunFailure
 
 
+INTERRUPTED = ("interrupted; every file already written is kept: run the same command again to go on (a run "
+               "resumes from its last checkpoint; gatedv train: with --resume)")
+
+
 class _Group(TyperGroup):
     """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2 (a
-    `RunFailure`: exit 4); NumPy floating-point faults (overflow, division by zero, invalid values) raise instead
+    `RunFailure`: exit 4, Ctrl-C: exit 130); NumPy floating-point faults (overflow, division by zero, invalid values) raise instead
     of warning and end as bad input does."""
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
@@ -44,6 +48,9 @@ class _Group(TyperGroup):
         except RunFailure as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(4) from None
+        except KeyboardInterrupt:
+            typer.echo(f"error: {INTERRUPTED}", err=True)
+            raise typer.Exit(130) from None
 
 
 def _flag(command: click.Command | None, parameter: str) -> str:

@@ -5,6 +5,11 @@ it is killed (`kill PID`, the OOM killer, a crash) the queue never closes for it
 which may be hours of training on a GPU, and then waits for work forever, holding its memory and its GPU. The
 workers started here watch their parent instead and exit as soon as it is gone, after stopping the commands
 they run (`run_child`); a run cut short this way resumes from its last checkpoint.
+
+Ctrl-C reaches every process of the terminal's process group. The workers ignore it and leave the decision to
+the process that started them: when that one leaves the pool's `with` block by an exception (KeyboardInterrupt
+included), the pool stops its workers at once (SIGTERM, on which a worker stops its commands and exits) instead
+of letting them finish their tasks and then start the queued ones.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -26,36 +32,62 @@ _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
 
 
-def spawn_pool(workers: int, initializer: Callable[..., None] | None = None,
-               initargs: tuple = ()) -> ProcessPoolExecutor:
-    """A pool of `workers` spawned interpreters, each running `initializer(*initargs)` at start, that end when
-    this process ends, however it ends."""
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
-                               initargs=(initializer, initargs))
+class WorkerPool(ProcessPoolExecutor):
+    """Spawned worker processes that end when the process that started them ends, however it ends, and at once
+    when its `with` block is left by an exception."""
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is not None:
+            self.stop()
+        return super().__exit__(exc_type, exc_value, traceback)
+
+    def stop(self) -> None:
+        """Cancel the tasks not started and end the workers now; the tasks they were running are lost."""
+        # shutdown() forgets the processes and the thread that manages them, so they are taken first (Python
+        # 3.14's terminate_workers() does the same).
+        processes, manager = list((self._processes or {}).values()), self._executor_manager_thread
+        self.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        if manager is not None:
+            manager.join()
+
+
+def spawn_pool(workers: int, initializer: Callable[..., None] | None = None, initargs: tuple = ()) -> WorkerPool:
+    """A pool of `workers` spawned interpreters, each running `initializer(*initargs)` at start."""
+    return WorkerPool(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                      initargs=(initializer, initargs))
 
 
 def exit_with_parent() -> bool:
-    """In a spawned process: exit (status PARENT_GONE_EXIT) as soon as the process that started it ends,
-    stopping the commands started with `run_child` first. False (nothing watched) in a process without a
-    multiprocessing parent."""
+    """In a spawned process: exit as soon as the process that started it ends (status PARENT_GONE_EXIT) or
+    this one is sent SIGTERM (status 128 + SIGTERM), stopping the commands started with `run_child` first.
+    False (nothing watched) in a process without a multiprocessing parent."""
     parent = multiprocessing.parent_process()
     if parent is None or parent.sentinel is None:
         return False
-    threading.Thread(target=_exit_when_gone, args=(parent.sentinel,), name="exit-with-parent", daemon=True).start()
+    # The handler only wakes the watcher: stopping the commands in the handler itself would wait on a command
+    # the interrupted main thread may be waiting on already (subprocess's wait lock is not re-entrant).
+    stop_read, stop_write = os.pipe()
+    signal.signal(signal.SIGTERM, lambda signum, frame: os.write(stop_write, b"\0"))
+    threading.Thread(target=_exit_when_told, args=(parent.sentinel, stop_read), name="exit-with-parent",
+                     daemon=True).start()
     return True
 
 
 def run_child(command: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     """Run `command` (its stdout discarded, its stderr shared) to its end and return its exit status; it is
-    killed if this process is interrupted, and stopped (SIGTERM) if this worker's parent ends."""
+    stopped (SIGTERM, then SIGKILL after a grace period) if this process is interrupted or stopped, or if this
+    worker's parent ends."""
     with _children_lock:
         process = subprocess.Popen(list(command), env=None if env is None else dict(env), stdout=subprocess.DEVNULL)
         _children.add(process)
     try:
         return process.wait()
     except BaseException:
-        process.kill()
-        process.wait()
+        process.terminate()
+        _await_or_kill(process)
         raise
     finally:
         with _children_lock:
@@ -64,6 +96,7 @@ def run_child(command: Sequence[str], env: Mapping[str, str] | None = None) -> i
 
 def _start_worker(initializer: Callable[..., None] | None, initargs: tuple) -> None:
     exit_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker's progress bars are its own. tqdm's default lock is a named semaphore shared across processes,
     # which a worker killed mid-run would leak (Python's resource tracker then warns at exit).
     tqdm.set_lock(threading.RLock())
@@ -71,14 +104,24 @@ def _start_worker(initializer: Callable[..., None] | None, initargs: tuple) -> N
         initializer(*initargs)
 
 
-def _exit_when_gone(sentinel: int) -> None:
-    multiprocessing.connection.wait([sentinel])
+def _exit_when_told(sentinel: int, stop_read: int) -> None:
+    ready = multiprocessing.connection.wait([sentinel, stop_read])
+    _stop_children_and_exit(PARENT_GONE_EXIT if sentinel in ready else 128 + signal.SIGTERM)
+
+
+def _stop_children_and_exit(status: int) -> None:
     _children_lock.acquire()  # held to the end: no command starts after this point
     for child in _children:
         child.terminate()
     for child in _children:
-        try:
-            child.wait(timeout=CHILD_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            child.kill()
-    os._exit(PARENT_GONE_EXIT)
+        _await_or_kill(child)
+    os._exit(status)
+
+
+def _await_or_kill(process: subprocess.Popen) -> None:
+    """Wait for a command sent SIGTERM (torchrun passes it on to its processes); SIGKILL after the grace period."""
+    try:
+        process.wait(timeout=CHILD_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

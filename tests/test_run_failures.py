@@ -3,7 +3,10 @@ one `error:` line and exit 4, keep what was finished, and a sweep goes on past a
 
 import os
 import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,6 +36,7 @@ eval_every = 2
 batch_size = 2
 out = "runs"
 """
+ROOT = Path(__file__).resolve().parents[1]
 OUT_OF_MEMORY = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which "
                  "1.20 GiB is free.\nOf the allocated memory ...")
 
@@ -99,6 +103,40 @@ def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
     assert "the finished ones are kept" in str(failure.value)
     assert read_run_record(second.run_dir)["status"] == "finished"
     assert (second.run_dir / "dev.parquet").is_file()
+
+
+def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(prepared_data, tmp_path):
+    grid = tmp_path / "long.toml"
+    grid.write_text(GRID.format(data=prepared_data).replace("updates = 2", "updates = 100000"))
+    sweep_command = [sys.executable, str(ROOT / "cli.py"), "sweep", str(grid), "--device", "cpu", "--jobs", "2"]
+    process = subprocess.Popen(sweep_command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)  # its own process group, as at a terminal
+    runs = load_experiment(grid).runs()
+    deadline = time.monotonic() + 120
+    while not all(read_run_record(run.run_dir) for run in runs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # both workers training
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the whole group
+    interrupted = time.monotonic()
+    _, stderr = process.communicate(timeout=120)
+    assert time.monotonic() - interrupted < 30  # not the 100,000 updates of the runs in progress
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == f"error: {cli.INTERRUPTED}" and "Traceback" not in stderr
+    deadline = time.monotonic() + 10
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _group_alive(process.pid)  # no worker left behind
+    assert [read_run_record(run.run_dir)["status"] for run in runs] == ["running", "running"]  # as a kill leaves it
+    status = CliRunner().invoke(cli.app, ["sweep", str(grid), "--status"])
+    assert "2 runs (2 interrupted)" in status.stdout, status.output
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):

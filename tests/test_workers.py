@@ -1,5 +1,6 @@
 """Worker pools end with the process that started them: a killed `gatedv sweep` (or a report's analysis) would
-otherwise leave its workers finishing their runs and then waiting for work forever, holding memory and GPUs."""
+otherwise leave its workers finishing their runs and then waiting for work forever, holding memory and GPUs.
+Interrupted (Ctrl-C), the process that started them stops them at once."""
 
 import multiprocessing
 import os
@@ -85,6 +86,42 @@ def test_a_plain_pool_would_leave_its_workers_behind(tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert len(left) == 3
+
+
+def _note(path: str) -> None:
+    Path(path).write_text("ran")
+
+
+@pytest.mark.parametrize("kind", ["sweep", "statistics"])
+def test_an_interrupted_pool_stops_its_workers_and_their_commands_at_once(kind, tmp_path):
+    slots = [tmp_path / "a", tmp_path / "b"]
+    for slot in slots:
+        slot.mkdir()
+    pids = [slot / f"{name}.pid" for slot in slots for name in ("busy", "child")]
+    began = None
+    with pytest.raises(KeyboardInterrupt):
+        with POOLS[kind]() as pool:
+            for slot in slots:
+                pool.submit(_busy, str(slot))
+            queued = pool.submit(_note, str(tmp_path / "queued"))
+            while not all(path.is_file() and path.read_text() for path in pids):
+                time.sleep(0.05)
+            busy = [int(path.read_text()) for path in pids]
+            for worker in busy[::2]:  # Ctrl-C at a terminal reaches the workers too: they leave it to the parent
+                os.kill(worker, signal.SIGINT)
+            time.sleep(0.5)
+            assert all(map(_alive, busy))
+            began = time.monotonic()
+            raise KeyboardInterrupt
+    assert time.monotonic() - began < workers.CHILD_GRACE_SECONDS  # not the ten minutes the commands sleep
+    deadline = time.monotonic() + 10
+    while any(map(_alive, busy)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in busy if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    assert queued.done() and not (tmp_path / "queued").exists()  # queued, never started
 
 
 def test_run_child_returns_the_exit_status():

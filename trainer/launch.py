@@ -18,13 +18,12 @@ import pickle
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from gatedv_stats.errors import InputError, RunFailure
 from trainer.device import retain_freed_memory
 from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.workers import run_child, spawn_pool
+from gatedv_stats.workers import WorkerPool, run_child, spawn_pool
 from trainer.grid_run import RunOutcome, run_one
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -67,7 +66,7 @@ def uses_gpus(device: str) -> bool:
     return device in ("auto", "cuda")
 
 
-def worker_pool(environments: Sequence[Mapping[str, str]], threads: int) -> ProcessPoolExecutor:
+def worker_pool(environments: Sequence[Mapping[str, str]], threads: int) -> WorkerPool:
     """A pool of spawned workers, each taking one of `environments` (and `threads` CPU threads) at start."""
     slots = multiprocessing.get_context("spawn").Queue()
     for environment in environments:

@@ -276,13 +276,9 @@ def run_experiment(experiment: Experiment, *, jobs: int | None = None, gpus_per_
     else:  # one process per run slot; the CPU threads shared out between them, no inner progress bars
         threads = launch.threads_per_worker(os.cpu_count() or 1, jobs)
         quiet = replace(runtime, progress=False)
-        with launch.worker_pool(environments, threads) as pool, bar:
+        with launch.worker_pool(environments, threads) as pool, bar:  # interrupted: the workers stop at once
             futures = [pool.submit(_run_in_worker, run, quiet, gpus_per_run) for run in runs]
-            try:
-                outcomes, failed = _finish_each(runs, [future.result for future in futures], bar)
-            except BaseException:
-                pool.shutdown(cancel_futures=True)  # start no further run; those in progress end first
-                raise
+            outcomes, failed = _finish_each(runs, [future.result for future in futures], bar)
     if failed:
         raise RunFailure(f"sweep {experiment.name}: {len(failed)} of {len(runs)} runs did not finish (first "
                          f"{failed[0]}); the finished ones are kept: run the same command again to go on from the "
