@@ -7,6 +7,9 @@ in importable functions; each command prints a result's `summary()` or, with `--
 
 from __future__ import annotations
 
+import signal
+import threading
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -15,8 +18,16 @@ from gatedv_stats import __version__
 from gatedv_stats.errors import InputError, ParameterError, RunFailure
 
 
-INTERRUPTED = ("interrupted; every file already written is kept: run the same command again to go on (a run "
-               "resumes from its last checkpoint; gatedv train: with --resume)")
+INTERRUPTED = ("every file already written is kept: run the same command again to go on (a run resumes from its "
+               "last checkpoint; gatedv train: with --resume)")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a job's time limit) taken as Ctrl-C is: the command stops, its workers with it."""
+
+
+def _terminate(signum: int, frame) -> None:
+    raise Terminated
 
 
 class _Group(TyperGroup):
@@ -32,6 +43,8 @@ class _Group(TyperGroup):
     def invoke(self, ctx: click.Context):
         import numpy as np
 
+        in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
+        previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
         try:
             with np.errstate(divide="raise", over="raise", invalid="raise"):
                 return super().invoke(ctx)
@@ -48,9 +61,13 @@ class _Group(TyperGroup):
         except RunFailure as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(4) from None
-        except KeyboardInterrupt:
-            typer.echo(f"error: {INTERRUPTED}", err=True)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as interruption:
+            stopped_by = signal.SIGTERM if isinstance(interruption, Terminated) else signal.SIGINT
+            typer.echo(f"error: interrupted ({stopped_by.name}); {INTERRUPTED}", err=True)
+            raise typer.Exit(128 + stopped_by) from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
 
 def _flag(command: click.Command | None, parameter: str) -> str:

@@ -105,7 +105,9 @@ def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
     assert (second.run_dir / "dev.parquet").is_file()
 
 
-def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(prepared_data, tmp_path):
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+def test_an_interrupted_sweep_stops_its_workers_at_once(prepared_data, tmp_path, stop):
+    """Ctrl-C reaches the terminal's whole process group; `kill PID` (SIGTERM) the sweep's process alone."""
     grid = tmp_path / "long.toml"
     grid.write_text(GRID.format(data=prepared_data).replace("updates = 2", "updates = 100000"))
     sweep_command = [sys.executable, str(ROOT / "cli.py"), "sweep", str(grid), "--device", "cpu", "--jobs", "2"]
@@ -116,12 +118,17 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_at_once(prepared_data, tmp_path):
     while not all(read_run_record(run.run_dir) for run in runs) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(1)  # both workers training
-    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the whole group
+    if stop == "ctrl-c":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        process.terminate()
     interrupted = time.monotonic()
     _, stderr = process.communicate(timeout=120)
     assert time.monotonic() - interrupted < 30  # not the 100,000 updates of the runs in progress
-    assert process.returncode == 130, stderr
-    assert stderr.strip().splitlines()[-1] == f"error: {cli.INTERRUPTED}" and "Traceback" not in stderr
+    signal_number = signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM
+    assert process.returncode == 128 + signal_number, stderr
+    assert stderr.strip().splitlines()[-1] == f"error: interrupted ({signal_number.name}); {cli.INTERRUPTED}"
+    assert "Traceback" not in stderr
     deadline = time.monotonic() + 10
     while _group_alive(process.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
