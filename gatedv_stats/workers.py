@@ -1,7 +1,7 @@
 """Worker processes that end with the process that started them.
 
 A worker of a spawned `ProcessPoolExecutor` holds both ends of its task queue, so when the process that started
-it is killed (`kill PID`, the OOM killer, a crash) the queue never closes for it: it finishes the task in hand,
+it is killed (`kill -9`, the OOM killer, a crash) the queue never closes for it: it finishes the task in hand,
 which may be hours of training on a GPU, and then waits for work forever, holding its memory and its GPU. The
 workers started here watch their parent instead and exit as soon as it is gone, after stopping the commands
 they run (`run_child`); a run cut short this way resumes from its last checkpoint.
