@@ -188,7 +188,7 @@ def _pairing(allow_unpaired: bool, allow_mismatch: list[str] | None, unit: str) 
 _N_RESAMPLES = typer.Option(2000, "--samples", "--n-resamples", help="Bootstrap resamples (n_resamples).")
 _CONFIDENCE_LEVEL = typer.Option(0.95, "--level", "--confidence-level",
                                  help="Confidence level of every interval (confidence_level).")
-_SEED = typer.Option(0, "--seed", help="Seed of every resampling RNG (a non-negative integer).")
+_SEED = typer.Option(0, "--seed", help="Seed of every resampling RNG (an integer from 0 to 2**63 - 1).")
 
 
 @app.command("bootstrap", cls=_ManyFilesCommand)

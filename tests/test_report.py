@@ -297,7 +297,7 @@ def test_bad_options_fail_with_one_line(small, tmp_path):
                           (["--reference", "nope"], "--reference nope: no loss file has this arm"),
                           (["--samples", "0"], "--samples: must be at least 2"),
                           (["--samples", "1"], "--samples: must be at least 2"),
-                          (["--seed", "-1"], "--seed: must be a non-negative integer")):
+                          (["--seed", "-1"], "--seed: must be an integer from 0 to")):
         result = runner.invoke(app, ["report", str(small["root"]), "--out", str(tmp_path / "r.md"), *args])
         assert result.exit_code == 2, result.output
         assert result.output.strip().startswith("error: ") and message in result.output

@@ -81,7 +81,8 @@ def test_memory_stays_bounded_by_the_chunk(sample):
     ({"method": "basic"}, "method: must be one of"),
     ({"confidence_level": 1.0}, "confidence_level: must lie strictly between 0 and 1"),
     ({"n_resamples": 1}, "n_resamples: must be at least 2"),
-    ({"seed": -1}, "seed: must be a non-negative integer"),
+    ({"seed": -1}, "seed: must be an integer from 0 to 9223372036854775807"),
+    ({"seed": 2**63}, "seed: must be an integer from 0 to 9223372036854775807"),
 ])
 def test_bad_arguments(sample, kwargs, message):
     d, n_targets = sample

@@ -36,10 +36,13 @@ def check_at_least(parameter: str, value: int, minimum: int) -> int:
     return int(value)
 
 
+MAX_SEED = 2**63 - 1  # seeds are stored as int64 in every output
+
+
 def check_rng_seed(seed: int, parameter: str = "seed") -> int:
-    """A seed for `numpy.random.default_rng`: a non-negative integer."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ParameterError(parameter, f"must be a non-negative integer (got {seed})")
+    """A seed: an integer in 0..2**63 − 1, so that every output can record it exactly (int64)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise ParameterError(parameter, f"must be an integer from 0 to {MAX_SEED} (got {seed})")
     return int(seed)
 
 
