@@ -8,11 +8,16 @@ in importable functions; each command prints a result's `summary()` or, with `--
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
+
+try:  # recent typer carries its own copy of click, whose exceptions these are
+    from typer._click import exceptions as _click_errors
+except ImportError:
+    from click import exceptions as _click_errors
 
 from gatedv_stats import __version__
 from gatedv_stats.errors import InputError, ParameterError, RunFailure
@@ -35,12 +40,31 @@ class _Group(TyperGroup):
     `RunFailure`: exit 4, Ctrl-C: exit 130); NumPy floating-point faults (overflow, division by zero, invalid values) raise instead
     of warning and end as bad input does."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        """Click's entry point, with a usage error (an unknown option, a bad value, a missing argument) as one
+        `error:` line too, naming the command's --help."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            status = super().main(*args, standalone_mode=False, **kwargs)
+        except _click_errors.NoArgsIsHelpError as error:
+            error.ctx.get_help()  # printed by typer's formatter
+            sys.exit(error.exit_code)
+        except _click_errors.ClickException as error:
+            where = f" (see '{error.ctx.command_path} --help')" if getattr(error, "ctx", None) else ""
+            typer.echo(f"error: {error.format_message().rstrip('.')}{where}", err=True)
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(status if isinstance(status, int) else 0)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]):
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta["gatedv.command"] = command  # for naming a flag after the command has failed
         return name, command, rest
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: typer.Context):
         import numpy as np
 
         in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
@@ -70,7 +94,7 @@ class _Group(TyperGroup):
                 signal.signal(signal.SIGTERM, previous)
 
 
-def _flag(command: click.Command | None, parameter: str) -> str:
+def _flag(command: TyperCommand | TyperGroup | None, parameter: str) -> str:
     """The option that sets a library parameter: command parameters carry the library's names."""
     commands = [command] if command is not None else []
     commands += list(getattr(command, "commands", {}).values())  # a group's subcommands
@@ -136,12 +160,12 @@ _SKIP_UNREADABLE = typer.Option(False, "--skip-unreadable", help="A file found i
 # --- statistics: loss files in, comparisons out ---
 
 
-class _ManyFilesCommand(typer.core.TyperCommand):
+class _ManyFilesCommand(TyperCommand):
     """Lets `--baseline A B --variant C D` stand for `--baseline A --baseline B --variant C --variant D`."""
 
     many_value_options = ("--baseline", "--variant")
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         expanded: list[str] = []
         option, has_value = None, False
         for arg in args:
@@ -523,7 +547,7 @@ def evaluate_command(
     """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5)."""
     from gatedv_stats.io.outputs import check_output_file
 
-    check_output_file(out, "--out")
+    check_output_file(out, "--out", suffix=".parquet")
     if (checkpoint is None) == (hf is None):
         raise InputError("give a checkpoint, or --hf MODEL_DIR instead of one")
     if hf is not None:
@@ -581,7 +605,7 @@ def import_lm_eval_command(
     from gatedv_stats.io.lmeval import import_lm_eval
     from gatedv_stats.io.outputs import check_output_file
 
-    check_output_file(out, "--out")
+    check_output_file(out, "--out", suffix=".parquet")
     _emit(import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field), as_json)
 
 
@@ -658,7 +682,10 @@ def sweep_command(
         return
     if partition or array_parallelism or slurm_options:
         raise InputError("--partition, --array-parallelism, --slurm-option: only with --executor slurm")
-    _emit(run_experiment(grid, jobs=jobs, gpus_per_run=gpus_per_run, runtime=runtime), as_json)
+    result = run_experiment(grid, jobs=jobs, gpus_per_run=gpus_per_run, runtime=runtime)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    _emit(result, as_json)
 
 
 @app.command("select-lr")
@@ -737,7 +764,7 @@ def report_command(
     from gatedv_stats.report import write_report
 
     skipped = [] if skip_unreadable else None
-    path = write_report([Path(given) for given in inputs], None if out is None else Path(out), fmt,
+    path = write_report([Path(given) for given in inputs], out, fmt,
                         AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed), skipped=skipped)
     _warn_skipped(skipped)
     typer.echo(f"wrote {path}")

@@ -64,6 +64,12 @@ def format_percent(fraction: float, digits: int = 1) -> str:
     return _minus(f"{fraction * 100.0 + 0.0:.{digits}f}%")
 
 
+def format_level(confidence_level: float) -> str:
+    """A confidence level as a percentage with the digits it has: 0.95 → "95%", 0.999 → "99.9%", 1e-9 →
+    "0.0000001%" (never rounded to 100% or 0%)."""
+    return np.format_float_positional(round(confidence_level * 100.0, 10), trim="-") + "%"
+
+
 EVAL_SET_NAMES = {"heldout": "held-out set", "dev": "development set", None: "unnamed evaluation set"}
 
 

@@ -166,9 +166,14 @@ def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = 
             continue
         text = (f"{name} differs: {first.source} has {_shown(first.meta[name])}, {other.source} has "
                 f"{_shown(other.meta[name])}")
-        if name not in allow_mismatch:
+        if name in allow_mismatch:
+            notes.append(f"compared although {text}")
+        elif name == "eval_set" and len({(run.arm, str(run.meta[name])) for run in carrying}) > len(
+                {run.arm for run in carrying}):  # an arm evaluated on several sets: the inputs mix them
+            sets = ", ".join(sorted({str(run.meta[name]) for run in carrying}))
+            raise InputError(f"{text}; the inputs hold several evaluation sets: choose one with --eval-set ({sets})")
+        else:
             raise InputError(f"{text}; they were not evaluated alike (--allow-mismatch {name} compares them anyway)")
-        notes.append(f"compared although {text}")
     return tuple(notes)
 
 
@@ -255,6 +260,7 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
     `read_loss_inputs`."""
     if tables and (baseline or variant):
         raise InputError("give either long tables / directories holding both arms, or --baseline and --variant files")
+    _check_distinct_arms(baseline_arm, variant_arm)
     if tables:
         missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm)) if arm is None]
         runs = read_loss_inputs(tables, skipped=skipped)
@@ -305,6 +311,9 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
     baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
     if baseline_arm is None:
         raise InputError(f"name the pilot's baseline arm with --baseline-arm (arms found: {', '.join(arms)})")
+    if baseline_arm not in arms:
+        raise InputError(f"--baseline-arm: no pilot runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
+    _check_distinct_arms(baseline_arm, variant_arm)
     if variant_arm is None:
         others = [arm for arm in arms if arm != baseline_arm]
         if len(others) != 1:
@@ -314,3 +323,9 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
     return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
                      select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired,
                      allow_mismatch=allow_mismatch, unit=unit)
+
+
+def _check_distinct_arms(baseline_arm: str | None, variant_arm: str | None) -> None:
+    if baseline_arm is not None and baseline_arm == variant_arm:
+        raise InputError(f"--baseline-arm and --variant-arm both name {baseline_arm!r}: an arm compared with itself "
+                         "has no difference to find; name two different arms")

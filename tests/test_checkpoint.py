@@ -44,8 +44,17 @@ def test_bad_checkpoints_are_one_line_input_errors(tmp_path):
         load_checkpoint(tmp_path / "missing.pt")
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a torch file at all")
-    with pytest.raises(InputError, match="not a readable checkpoint"):
+    with pytest.raises(InputError, match="garbage.pt: not a gatedv checkpoint"):
         load_checkpoint(garbage)
+    csv = tmp_path / "losses.csv"
+    csv.write_text("arm,seed,doc_id,n_targets,loss_sum\nbaseline,1,a.py,256,1476.19\n")
+    with pytest.raises(InputError, match="losses.csv: not a gatedv checkpoint"):
+        load_checkpoint(csv)
+    truncated = tmp_path / "truncated.pt"
+    save_checkpoint(truncated, _model(), extra={})
+    truncated.write_bytes(truncated.read_bytes()[:200])
+    with pytest.raises(InputError, match="truncated.pt: not a readable checkpoint"):
+        load_checkpoint(truncated)
     foreign = tmp_path / "foreign.pt"
     torch.save({"state_dict": {}}, foreign)
     with pytest.raises(InputError, match="not a gatedv checkpoint"):
@@ -61,7 +70,7 @@ def test_bad_checkpoints_are_one_line_input_errors(tmp_path):
                 "model": model.state_dict()}, mismatched)
     with pytest.raises(InputError, match="weights do not match the model config"):
         load_checkpoint(mismatched)
-    for error_path in (garbage, foreign, bad_config, mismatched):
+    for error_path in (garbage, csv, truncated, foreign, bad_config, mismatched):
         with pytest.raises(InputError) as info:
             load_checkpoint(error_path)
         assert "\n" not in str(info.value)

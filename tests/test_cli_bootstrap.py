@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -206,6 +207,7 @@ def test_one_seed_reports_everything_but_the_sd(tmp_path):
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--level", "1.5", "--level: must lie strictly between 0 and 1"),
     ("--samples", "1", "--samples: must be at least 2"),
+    ("--samples", "10000000000000", "--samples: must be at most 10,000,000"),
     ("--method", "basic", "--method: must be one of percentile, bca"),
 ])
 def test_bad_options(run_files, option, value, message):
@@ -225,3 +227,20 @@ def test_long_table_needs_the_arm_names(run_files, tmp_path):
                        "--variant-arm", "arms found: baseline, gatedv")
     assert_input_error(invoke(str(tmp_path), "--baseline-arm", "baseline", "--variant-arm", "nope"),
                        "variant: no run with arm 'nope'")
+
+
+def test_a_file_or_directory_given_twice_is_refused_naming_it(run_files, tmp_path):
+    baseline, variant = run_files
+    assert_input_error(invoke("--baseline", baseline[0], baseline[0], "--variant", *variant[:2]),
+                       f"error: {baseline[0]}: given twice among the inputs")
+    assert_input_error(invoke(str(tmp_path), f"{tmp_path}/.", "--baseline-arm", "baseline", "--variant-arm", "gatedv"),
+                       f"error: {tmp_path}/.: given twice among the inputs (also as {tmp_path})")
+
+
+@pytest.mark.parametrize(("level", "shown"), [("0.999", "99.9%"), ("1e-9", "0.0000001%"), ("0.95", "95%")])
+def test_the_confidence_level_is_printed_one_way_everywhere(run_files, level, shown):
+    baseline, variant = run_files
+    result = invoke("--baseline", *baseline, "--variant", *variant, "--samples", "100", "--level", level)
+    assert result.exit_code == 0, result.output
+    levels = re.findall(r"(\S+%) (?:Wilson )?interval", result.stdout)
+    assert len(levels) == 5 and set(levels) == {shown}, levels  # verdict, ΔP, two intervals for D, wins

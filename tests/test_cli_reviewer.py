@@ -121,6 +121,8 @@ def test_analyze_of_an_arm_against_itself_explains_the_missing_seed_statistics(r
     (["--samples", "1"], ["--samples"]),
     (["--level", "1.5"], ["--level"]),
     (["--permutations", "0"], ["--permutations: must be at least 1"]),
+    (["--permutations", "10000000000000"], ["--permutations: must be at most 10,000,000"]),
+    (["--samples", "10000001"], ["--samples: must be at most 10,000,000"]),
     (["--by", "domain", "--min-docs", "1"], ["--min-docs"]),
 ])
 def test_analyze_bad_input(run_dir, extra, fragments):
@@ -152,6 +154,7 @@ def test_arms_adjusts_over_every_arm(run_dir):
     (["--reference", "lstm"], ["--reference: no runs of arm 'lstm'", "baseline, gatedv, q-silu"]),
     (["--reference", "baseline", "--alpha", "0"], ["--alpha"]),
     (["--reference", "baseline", "--permutations", "0"], ["--permutations"]),
+    (["--reference", "baseline", "--permutations", "10000000000000"], ["--permutations: must be at most 10,000,000"]),
     (["--reference", "baseline", "--eval-set", "heldout"], ["no run with eval_set 'heldout'"]),
 ])
 def test_arms_bad_input(run_dir, extra, fragments):
@@ -214,3 +217,18 @@ def test_reviewer_report_section_renders_through_the_report_templates(run_dir, t
     assert "Holm" in text and "Benjamini–Hochberg" in text and "With 3 seed pairs" in text
     assert "per group of documents (domain)" in text
     assert (tmp_path / "report_figures" / "forest-dev.svg").read_text(encoding="utf-8").startswith("<svg")
+
+
+def test_reviewer_section_without_document_groups_has_no_forest_plot(tmp_path):
+    """Two documents: every domain is below the smallest group, so there is nothing to plot, and that is fine."""
+    from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experiment
+    from gatedv_stats.io.discovery import discover_inputs
+    from gatedv_stats.report.sections.reviewer import reviewer_section
+
+    for run in synthetic_runs(PPLS, n_docs=2, seed=3, seeds=[11, 12, 13]):
+        docs = run.docs.assign(domain=["a.org", "b.org"])
+        write_loss_file(tmp_path / f"{run.arm}_{run.seed}.parquet", docs, {**run.meta, "eval_set": "dev"})
+    analysis = analyse_experiment(discover_inputs([tmp_path]), AnalysisSettings(reference=None, n_resamples=50, seed=3))
+    section = reviewer_section(analysis)
+    assert [table.key for table in section.tables] == ["reviewer-dev", "reviewer-arms-dev"]
+    assert section.figures == ()

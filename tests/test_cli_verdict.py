@@ -154,3 +154,23 @@ def test_all_zero_bytes_one_document_and_bca_are_said_plainly(tmp_path):
     assert "n_bytes is 0 for every document" in result.stderr
     analyzed = strict(invoke("analyze", "--baseline", *base, "--variant", *var, "--samples", "50", "--json").stdout)
     assert analyzed["bits_per_byte"] is None
+
+
+def test_identical_arms_get_the_identical_arms_verdict_and_an_arm_is_not_compared_with_itself(tmp_path):
+    paths = write_study(tmp_path, delta=0.0)
+    table = pd.concat([pd.read_parquet(path).assign(arm=arm, seed=s) for s, path in enumerate(paths["baseline"])
+                       for arm in ("baseline", "gatedv")])
+    table.to_csv(tmp_path / "identical.csv", index=False)
+    result = invoke("bootstrap", tmp_path / "identical.csv", "--baseline-arm", "baseline", "--variant-arm", "gatedv",
+                    "--samples", "50", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n_pairs"] == N_SEEDS and payload["verdict"] == "no detectable difference"
+    assert payload["verdict_explanation"].startswith("The arms are identical") and "D = 0 exactly" in \
+        payload["verdict_explanation"]
+    for command in (["bootstrap", tmp_path / "identical.csv"],
+                    ["analyze", "--baseline", tmp_path / "identical.csv", "--variant", tmp_path / "identical.csv"]):
+        result = invoke(*command, "--baseline-arm", "gatedv", "--variant-arm", "gatedv")
+        assert result.exit_code == 2 and result.stderr.startswith(
+            "error: --baseline-arm and --variant-arm both name 'gatedv': an arm compared with itself"), result.output
+        assert len(result.stderr.splitlines()) == 1

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from gatedv_stats.io.curvefiles import read_curve_file, read_curve_inputs
+from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
 from gatedv_stats.stats.curves import curve_delta_p, final_quarter_ppl
 from gatedv_stats.errors import InputError
 
@@ -93,5 +94,31 @@ def test_directories_are_searched_for_curve_files(tmp_path):
         table[table.arm == arm].to_csv(tmp_path / arm / "curve.csv", index=False)
     combined = read_curve_inputs([tmp_path])
     assert len(combined) == len(table) and sorted(combined.arm.unique()) == ["baseline", "gatedv"]
-    with pytest.raises(InputError, match="appears twice"):
-        read_curve_inputs([tmp_path, tmp_path / "gatedv" / "curve.csv"])
+    assert read_curve_inputs([tmp_path, tmp_path / "gatedv" / "curve.csv"]).equals(combined)  # named twice: once
+    copy = tmp_path / "copy" / "curve.csv"
+    copy.parent.mkdir()
+    copy.write_bytes((tmp_path / "gatedv" / "curve.csv").read_bytes())
+    with pytest.raises(InputError, match=f"^step 0 of arm gatedv seed 1 lr 0.001 is recorded twice: "
+                                         f"{tmp_path / 'copy' / 'curve.csv'} and {tmp_path / 'gatedv' / 'curve.csv'}$"):
+        read_curve_inputs([tmp_path])
+
+
+def test_curve_seeds_are_read_exactly_and_dev_nll_within_the_statistics_range(tmp_path):
+    table = curve_table(seeds=(2**53 + 1, 2**53 + 2))
+    table.to_csv(tmp_path / "curve.csv", index=False)
+    assert read_curve_file(tmp_path / "curve.csv")["seed"].unique().tolist() == [2**53 + 1, 2**53 + 2]
+    table.assign(seed=[1e30] * len(table)).to_csv(tmp_path / "curve.csv", index=False)
+    with pytest.raises(InputError, match="curve.csv: row 1: seed: 1e[+]30 is not an integer from 0 to 2**63 - 1"
+                                         .replace("2**63 - 1", str(2**63 - 1))):
+        read_curve_file(tmp_path / "curve.csv")
+    table.assign(dev_nll=[MAX_TARGET_NLL] + [MAX_TARGET_NLL + 1e-9] * (len(table) - 1)).to_csv(tmp_path / "curve.csv",
+                                                                                            index=False)
+    with pytest.raises(InputError, match=f"curve.csv: row 2: dev_nll {MAX_TARGET_NLL + 1e-9!r} is not at most "
+                                         f"{MAX_TARGET_NLL:g} nats per target"):
+        read_curve_file(tmp_path / "curve.csv")
+    extreme = curve_table().assign(dev_nll=lambda f: np.where(f["seed"] % 2 == 1, MAX_TARGET_NLL, 0.0))
+    extreme.to_csv(tmp_path / "curve.csv", index=False)
+    curves = read_curve_file(tmp_path / "curve.csv")
+    with np.errstate(divide="raise", over="raise", invalid="raise"):  # as every command runs
+        assert np.isfinite(curve_delta_p(curves, "baseline", "gatedv").delta_p).all()
+        assert np.isfinite(final_quarter_ppl(curves)[["ppl_mean", "ppl_sd"]].to_numpy()).all()

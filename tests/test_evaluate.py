@@ -103,7 +103,7 @@ def test_a_missing_or_foreign_checkpoint_is_named(tmp_path):
     assert missing.exit_code == 2 and missing.stderr.strip() == f"error: {tmp_path / 'none.pt'}: no such checkpoint"
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     junk = runner.invoke(cli.app, ["evaluate", str(tmp_path / "junk.pt"), "--out", str(tmp_path / "x.parquet")])
-    assert junk.exit_code == 2 and "junk.pt: not a readable checkpoint" in junk.stderr
+    assert junk.exit_code == 2 and "junk.pt: not a gatedv checkpoint" in junk.stderr
 
 
 def test_a_custom_set_with_foreign_token_ids_is_refused(checkpoint, prepared_data, tmp_path):

@@ -19,6 +19,7 @@ import cli
 import gatedv_stats.io.lossfiles as lossfiles
 from conftest import REQUIRE_SYSTEM_TOOLS, require_program
 from gatedv_stats.errors import InputError
+from gatedv_stats.stats import metrics
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL, validate_docs, write_loss_file
 from gatedv_stats.synthetic import synthetic_runs
 from trainer.checkpoint import save_checkpoint
@@ -112,6 +113,29 @@ def test_an_unreadable_file_in_a_directory_is_an_error_naming_it(kind, tmp_path,
     assert_one_error(result, caught, f"error: {bad}: ", reason)
 
 
+@pytest.mark.parametrize("command", [["bootstrap", "{root}", "--baseline-arm", "baseline", "--variant-arm", "gatedv"],
+                                     ["report", "{root}", "--format", "md", "--out", "{root}/report.md"]])
+def test_a_directory_that_cannot_be_listed_is_an_error_naming_it(command, tmp_path, monkeypatch):
+    """A seed directory without read permission (patched for the superuser, whom permissions do not stop)."""
+    write_runs(tmp_path)
+    denied = tmp_path / "gatedv" / "seed2"
+    original = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return original(path)
+
+    if os.geteuid() == 0:
+        monkeypatch.setattr(os, "scandir", scandir)
+    denied.chmod(0)
+    try:
+        result, caught = invoke(*(arg.format(root=tmp_path) for arg in command))
+    finally:
+        denied.chmod(0o755)
+    assert_one_error(result, caught, f"error: {denied}: cannot list the directory: Permission denied")
+
+
 def test_readable_files_without_loss_sum_are_not_loss_files(tmp_path):
     write_runs(tmp_path)
     result, caught = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--json",
@@ -187,14 +211,41 @@ def _overflowing_runs(root: Path, loss_sum: float) -> list[str]:
 @pytest.mark.parametrize("command", ["bootstrap", "analyze"])
 def test_loss_sums_near_the_float64_limit_are_one_row_naming_error_without_warnings(command, tmp_path):
     result, caught = invoke(command, *_overflowing_runs(tmp_path, 1e308), "--json")
-    assert_one_error(result, caught, f"{tmp_path / 'baseline1.csv'}: row 1: loss_sum is more than 709.78 nats per "
-                                     "target")
+    assert_one_error(result, caught, f"{tmp_path / 'baseline1.csv'}: row 1: loss_sum is more than "
+                                     f"{MAX_TARGET_NLL:g} nats per target")
+
+
+def _runs_at_the_limit(root: Path) -> Path:
+    """Three seed pairs whose runs lie at the per-target bound or at zero, the two arms crossed: the widest spread
+    of perplexities a valid input can hold."""
+    rows = [{"arm": arm, "seed": seed, "doc_id": f"d{i}", "n_targets": 256, "domain": f"g{i % 2}",
+             "loss_sum": MAX_TARGET_NLL * 256 * ((seed + (arm == "gatedv")) % 2) * (1 - i / 1000)}
+            for arm in ("baseline", "gatedv") for seed in (1, 2, 3) for i in range(N_DOCS)]
+    pd.DataFrame(rows).to_csv(root / "limit.csv", index=False)
+    return root / "limit.csv"
+
+
+PAIR = ["--baseline-arm", "baseline", "--variant-arm", "gatedv", "--samples", "100"]
+
+
+@pytest.mark.parametrize("command", [
+    ["bootstrap", "{table}", "--method", "bca", *PAIR],
+    ["analyze", "--baseline", "{table}", "--variant", "{table}", "--by", "domain", *PAIR],
+    ["arms", "{table}", "--reference", "baseline"],
+    ["report", "{table}", "--format", "md", "--samples", "100", "--out", "{root}/report.md"],
+])
+def test_loss_sums_at_the_limit_compute(command, tmp_path):
+    """Every accepted input computes: the bound keeps sums and squares of perplexities finite."""
+    table = _runs_at_the_limit(tmp_path)
+    result, caught = invoke(*(arg.format(table=table, root=tmp_path) for arg in command))
+    assert result.exit_code == 0 and caught == [], result.output
 
 
 @pytest.mark.parametrize("command", ["bootstrap", "analyze"])
-def test_a_floating_point_fault_in_the_statistics_is_one_error_line(command, tmp_path):
-    """700 nats per target is a valid row whose perplexities are so large that their squares overflow."""
-    result, caught = invoke(command, *_overflowing_runs(tmp_path, 700 * 256), "--samples", "100", "--json")
+def test_a_floating_point_fault_in_the_statistics_is_one_error_line(command, tmp_path, monkeypatch):
+    """A statistic that overflows (here perplexities made to) ends as one line, without a warning."""
+    monkeypatch.setattr(metrics, "perplexity", lambda nll: np.exp(np.asarray(nll, dtype=np.float64) * 1000))
+    result, caught = invoke(command, *_overflowing_runs(tmp_path, 5 * 256), "--samples", "100", "--json")
     assert_one_error(result, caught, "error: numerical failure (overflow encountered in")
 
 
@@ -202,10 +253,11 @@ def test_every_valid_column_sums_to_a_finite_float64():
     """Rows at the per-target bound with the largest n_targets still sum, and exponentiate, finitely."""
     n_targets = np.full(10_000, 2**53)
     docs = validate_docs(pd.DataFrame({"doc_id": np.arange(10_000).astype(str), "n_targets": n_targets,
-                                       "loss_sum": MAX_TARGET_NLL * n_targets * (1 - 1e-12)}), "x")
-    assert np.isfinite(docs["loss_sum"].sum()) and np.isfinite(np.exp(docs["loss_sum"].sum() / n_targets.sum()))
-    with pytest.raises(InputError, match=r"^x: row 2: loss_sum is more than 709.78 nats per target"):
-        validate_docs(pd.DataFrame({"doc_id": ["a", "b"], "n_targets": [1, 1], "loss_sum": [700.0, 710.0]}), "x")
+                                       "loss_sum": MAX_TARGET_NLL * n_targets}), "x")
+    assert np.isfinite(docs["loss_sum"].sum()) and np.isfinite(np.exp(docs["loss_sum"].sum() / n_targets.sum()) ** 2)
+    with pytest.raises(InputError, match=rf"^x: row 2: loss_sum is more than {MAX_TARGET_NLL:g} nats per target"):
+        validate_docs(pd.DataFrame({"doc_id": ["a", "b"], "n_targets": [1, 1],
+                                    "loss_sum": [MAX_TARGET_NLL, MAX_TARGET_NLL + 1e-9]}), "x")
 
 
 # --- strict JSON from every command ---
@@ -322,3 +374,16 @@ def test_an_installed_system_program_is_found_on_the_path(tmp_path, monkeypatch)
     program.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert require_program("chromium", "apt-get install chromium") == str(program)
+
+
+@pytest.mark.parametrize("args, line", [
+    (["bootstrap", "--foo"], "error: No such option: --foo (see 'gatedv bootstrap --help')"),
+    (["bootstrap", "--samples", "abc"], "error: Invalid value for '--samples'"),
+    (["sweep"], "error: Missing argument 'experiment' (see 'gatedv sweep --help')"),
+    (["nosuch"], "error: No such command 'nosuch' (see 'gatedv --help')"),
+])
+def test_a_usage_error_is_one_line_naming_the_help(args, line):
+    result = CliRunner().invoke(cli.app, args, prog_name="gatedv")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [result.stderr.strip()] and result.stderr.startswith(line), result.stderr
+    assert result.stdout == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -87,6 +88,40 @@ def test_metadata_conflicts_and_given_values(tmp_path):
         read_loss_file(tmp_path / "fractional.csv")
 
 
+def test_seeds_are_read_and_written_exactly_as_int64(tmp_path):
+    """Seeds beyond 2**53 keep every digit; a seed that is no integer in 0..2**63 − 1 names its file and field."""
+    big = 2**53 + 1
+    docs_frame().assign(arm="baseline", seed=big).to_csv(tmp_path / "big.csv", index=False)
+    (tmp_path / "big.csv.json").write_text(json.dumps({"seed": big - 1}))
+    with pytest.raises(InputError, match=f"seed is {big - 1} in one place and {big} in another"):
+        read_loss_file(tmp_path / "big.csv")
+    (tmp_path / "big.csv.json").unlink()
+    assert read_loss_file(tmp_path / "big.csv").seed == big
+    runs = read_long_table(_write_long(tmp_path, long_table().assign(seed=lambda f: f["seed"] + big)))
+    assert sorted({run.seed for run in runs}) == [big, big + 1]
+    write_loss_file(tmp_path / "big.parquet", docs_frame(), {"arm": "gatedv", "seed": str(2**63 - 1)})
+    assert pq.read_schema(tmp_path / "big.parquet").metadata[b"seed"] == str(2**63 - 1).encode()
+    assert read_loss_file(tmp_path / "big.parquet").seed == 2**63 - 1
+    for seed, message in ((1e30, "1e+30 is not an integer from 0 to"), (True, "True is not an integer from 0 to"),
+                          (-1, "-1 is not an integer from 0 to"), (2**63, f"{2**63} is not an integer from 0 to"),
+                          (float(2**53 + 2), "is a float beyond 2**53")):
+        path = tmp_path / "bad.parquet"
+        write_loss_file(path, docs_frame(), {"arm": "gatedv", "seed": 1})
+        table = pq.read_table(path)
+        metadata = {**table.schema.metadata, b"seed": json.dumps(seed).encode()}
+        pq.write_table(table.replace_schema_metadata(metadata), path)
+        with pytest.raises(InputError, match=f"^{re.escape(f'{path}: seed: ')}.*{re.escape(message)}"):
+            read_loss_file(path)
+        with pytest.raises(InputError, match=f"metadata seed: .*{re.escape(message)}"):
+            write_loss_file(path, docs_frame(), {"arm": "gatedv", "seed": seed})
+
+
+def _write_long(folder, table: pd.DataFrame):
+    path = folder / "long.csv"
+    table.to_csv(path, index=False)
+    return path
+
+
 def long_table(n_seeds: int = 2) -> pd.DataFrame:
     return pd.concat([docs_frame(seed=seed).assign(arm=arm, seed=seed, lr=lr)
                       for arm, lr in (("baseline", 0.001), ("gatedv", 0.002)) for seed in range(n_seeds)])
@@ -146,3 +181,13 @@ def test_files_from_other_writers(tmp_path):
     (tmp_path / "theirs.txt").write_text("doc_id,n_targets,loss_sum\n")
     with pytest.raises(InputError, match="not a loss file"):
         read_loss_file(tmp_path / "theirs.txt")
+
+
+@pytest.mark.parametrize(("config", "message"), [([1], "config: expected a JSON object, got [1]"),
+                                                  ({"d_model": "x"}, "config.d_model: 'x' is not an integer >= 1")])
+def test_a_config_of_the_wrong_kind_names_the_file_and_field(tmp_path, config, message):
+    path = tmp_path / "run.csv"
+    docs_frame().assign(arm="baseline", seed=7).to_csv(path, index=False)
+    (tmp_path / "run.csv.json").write_text(json.dumps({"config": config}))
+    with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
+        read_loss_file(path)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 import cli
 import gatedv_stats.io.outputs as outputs
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.io.outputs import check_output_dir, check_output_file
 
 SWEEP = """
@@ -51,6 +53,11 @@ COMMANDS = {
     "export-hf": (lambda tmp, out: ["export-hf", str(tmp / "missing.pt"), str(out)], "OUT_DIR", "dir"),
     "sweep": (_sweep_args, "grid.toml: out", "dir"),
 }
+
+
+def _file_name(command: str) -> str:
+    """An output name of the kind the command writes."""
+    return {"report": "out.md", "evaluate": "out.parquet"}.get(command, "out")
 
 
 def _invoke(args: list[str]):
@@ -94,7 +101,7 @@ def test_an_output_of_the_wrong_kind_is_one_line(command, tmp_path):
 def test_an_output_under_a_file_is_one_line(command, tmp_path):
     make_args, flag, _ = COMMANDS[command]
     (tmp_path / "plain").write_text("a file")
-    out = tmp_path / "plain" / "sub" / ("out.md" if command == "report" else "out")
+    out = tmp_path / "plain" / "sub" / _file_name(command)
     args = make_args(tmp_path, out)
     before = sorted(tmp_path.rglob("*"))
     result = _invoke(args)
@@ -105,7 +112,7 @@ def test_an_output_under_a_file_is_one_line(command, tmp_path):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_an_output_in_a_directory_without_write_permission_is_one_line(command, tmp_path, monkeypatch):
     make_args, flag, _ = COMMANDS[command]
-    args = make_args(tmp_path, tmp_path / "locked" / "out")  # sweep writes its TOML before the check is patched
+    args = make_args(tmp_path, tmp_path / "locked" / _file_name(command))  # sweep writes its TOML first
     (tmp_path / "locked").mkdir()
     monkeypatch.setattr(outputs, "_writable", lambda directory: Path(directory).name != "locked")
     result = _invoke(args)
@@ -139,3 +146,26 @@ def test_good_output_locations_pass(tmp_path):
     check_output_dir(tmp_path / "new" / "deeper", "--out")
     check_output_file("relative-file.json", "--out")
     assert sorted(tmp_path.iterdir()) == [tmp_path / "existing.txt"]  # a check creates nothing
+
+
+def test_an_empty_output_path_is_refused_not_taken_for_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for check in (check_output_file, check_output_dir):
+        with pytest.raises(InputError, match="^--out: the path is empty"):
+            check(" ", "--out")
+    make_args, flag, _ = COMMANDS["report"]
+    _assert_output_error(_invoke(make_args(tmp_path, "")), flag, "the path is empty")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["evaluate", "missing.pt"], ["evaluate", "--hf", "missing-model", "--data", "x"],
+                                  ["import", "lm-eval", "missing.jsonl", "--arm", "a"]])
+def test_a_loss_file_must_be_named_parquet_before_any_work(args, tmp_path):
+    out = tmp_path / "losses.csv"
+    result = CliRunner().invoke(cli.app, [*args, "--out", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: --out: {out}: the file is written as Parquet; name it *.parquet"
+    with pytest.raises(InputError, match=r"loss file: .*losses\.csv: the file is written as Parquet"):
+        write_loss_file(out, pd.DataFrame({"doc_id": ["a"], "n_targets": [1], "loss_sum": [1.0]}),
+                        {"arm": "a", "seed": 1})
+    assert not out.exists()

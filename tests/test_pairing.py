@@ -63,6 +63,22 @@ def test_duplicate_seeds_and_mixed_arms_are_errors():
         pair_runs([], [make_run("gatedv", 1)])
 
 
+def test_an_arm_evaluated_on_several_sets_asks_for_eval_set_and_different_sets_for_allow_mismatch():
+    def on(eval_set: str, run: LossRun) -> LossRun:
+        return LossRun(arm=run.arm, seed=run.seed, docs=run.docs, meta={**run.meta, "eval_set": eval_set},
+                       source=f"{run.source}-{eval_set}", sha256=run.sha256)
+
+    baseline = [on(eval_set, make_run("baseline", seed)) for seed in (1, 2) for eval_set in ("dev", "heldout")]
+    variant = [on(eval_set, make_run("gatedv", seed)) for seed in (1, 2) for eval_set in ("dev", "heldout")]
+    with pytest.raises(InputError, match=r"several evaluation sets: choose one with --eval-set \(dev, heldout\)$"):
+        pair_runs(baseline, variant)
+    apart = ([on("dev", make_run("baseline", seed)) for seed in (1, 2)],
+             [on("heldout", make_run("gatedv", seed)) for seed in (1, 2)])
+    with pytest.raises(InputError, match=r"not evaluated alike \(--allow-mismatch eval_set compares them anyway\)$"):
+        pair_runs(*apart)
+    assert pair_runs(*apart, allow_mismatch=("eval_set",)).n_pairs == 2
+
+
 def test_documents_and_per_document_columns_must_agree():
     short = make_run("gatedv", 1, n_docs=6)
     with pytest.raises(InputError, match=r"2 doc_ids missing from gatedv-1 \(first: doc06, doc07\)"):

@@ -106,6 +106,14 @@ def test_plan_rejects_an_effect_that_is_not_a_relative_change(effect):
         pl.plan_study(components, effect)
 
 
+def test_plan_refuses_an_effect_no_feasible_study_detects():
+    components = pl.VarianceComponents(2, 50, 0.0, 1e-4, 1e-2, 1e-4, 1e-2, 1e-4, True)
+    with pytest.raises(InputError, match="^effect: too small to detect: .* more than 1e\\+12 pairs"):
+        pl.plan_study(components, 1e-12)
+    with pytest.raises(InputError, match="^power: 0.01 must exceed alpha 0.05"):
+        pl.plan_study(components, 0.02, power=0.01)
+
+
 def test_pilot_pair_picks_the_arms_and_complains_when_it_cannot():
     runs = synthetic_runs({"baseline": [30.0, 30.2], "gatedv": [29.5, 29.9]}, n_docs=10, seed=0)
     paired = pilot_pair(runs)
@@ -117,6 +125,10 @@ def test_pilot_pair_picks_the_arms_and_complains_when_it_cannot():
     other = synthetic_runs({"a": [30.0, 30.2], "b": [29.5, 29.9]}, n_docs=10, seed=0)
     with pytest.raises(InputError, match="--baseline-arm"):
         pilot_pair(other)
+    with pytest.raises(InputError, match=r"^--baseline-arm: no pilot runs of arm 'nosuch' \(arms found: baseline, "):
+        pilot_pair(three, baseline_arm="nosuch")
+    with pytest.raises(InputError, match="^--baseline-arm and --variant-arm both name 'gatedv'"):
+        pilot_pair(runs, baseline_arm="gatedv", variant_arm="gatedv")
 
 
 def test_simulator_draws_the_stated_model():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -85,3 +86,16 @@ def test_paired_seed_chart_shows_both_runs_of_every_pair():
     assert [len(group["items"]) for group in marks(spec, "symbol")] == [8, 8]
     lines = marks(spec, "line")
     assert len(lines) == 2 * 4 and all(len(line["items"]) == 2 for line in lines)  # per panel and seed: ref → variant
+
+
+def test_forest_plot_of_groups_with_and_without_a_seed_and_document_fit_is_strict_json():
+    """A group without spread has no seed-and-document interval or p-value; its forest row still plots."""
+    fitted, unfitted = (pd.DataFrame({"comparison": comparison, "group": ["a", "b"], "n_docs": [6, 5],
+                                      "nll_diff": [-0.01, 0.0], "low": [-0.02, 0.0], "high": [0.0, 0.0],
+                                      "p_value": p_values})
+                        for comparison, p_values in (("gatedv vs baseline", [0.2, 0.5]),
+                                                     ("q-silu vs baseline", [None, None])))
+    groups = pd.concat([fitted, unfitted], ignore_index=True)  # as the report section joins its breakdowns
+    spec = plots.chart_spec(plots.forest_chart(groups, title="D per group"))
+    json.dumps(spec, allow_nan=False)
+    assert [len(panel["items"]) for panel in marks(spec, "symbol")] == [2, 2]

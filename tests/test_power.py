@@ -10,8 +10,9 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestPower
 
-from gatedv_stats.stats.power import (detectable_effect_size, detectable_noncentrality, one_sample_power,
-                                      required_pairs, t_power)
+from gatedv_stats.errors import ParameterError
+from gatedv_stats.stats.power import (MAX_PAIRS, detectable_effect_size, detectable_noncentrality,
+                                      one_sample_power, required_pairs, t_power)
 
 
 @pytest.mark.parametrize("nobs", [3, 5, 10, 40])
@@ -49,6 +50,22 @@ def test_required_pairs_is_the_smallest_n_with_the_power(effect_size):
     n = required_pairs(effect_size, alpha=0.05, power=0.8)
     assert one_sample_power(effect_size, n, 0.05) >= 0.8
     assert n == 2 or one_sample_power(effect_size, n - 1, 0.05) < 0.8
+
+
+def test_required_pairs_stops_at_the_largest_feasible_study():
+    at_the_bound = 2.9 / math.sqrt(MAX_PAIRS)
+    assert required_pairs(at_the_bound) <= MAX_PAIRS
+    with pytest.raises(ParameterError, match="too small to detect") as raised:
+        required_pairs(1e-12, parameter="effect")
+    assert raised.value.parameter == "effect"
+
+
+@pytest.mark.parametrize("power", [0.01, 0.05])
+def test_power_at_most_alpha_names_the_power(power):
+    for solve in (lambda: detectable_noncentrality(5.0, 0.05, power), lambda: required_pairs(0.5, power=power)):
+        with pytest.raises(ParameterError, match="must exceed alpha") as raised:
+            solve()
+        assert raised.value.parameter == "power"
 
 
 def test_noncentrality_for_fractional_degrees_of_freedom():

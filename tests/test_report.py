@@ -287,6 +287,55 @@ def test_unreadable_and_missing_inputs_fail_with_one_line(tmp_path):
     assert not (tmp_path / "r.md").exists()
 
 
+def test_a_curve_file_that_is_a_directory_is_one_line_naming_it(tmp_path):
+    runs = small_input(tmp_path)
+    (runs / "gatedv" / "curve.csv").mkdir(parents=True)
+    result = runner.invoke(app, ["report", str(runs), "--format", "md", "--out", str(tmp_path / "r.md")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and lines == [f"error: {runs / 'gatedv' / 'curve.csv'}: cannot read: Is a directory"]
+
+
+def test_a_file_named_twice_counts_once_and_the_same_input_twice_is_refused(tmp_path):
+    from gatedv_stats.io.discovery import discover_inputs
+
+    runs = small_input(tmp_path)
+    write_bench(runs / "bench.json")
+    write_curves(runs / "gatedv" / "curve.csv", {"gatedv": 19.5}, [0, 1], 0.001)
+    inputs = discover_inputs([runs, Path(f"{runs}/./bench.json"), Path(f"{runs}/gatedv/../gatedv/curve.csv")])
+    assert len(inputs.bench) == 1 and len(inputs.curves) == 18
+    assert sorted(file.kind for file in inputs.files if file.kind != "loss file") == ["bench results", "curve file"]
+    result = runner.invoke(app, ["report", str(runs), str(runs), "--format", "md", "--out", str(tmp_path / "r.md")])
+    assert result.exit_code == 2 and result.output.strip() == f"error: {runs}: given twice among the inputs"
+
+
+RUN_RECORD = {"variant": "gatedv", "size": "tiny", "seed": 1, "lr": 0.004, "updates": 500, "warmup": 50,
+              "batch_size": 8, "parameters": 1000, "knobs": {}, "model_config": {"d_model": 64, "n_heads": 2}}
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("model_config", [1], "model_config: expected a JSON object, got [1]"),
+    ("model_config", {"d_model": "x", "n_heads": 2}, "model_config.d_model: 'x' is not an integer >= 1"),
+    ("lr", "x", "lr: 'x' is not a positive number"),
+    ("parameters", "many", "parameters: 'many' is not an integer >= 0"),
+    ("seed", "x", "seed: 'x' is not an integer from 0 to"),
+    ("variant", 5, "variant: 5 is not text"),
+    ("knobs", "none", "knobs: expected a JSON object"),
+])
+def test_a_run_json_field_of_the_wrong_kind_is_one_line_naming_file_and_field(tmp_path, field, value, message):
+    runs = small_input(tmp_path)
+    record = runs / "gatedv" / "run.json"
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(json.dumps({**RUN_RECORD, field: value}), encoding="utf-8")
+    result = runner.invoke(app, ["report", str(runs), "--format", "md", "--samples", "50", "--out",
+                                 str(tmp_path / "r.md")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {record}: {message}"), lines
+    record.write_text(json.dumps(RUN_RECORD), encoding="utf-8")
+    result = runner.invoke(app, ["report", str(runs), "--format", "md", "--samples", "50", "--out",
+                                 str(tmp_path / "r.md")])
+    assert result.exit_code == 0, result.output
+
+
 def small_input(folder: Path) -> Path:
     write_runs(folder / "runs", {"baseline": [20.0, 21.0], "gatedv": [19.0, 20.0]}, eval_set="heldout", lr=0.001)
     return folder / "runs"

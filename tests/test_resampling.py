@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gatedv_stats.errors import ParameterError
+
 from gatedv_stats.stats.resampling import (
     document_bootstrap,
     interval_from_distribution,
@@ -88,3 +90,14 @@ def test_bad_arguments(sample, kwargs, message):
     d, n_targets = sample
     with pytest.raises(ValueError, match=message):
         document_bootstrap(d, n_targets, **kwargs)
+
+
+def test_bca_from_too_few_resamples_blames_the_number_of_resamples(sample):
+    """Every resampled value on one side of the estimate leaves the bias correction infinite."""
+    d, n_targets = sample
+    statistic = ratio_statistic(d, n_targets)
+    one_side = "^n_resamples: the BCa interval needs resampled values on both sides"
+    with pytest.raises(ParameterError, match=one_side) as raised:
+        interval_from_distribution(d, n_targets, np.array([statistic + 1.0, statistic + 2.0]), confidence_level=0.95,
+                                   method="bca")
+    assert raised.value.parameter == "n_resamples"

@@ -178,6 +178,18 @@ def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data
     assert read_run_record(run_dir)["status"] == "finished" and read_run_record(run_dir)["update"] == 4
 
 
+def test_a_model_too_big_for_memory_is_one_line(prepared_data, tmp_path):
+    """Its first weight matrix (64 × 10¹⁵ floats) is beyond any address space: refused on every machine."""
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(cli.app, [
+        "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "wide", "--knob", "d_ff=1000000000000000",
+        "--seed", "1", "--updates", "2", "--out", str(run_dir), "--device", "cpu"])
+    line = _one_error_line(result, 4)
+    assert line.startswith(f"error: {run_dir}: out of memory on cpu building the model (can't allocate memory: "
+                           "tried to allocate ")
+    assert line.endswith("); no checkpoint was written yet: free the device's memory and start it again")
+
+
 @RUNNING_OUT
 def test_out_of_memory_in_evaluation_is_one_line(prepared_data, tmp_path, monkeypatch, run_out, cause):
     run_dir = tmp_path / "run"

@@ -6,6 +6,7 @@ import torch
 from scipy import stats
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.stats.validation import MAX_SEED
 from trainer.data import WINDOW, PreparedData, WindowSampler
 
 
@@ -30,6 +31,13 @@ def test_batches_are_a_function_of_seed_and_update_only(data, prepared_data):
     assert expected[0].shape == (8, WINDOW) and expected[0].dtype == torch.int64
     assert not torch.equal(expected[0], expected[1])
     assert not torch.equal(data.sampler(8).batch(0, 8), expected[0])
+
+
+def test_the_largest_seed_draws_its_own_reproducible_batches(data, prepared_data):
+    batches = [data.sampler(MAX_SEED).batch(update, 8) for update in range(2)]
+    again = PreparedData.open(prepared_data).sampler(MAX_SEED)
+    assert all(torch.equal(again.batch(update, 8), batch) for update, batch in enumerate(batches))
+    assert not torch.equal(data.sampler(MAX_SEED - 1).batch(0, 8), batches[0])
 
 
 def test_resume_at_any_update_and_batch_prefixes(data):
@@ -74,8 +82,9 @@ def test_sampler_rejects_stores_without_windows_and_bad_arguments():
     with pytest.raises(InputError, match="no training window"):
         WindowSampler(np.zeros(300, np.uint16), np.array([0, 100, 300]), seed=0)
     sampler = WindowSampler(np.zeros(300, np.uint16), np.array([0, 300]), seed=0)
-    with pytest.raises(InputError, match="seed"):
-        WindowSampler(np.zeros(300, np.uint16), np.array([0, 300]), seed=-1)
+    for seed in (-1, MAX_SEED + 1):
+        with pytest.raises(InputError, match=f"seed: must be an integer from 0 to {MAX_SEED}"):
+            WindowSampler(np.zeros(300, np.uint16), np.array([0, 300]), seed=seed)
     with pytest.raises(InputError, match="update >= 0"):
         sampler.batch(-1, 8)
 

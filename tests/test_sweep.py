@@ -10,7 +10,10 @@ from typer.testing import CliRunner
 
 import cli
 import trainer.train as train_module
-from trainer.sweep import load_experiment
+from gatedv_stats.stats.validation import MAX_SEED
+from trainer.cluster import ExperimentStatus, RunStatus, SubmitResult, Submission
+from trainer.grid_run import RunOutcome
+from trainer.sweep import SweepResult, load_experiment
 from trainer.train import Runtime, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +92,14 @@ def test_select_lr_picks_the_lowest_final_dev_nll_and_writes_the_confirmation_gr
     assert (confirm.updates, confirm.eval_every, confirm.batch_size, confirm.size) == (2, 2, 2, "tiny")
 
 
+def test_select_lr_refuses_a_bad_confirmation_seed_and_writes_nothing(grid, tmp_path):
+    path, _ = grid
+    out = tmp_path / "confirm.toml"
+    result = CliRunner().invoke(cli.app, ["select-lr", str(path), "--seeds", "5,-1", "--out", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr.strip() == "error: --seeds: must be an integer from 0 to 9223372036854775807 (got -1)"
+
+
 def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tmp_path, monkeypatch):
     path = tmp_path / "diverge.toml"
     path.write_text(GRID.format(data=prepared_data).replace('["baseline", "gatedv"]', '["baseline"]')
@@ -111,13 +122,47 @@ def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tm
     assert json.loads(selected.stdout)["selected"] == {"baseline": 0.002}
 
 
+def test_a_grid_whose_every_rate_diverged_warns_and_is_never_selected(prepared_data, tmp_path, monkeypatch):
+    path = tmp_path / "diverge.toml"
+    path.write_text(GRID.format(data=prepared_data).replace('["baseline", "gatedv"]', '["baseline"]')
+                    .replace("[0.001, 0.02]", "[0.001, 0.002]").replace("updates = 2", "updates = 1")
+                    .replace("eval_every = 2", "eval_every = 1"))
+    original = train_module.next_token_loss
+    monkeypatch.setattr(train_module, "next_token_loss", lambda model, batch: original(model, batch) * math.nan)
+    swept = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--json"])
+    assert swept.exit_code == 0, swept.stderr
+    run_dirs = [tmp_path / "runs" / "baseline" / lr / "seed1" for lr in ("lr0.001", "lr0.002")]
+    expected = [f"{run_dir} diverged at update 1 (last good checkpoint: update 0)" for run_dir in run_dirs]
+    assert [line for line in swept.stderr.splitlines() if "warning" in line] == [f"warning: {line}" for line in expected]
+    assert json.loads(swept.stdout)["warnings"] == expected
+    out = tmp_path / "c.toml"
+    selected = CliRunner().invoke(cli.app, ["select-lr", str(path), "--out", str(out)])
+    assert selected.exit_code == 2 and not out.exists()
+    assert selected.stderr.strip() == ("error: select-lr: every learning rate of baseline diverged on selection seed 1; "
+                                       "no rate to select (add lower rates to the grid)")
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (("config = \"tiny\"", "config = \"tiny\"\nupdate = 3"), "unknown key(s) update"),
     (("seeds = [1]", ""), "missing key 'seeds'"),
     (("seeds = [1]", "seeds = [\"one\"]"), "seeds must be an integer, got 'one'"),
     (("seeds = [1]", "seeds = []"), "seeds must be a non-empty list"),
     (("lrs = [0.001, 0.02]", "lrs = { baseline = [0.001] }"), "lrs must name exactly the variants"),
-    (("lrs = [0.001, 0.02]", "lrs = [-0.1]"), "--lr: must be a positive number, got -0.1"),
+    (("lrs = [0.001, 0.02]", "lrs = [-0.1]"), ": lrs: must be a positive number, got -0.1"),
+    (("lrs = [0.001, 0.02]", "lrs = { baseline = [0.001], gatedv = [0.0] }"),
+     ": lrs.gatedv: must be a positive number, got 0.0"),
+    (("updates = 2", "updates = 0"), ": updates: must be at least 1, got 0"),
+    (("updates = 2", "updates = 2\nwarmup = 2"), ": warmup: 2 must be below the number of updates (2)"),
+    (("eval_every = 2", "eval_every = 0"), ": eval_every: must be at least 1, got 0"),
+    (("batch_size = 2", "batch_size = 0"), ": batch_size: must be at least 1, got 0"),
+    (("seeds = [1]", "seeds = [1, 9223372036854775808]"),
+     ": seeds: must be an integer from 0 to 9223372036854775807 (got 9223372036854775808)"),
+    (("seeds = [1]", "seeds = [1, -1]"), ": seeds: must be an integer from 0 to 9223372036854775807 (got -1)"),
+    (("[select]", "[select]\nseed = -1"), ": select.seed: must be an integer from 0 to 9223372036854775807 (got -1)"),
+    (("confirm_seeds = [5, 6]", "confirm_seeds = [5, 99999999999999999999]"),
+     ": select.confirm_seeds: must be an integer from 0 to 9223372036854775807 (got 99999999999999999999)"),
+    (("out = \"runs\"", "out = \"runs\"\neval_sets = [\"dev\", \"bogus\"]"),
+     ": eval_sets: unknown evaluation set(s) 'bogus' (choose from dev, heldout)"),
     (("\"gatedv\"]", "\"gatedvv\"]"), "variant: unknown variant 'gatedvv'"),
     (("out = \"runs\"", "out = \"runs\"\neval_sets = [\"heldout\"]"), "eval_sets must include 'dev'"),
     (("name = \"grid\"", "name = grid"), "invalid TOML"),
@@ -142,6 +187,19 @@ def test_select_lr_needs_a_finished_grid(prepared_data, tmp_path):
                                      "started; finish the grid with `gatedv sweep` first")
     jobs = CliRunner().invoke(cli.app, ["sweep", str(path), "--jobs", "0"])
     assert jobs.exit_code == 2 and jobs.stderr.strip() == "error: --jobs: must be at least 1, got 0"
+
+
+def test_the_tables_keep_the_largest_seed_apart_from_its_rate():
+    outcome = RunOutcome("baseline", 0.004, MAX_SEED, "runs/x", "trained", "finished", 9.1)
+    row = SweepResult("grid", (outcome,)).summary().splitlines()[-1]
+    assert row.split() == ["baseline", "0.004", str(MAX_SEED), "trained", "9.100000", "runs/x"]
+    status = RunStatus("baseline", 0.004, MAX_SEED, "runs/x", "failed", 2, 4, "17", "jobs/17.err")
+    row, log = ExperimentStatus("grid", (status,)).summary().splitlines()[-2:]
+    assert row.split() == ["baseline", "0.004", str(MAX_SEED), "failed", "2/4", "17", "runs/x"]
+    assert log.index("log:") == row.index("failed")  # under the state column
+    submitted = Submission("baseline", 0.004, MAX_SEED, "runs/x", "not started", "18")
+    row = SubmitResult("grid", "local", (submitted,)).summary().splitlines()[-1]
+    assert row.split() == ["baseline", "0.004", str(MAX_SEED), "18", "not", "started", "runs/x"]
 
 
 def test_the_paper_study_examples_load():

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import cli
 import trainer.train as train_module
+from gatedv_stats.stats.validation import MAX_SEED
 from trainer.checkpoint import load_checkpoint
 from trainer.model import build_model, model_config
 from trainer.train import RunSpec, Runtime, learning_rate, make_optimizer, train
@@ -115,6 +116,17 @@ def test_paired_runs_share_initial_weights_and_every_batch(paired_runs):
     assert base["weights"] == gated["weights"]  # the same logical tensors, bit for bit
 
 
+def test_the_largest_seed_trains_reproducibly(prepared_data, tmp_path):
+    spec = RunSpec.make(prepared_data, "tiny", "baseline", MAX_SEED, updates=2, eval_every=2, batch_size=BATCH)
+    for name in ("first", "second"):
+        train(spec, tmp_path / name, runtime=QUIET)
+    first, second = (pd.read_csv(tmp_path / name / "curve.csv") for name in ("first", "second"))
+    pd.testing.assert_frame_equal(first, second)
+    assert list(first["seed"]) == [MAX_SEED, MAX_SEED] and list(first["step"]) == [0, 2]
+    weights = [load_checkpoint(tmp_path / name / "checkpoint.pt").model.state_dict() for name in ("first", "second")]
+    assert all(torch.equal(tensor, weights[1][name]) for name, tensor in weights[0].items())
+
+
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(prepared_data, tmp_path, monkeypatch):
     calls = []
     original = train_module.next_token_loss
@@ -145,7 +157,8 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(prepared_data
     (["--variant", "gatedvv"], "error: variant: unknown variant 'gatedvv'"),
     (["--config", "huge"], "error: --config: unknown size 'huge'"),
     (["--lr", "-1"], "error: --lr: must be a positive number, got -1.0"),
-    (["--updates", "4", "--warmup", "4"], "error: --warmup: 4 must be below --updates 4"),
+    (["--seed", str(MAX_SEED + 1)], f"error: --seed: must be an integer from 0 to {MAX_SEED} (got {MAX_SEED + 1})"),
+    (["--updates", "4", "--warmup", "4"], "error: --warmup: 4 must be below the number of updates (4)"),
     (["--device", "tpu"], "error: --device: unknown device 'tpu'"),
     (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "cuda:99"], "error: --device: 'cuda"),
     (["--device", "cpu", "--tf32"], "error: --tf32: TF32 needs a CUDA device"),

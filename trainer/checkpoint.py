@@ -21,6 +21,7 @@ from gatedv_stats.errors import InputError
 from trainer.model import ModelConfig, Transformer, build_model
 
 FORMAT = "gatedv-checkpoint-1"
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; anything else is not one of ours
 CHECKPOINT_FILE_NAME = "checkpoint.pt"  # inside a run directory
 
 
@@ -66,11 +67,15 @@ def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:
-        payload = torch.load(path, map_location=device, weights_only=True)
+        with path.open("rb") as file:
+            is_zip = file.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC
+        payload = torch.load(path, map_location=device, weights_only=True) if is_zip else None
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as error:
         # torch's own message is a paragraph of advice on `weights_only`; its first sentence is the reason
         reason = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
         raise InputError(f"{path}: not a readable checkpoint ({reason})") from None
+    if not is_zip:
+        raise InputError(f"{path}: not a gatedv checkpoint (not a torch.save zip archive)")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise InputError(f"{path}: not a gatedv checkpoint (format {found!r}, expected {FORMAT!r})")

@@ -21,7 +21,7 @@ from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
 from gatedv_stats.errors import InputError
 from trainer import launch
-from trainer.grid_run import GridRun, loss_file_path, run_one
+from trainer.grid_run import GridRun, grid_columns, loss_file_path, run_one
 from trainer.sweep import Experiment
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
@@ -153,9 +153,10 @@ class SubmitResult:
 
     def summary(self) -> str:
         sent = [s for s in self.submissions if s.job_id is not None]
+        header, cells = grid_columns(s.seed for s in self.submissions)
         lines = [f"{self.experiment}: {len(sent)} of {len(self.submissions)} runs submitted ({self.executor})",
-                 f"{'variant':<14}{'lr':>10}{'seed':>10}  {'job':<14}{'state before':<14}run directory"]
-        lines += [f"{s.variant:<14}{s.lr:>10g}{s.seed:>10}  {s.job_id or '-':<14}{s.state:<14}{s.run_dir}"
+                 f"{header}  {'job':<14}{'state before':<14}run directory"]
+        lines += [f"{cells(s.variant, s.lr, s.seed)}  {s.job_id or '-':<14}{s.state:<14}{s.run_dir}"
                   for s in self.submissions]
         return "\n".join(lines)
 
@@ -238,12 +239,14 @@ class ExperimentStatus:
 
     def summary(self) -> str:
         counts = ", ".join(f"{n} {state}" for state, n in self.counts().items())
+        header, cells = grid_columns(run.seed for run in self.runs)
         lines = [f"{self.experiment}: {len(self.runs)} runs ({counts})",
-                 f"{'variant':<14}{'lr':>10}{'seed':>10}  {'state':<13}{'update':>15}  {'job':<14}run directory"]
+                 f"{header}  {'state':<13}{'update':>15}  {'job':<14}run directory"]
         for run in self.runs:
             step = f"{'-' if run.step is None else run.step}/{run.updates}"
-            lines.append(f"{run.variant:<14}{run.lr:>10g}{run.seed:>10}  {run.state:<13}{step:>15}  "
-                         f"{run.job_id or '-':<14}{run.run_dir}" + (f"\n{'':>36}log: {run.log}" if run.log else ""))
+            lines.append(f"{cells(run.variant, run.lr, run.seed)}  {run.state:<13}{step:>15}  "
+                         f"{run.job_id or '-':<14}{run.run_dir}"
+                         + (f"\n{'':>{len(header) + 2}}log: {run.log}" if run.log else ""))
         return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ import torch
 
 from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
+from gatedv_stats.stats.validation import check_rng_seed
 
 WINDOW = 257  # 256 inputs + 256 targets
 DATA_FORMAT = "gatedv-data-2"  # 2: evaluation sets carry the text of each window
@@ -159,9 +160,7 @@ class WindowSampler:
     """
 
     def __init__(self, tokens: np.ndarray, offsets: np.ndarray, seed: int) -> None:
-        if seed < 0:
-            raise InputError(f"seed: must be a non-negative integer, got {seed}")
-        self.seed = int(seed)
+        self.seed = check_rng_seed(seed)
         self._tokens = tokens
         self._offsets = np.asarray(offsets, dtype=np.int64)
         windows = np.maximum(np.diff(self._offsets) - WINDOW + 1, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,14 @@ class RunOutcome:
 
 def run_directory(out: Path, variant: str, lr: float, seed: int) -> Path:
     return Path(out) / variant / f"lr{lr:g}" / f"seed{seed}"
+
+
+def grid_columns(seeds: Iterable[int]) -> tuple[str, Callable[[str, float, int], str]]:
+    """The variant, lr and seed columns that open each table of a grid's runs: the header, and a run's cells;
+    the seed column is as wide as the widest seed."""
+    width = max([10, *(len(str(seed)) + 2 for seed in seeds)])
+    return (f"{'variant':<14}{'lr':>10}{'seed':>{width}}",
+            lambda variant, lr, seed: f"{variant:<14}{lr:>10g}{seed:>{width}}")
 
 
 def loss_file_path(run_dir: Path, eval_set: str) -> Path:
@@ -82,6 +91,16 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
 def _outcome(run: GridRun, action: str, status: str) -> RunOutcome:
     return RunOutcome(run.variant, run.lr, run.seed, str(run.run_dir), action, status,
                       final_dev_nll(run.run_dir) if status == "finished" else math.inf)
+
+
+def divergence_warning(run_dir: str | Path) -> str:
+    """"RUN_DIR diverged at update N (last good checkpoint: update M)", from the run's record."""
+    record = read_run_record(run_dir) or {}
+    if "diverged_update" not in record:  # recorded before run records held the update
+        return f"{run_dir} diverged"
+    saved = record["checkpoint_update"]
+    kept = "no checkpoint written" if saved is None else f"last good checkpoint: update {saved}"
+    return f"{run_dir} diverged at update {record['diverged_update']} ({kept})"
 
 
 def final_dev_nll(run_dir: Path) -> float:

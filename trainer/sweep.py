@@ -46,12 +46,15 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from gatedv_stats.errors import InputError, RunFailure
+from gatedv_stats.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.io.runrecords import read_run_record
 from gatedv_stats.stats.lr_selection import LRSelection, select_lr
+from gatedv_stats.stats.validation import check_rng_seed
 from trainer import launch
-from trainer.grid_run import GridRun, RunOutcome, final_dev_nll, run_directory, run_one
+from trainer.data import EVAL_SET_NAMES
+from trainer.grid_run import (GridRun, RunOutcome, divergence_warning, final_dev_nll, grid_columns, run_directory,
+                              run_one)
 from trainer.knobs import resolve_variant
 from trainer.model import model_config
 from trainer.params import variant_parameters
@@ -109,18 +112,20 @@ class SweepResult:
     experiment: str
     outcomes: tuple[RunOutcome, ...] = field(default_factory=tuple)
     variants: dict = field(default_factory=dict)  # variant -> {"parameters", "knobs"} (Experiment.describe_variants)
+    warnings: tuple[str, ...] = ()  # one per diverged run (grid_run.divergence_warning)
 
     def to_dict(self) -> dict:
         return {"experiment": self.experiment, "variants": self.variants,
-                "runs": [outcome.to_dict() for outcome in self.outcomes]}
+                "runs": [outcome.to_dict() for outcome in self.outcomes], "warnings": list(self.warnings)}
 
     def summary(self) -> str:
         lines = [f"{self.experiment}: {len(self.outcomes)} runs"]
         for variant, described in self.variants.items():
             knobs = ", ".join(f"{name}={value}" for name, value in described["knobs"].items())
             lines.append(f"  {variant}: {described['parameters']:,} parameters" + (f" ({knobs})" if knobs else ""))
-        lines.append(f"{'variant':<14}{'lr':>10}{'seed':>10}  {'action':<10}{'dev NLL':>10}  run directory")
-        lines += [f"{o.variant:<14}{o.lr:>10g}{o.seed:>10}  {o.action:<10}"
+        header, cells = grid_columns(o.seed for o in self.outcomes)
+        lines.append(f"{header}  {'action':<10}{'dev NLL':>10}  run directory")
+        lines += [f"{cells(o.variant, o.lr, o.seed)}  {o.action:<10}"
                   f"{('diverged' if o.status == 'diverged' else f'{o.dev_nll:.6f}'):>10}  {o.run_dir}"
                   for o in self.outcomes]
         return "\n".join(lines)
@@ -147,7 +152,7 @@ def load_experiment(path: str | Path) -> Experiment:
             raise InputError(f"{path}: missing key {key!r}")
     base = path.parent
     variants, knobs = _variants(raw["variants"], _typed(raw, "config", str, path), path)
-    seeds = tuple(_list_of(raw, "seeds", int, path))
+    seeds = _rng_seeds(_list_of(raw, "seeds", int, path), "seeds", path)
     lrs = _learning_rates(raw["lrs"], variants, path)
     select = raw.get("select", {})
     if not isinstance(select, dict) or set(select) - _SELECT_KEYS:
@@ -160,19 +165,24 @@ def load_experiment(path: str | Path) -> Experiment:
         seeds=seeds,
         lrs=lrs,
         out=base / _typed(raw, "out", str, path),
-        eval_sets=tuple(_list_of(raw, "eval_sets", str, path)) if "eval_sets" in raw else ("dev", "heldout"),
+        eval_sets=_eval_sets(raw, path) if "eval_sets" in raw else EVAL_SET_NAMES,
         **{key: _typed(raw, key, int, path) for key in ("updates", "warmup", "eval_every", "batch_size") if key in raw},
-        selection_seed=_typed(select, "seed", int, path, "select.") if "seed" in select else None,
-        confirm_seeds=tuple(_list_of(select, "confirm_seeds", int, path, "select.")) if "confirm_seeds" in select else (),
+        selection_seed=(_rng_seeds([_typed(select, "seed", int, path, "select.")], "select.seed", path)[0]
+                        if "seed" in select else None),
+        confirm_seeds=(_rng_seeds(_list_of(select, "confirm_seeds", int, path, "select."), "select.confirm_seeds", path)
+                       if "confirm_seeds" in select else ()),
         confirm_out=base / _typed(select, "confirm_out", str, path, "select.") if "confirm_out" in select else None,
         knobs=knobs,
     )
-    if "dev" not in experiment.eval_sets:
-        raise InputError(f"{path}: eval_sets must include 'dev' (learning-rate selection reads it)")
     for variant in variants:  # every spec checks size, variant, lr and lengths before anything trains
         for lr in lrs[variant]:
             try:
                 experiment.spec(variant, lr, seeds[0])
+            except ParameterError as error:  # named by the spec's field: the TOML key of the learning rate differs
+                key = error.parameter
+                if key == "lr":
+                    key = "lrs" if isinstance(raw["lrs"], list) else f"lrs.{variant}"
+                raise InputError(f"{path}: {key}: {error.detail}") from None
             except InputError as error:
                 raise InputError(f"{path}: {error}") from None
     return experiment
@@ -185,6 +195,26 @@ def _typed(table: dict, key: str, kind: type, path: Path, prefix: str = ""):
     if not isinstance(value, kind) or isinstance(value, bool):
         raise InputError(f"{path}: {prefix}{key} must be {_KIND_NAMES[kind]}, got {value!r}")
     return value
+
+
+def _rng_seeds(seeds: list[int], key: str, path: Path) -> tuple[int, ...]:
+    """`seeds` checked as RNG seeds (0..2**63 - 1); a bad one is an InputError naming the file and `key`."""
+    try:
+        return tuple(check_rng_seed(seed, key) for seed in seeds)
+    except ParameterError as error:
+        raise InputError(f"{path}: {error}") from None
+
+
+def _eval_sets(raw: dict, path: Path) -> tuple[str, ...]:
+    """The evaluation sets of every run: names of the data directory's sets, `dev` among them."""
+    eval_sets = tuple(_list_of(raw, "eval_sets", str, path))
+    unknown = [name for name in eval_sets if name not in EVAL_SET_NAMES]
+    if unknown:
+        raise InputError(f"{path}: eval_sets: unknown evaluation set(s) {', '.join(map(repr, unknown))} "
+                         f"(choose from {', '.join(EVAL_SET_NAMES)})")
+    if "dev" not in eval_sets:
+        raise InputError(f"{path}: eval_sets must include 'dev' (learning-rate selection reads it)")
+    return eval_sets
 
 
 def _list_of(table: dict, key: str, kind: type, path: Path, prefix: str = "") -> list:
@@ -283,7 +313,8 @@ def run_experiment(experiment: Experiment, *, jobs: int | None = None, gpus_per_
         raise RunFailure(f"sweep {experiment.name}: {len(failed)} of {len(runs)} runs did not finish (first "
                          f"{failed[0]}); the finished ones are kept: run the same command again to go on from the "
                          "others' checkpoints")
-    return SweepResult(experiment.name, tuple(outcomes), experiment.describe_variants())
+    warnings = tuple(divergence_warning(outcome.run_dir) for outcome in outcomes if outcome.status == "diverged")
+    return SweepResult(experiment.name, tuple(outcomes), experiment.describe_variants(), warnings)
 
 
 def _finish_each(runs: list[GridRun], results: list[Callable[[], RunOutcome]],
@@ -331,18 +362,24 @@ def development_table(experiment: Experiment, seed: int) -> pd.DataFrame:
 
 
 def select_learning_rates(experiment: Experiment, seed: int | None = None) -> LRSelection:
-    """Per variant, the grid rate with the lowest final development NLL on the selection seed (docs/method.md §5)."""
+    """Per variant, the grid rate with the lowest final development NLL on the selection seed (docs/method.md §5);
+    a variant whose every rate diverged on that seed is an InputError."""
     if seed is None:
         seed = experiment.selection_seed if experiment.selection_seed is not None else min(experiment.seeds)
     if seed not in experiment.seeds:
         raise InputError(f"--seed: {seed} is not a seed of the grid ({', '.join(map(str, experiment.seeds))})")
-    return select_lr(development_table(experiment, seed), selection_seed=seed)
+    table = development_table(experiment, seed)
+    diverged = [arm for arm, group in table.groupby("arm", sort=False) if group["dev_nll"].eq(math.inf).all()]
+    if diverged:
+        raise InputError(f"select-lr: every learning rate of {', '.join(diverged)} diverged on selection seed {seed}; "
+                         "no rate to select (add lower rates to the grid)")
+    return select_lr(table, selection_seed=seed)
 
 
 def confirmation_experiment(experiment: Experiment, selection: LRSelection, *, seeds: tuple[int, ...] = (),
                             out: Path | None = None) -> Experiment:
     """The confirmation grid: every variant at its selected rate, on the confirmation seeds."""
-    seeds = tuple(seeds) or experiment.confirm_seeds
+    seeds = tuple(check_rng_seed(seed, "seeds") for seed in seeds) or experiment.confirm_seeds
     if not seeds:
         raise InputError("select-lr: no confirmation seeds (give --seeds or [select] confirm_seeds)")
     out = out or experiment.confirm_out or experiment.out.with_name(experiment.out.name + "-confirm")

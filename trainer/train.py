@@ -23,7 +23,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError, RunFailure
+from gatedv_stats.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.io.atomic import remove_stale_temp_files
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
 from gatedv_stats.io.runrecords import update_run_record
@@ -84,7 +84,7 @@ class RunSpec:
         """A spec with the size's recipe filling whatever is not given; checks every field. `knobs` are
         recorded as checked ({} for a preset, which takes only knobs that leave it as it is)."""
         if size not in RECIPES:
-            raise InputError(f"--config: unknown size {size!r} (choose from {', '.join(RECIPES)})")
+            raise ParameterError("config", f"unknown size {size!r} (choose from {', '.join(RECIPES)})")
         recipe = RECIPES[size]
         updates = recipe.updates if updates is None else updates
         if warmup is None:  # the size's warmup, at most a tenth of a shortened run
@@ -101,16 +101,17 @@ class RunSpec:
         return resolve_variant(self.size, self.variant, self.knobs)[0]
 
     def validate(self) -> None:
+        """Every field checked; a bad one is a ParameterError named after the field."""
         self.model_config()  # names the bad size, variant or knob
         check_rng_seed(self.seed)
         if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise InputError(f"--lr: must be a positive number, got {self.lr}")
+            raise ParameterError("lr", f"must be a positive number, got {self.lr}")
         for name, value, minimum in (("updates", self.updates, 1), ("warmup", self.warmup, 0),
-                                     ("eval-every", self.eval_every, 1), ("batch-size", self.batch_size, 1)):
+                                     ("eval_every", self.eval_every, 1), ("batch_size", self.batch_size, 1)):
             if value < minimum:
-                raise InputError(f"--{name}: must be at least {minimum}, got {value}")
+                raise ParameterError(name, f"must be at least {minimum}, got {value}")
         if self.warmup >= self.updates:
-            raise InputError(f"--warmup: {self.warmup} must be below --updates {self.updates}")
+            raise ParameterError("warmup", f"{self.warmup} must be below the number of updates ({self.updates})")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -268,6 +269,7 @@ class _Loop:
         self.window = [0.0, 0]  # Σ training loss, updates since the last curve row
         self.train_seconds = 0.0
         self.saved_update: int | None = None  # update of the last checkpoint written or resumed from
+        self.update: int | None = None  # the model's; None until it is built or loaded
 
     def run(self, resume: bool, stop_at: int) -> TrainResult:
         self._start(resume)
@@ -311,8 +313,8 @@ class _Loop:
         kept = (f"its checkpoint of update {self.saved_update} is kept: free the device's memory and resume "
                 "(gatedv train --resume, or the same sweep again)" if self.saved_update is not None else
                 "no checkpoint was written yet: free the device's memory and start it again")
-        return RunFailure(f"{self.run_dir}: out of memory on {self.device} after update {self.update} "
-                          f"({cause}); {kept}")
+        when = "building the model" if self.update is None else f"after update {self.update}"
+        return RunFailure(f"{self.run_dir}: out of memory on {self.device} {when} ({cause}); {kept}")
 
     def _step(self, objective: torch.nn.Module) -> float:
         """One update on this process's slice of the global batch; returns the global mean training loss."""
@@ -448,5 +450,6 @@ class _Loop:
         saved = ("no checkpoint written" if self.saved_update is None else
                  f"last good checkpoint {self.checkpoint_path} (update {self.saved_update})")
         if self.where.main:
-            _write_run_record(self.run_dir, self.spec, status="diverged", update=self.update)
+            _write_run_record(self.run_dir, self.spec, status="diverged", update=self.update, diverged_update=update,
+                              checkpoint_update=self.saved_update)
         raise DivergenceError(f"{what} at update {update}; stopped, {saved}")

@@ -17,12 +17,12 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.stats.breakdowns import Breakdown, breakdown
 from gatedv_stats.stats.comparison import (Comparison, cluster_labels, compare, resampled_units,
                                            seed_document_or_none)
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
-from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.resampling import interval_from_distribution
-from gatedv_stats.stats.validation import check_at_least
+from gatedv_stats.stats.validation import check_at_least, check_n_resamples
 from gatedv_stats.stats.seed_uncertainty import SeedUncertainty, seed_uncertainty
 
 
@@ -88,7 +88,7 @@ class PairAnalysis:
         level = self.comparison.bootstrap.confidence_level
         lines = [self.comparison.summary(), "", "reviewer statistics:"]
         if self.bca_interval is not None:
-            lines.append(f"{fmt.format_percent(level, 0)} BCa interval for D: "
+            lines.append(f"{fmt.format_level(level)} BCa interval for D: "
                          f"{fmt.format_interval(*self.bca_interval)} (same resamples as above)")
         lines.append(self.permutation.summary())
         if self.seed_level is not None:
@@ -106,7 +106,7 @@ def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
             cluster: str | None = None, sesoi: float | None = None, progress: bool | None = False) -> PairAnalysis:
     """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`. `cluster` and `sesoi`
     as in `compare`; with `cluster` the models-fixed statistics resample clusters."""
-    check_at_least("n_permutations", n_permutations, 1)
+    check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
     comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
@@ -116,9 +116,9 @@ def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
     try:
         bca = interval_from_distribution(differences, units_n, comparison.bootstrap.bootstrap_distribution,
                                          confidence_level=confidence_level, method="bca")
-    except ValueError as error:  # resampling's message for a degenerate sample (e.g. one document)
+    except ValueError as error:  # resampling's message for a degenerate sample (e.g. one document, few resamples)
         bca = None
-        notes.append(f"no BCa interval: {error}")
+        notes.append(f"no BCa interval: {error.detail if isinstance(error, ParameterError) else error}")
     seed_level = None
     if paired.n_pairs < 2:
         notes.append("one seed pair: no seed-level interval, t interval or sign test (they need at least 2 pairs)")
@@ -156,8 +156,7 @@ def _bits_per_byte(paired: PairedLosses, comparison: Comparison) -> BitsPerByte 
         interval = ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
         # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
         half = (per_byte.confidence_interval.high - per_byte.d) / (float(np.mean(baseline)) / bits)
-        relative_interval = ConfidenceInterval(math.expm1(math.log1p(relative) - half),
-                                               math.expm1(math.log1p(relative) + half))
+        relative_interval = log_interval_as_change(math.log1p(relative) - half, math.log1p(relative) + half)
     return BitsPerByte(baseline=tuple(float(v) for v in baseline), variant=tuple(float(v) for v in variant),
                        baseline_mean=float(np.mean(baseline)), variant_mean=float(np.mean(variant)),
                        relative_change=relative, difference=float(np.mean(variant) - np.mean(baseline)),

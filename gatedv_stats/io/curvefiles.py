@@ -9,6 +9,8 @@ import pandas as pd
 
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import atomic_path
+from gatedv_stats.io.fileio import paths_under, read_seed
+from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
 
 CURVE_FILE_NAME = "curve.csv"
 CURVE_COLUMNS = ("arm", "seed", "lr", "step", "dev_nll")
@@ -37,15 +39,27 @@ def read_curve_file(path: str | Path) -> pd.DataFrame:
 
 
 def read_curve_inputs(paths: list[str | Path]) -> pd.DataFrame:
-    """Read curve files (directories are searched for `curve.csv`) into one validated table."""
-    frames = []
+    """Read curve files (directories are searched for `curve.csv`) into one validated table. A file named twice
+    (itself and through its directory) counts once; a run's step recorded by two files is an error naming both."""
+    files: dict[Path, Path] = {}
     for given in paths:
         path = Path(given)
-        found = sorted(path.rglob(CURVE_FILE_NAME)) if path.is_dir() else [path]
+        found = ([candidate for candidate in paths_under(path) if candidate.name == CURVE_FILE_NAME] if path.is_dir()
+                 else [path])
         if not found:
             raise InputError(f"{path}: no {CURVE_FILE_NAME} found")
-        frames.extend(read_curve_file(candidate) for candidate in found)
-    return validate_curves(pd.concat(frames, ignore_index=True), ", ".join(map(str, paths)))
+        for candidate in found:
+            files.setdefault(candidate.resolve(), candidate)
+    frames = [read_curve_file(path).assign(file=str(path)) for path in files.values()]
+    combined = pd.concat(frames, ignore_index=True)
+    key = RUN_KEY + ["step"]
+    twice = combined.duplicated(key, keep=False).to_numpy()
+    if twice.any():
+        first = combined[twice].iloc[0]
+        where = " and ".join(combined.loc[twice & (combined[key] == first[key]).all(axis=1).to_numpy(), "file"])
+        raise InputError(f"step {first['step']} of arm {first['arm']} seed {first['seed']} lr {first['lr']} is "
+                         f"recorded twice: {where}")
+    return _sorted(combined.drop(columns="file"))
 
 
 def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -56,16 +70,20 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     if missing:
         raise InputError(f"{source}: missing column {', '.join(map(repr, missing))}; columns are "
                          f"{', '.join(map(str, frame.columns))}")
-    out = pd.DataFrame({"arm": frame["arm"].astype(str)})
-    for column, integer in (("seed", True), ("lr", False), ("step", True), ("dev_nll", False)):
+    out = pd.DataFrame({"arm": frame["arm"].astype(str), "seed": _seeds(frame["seed"], source)})
+    for column, integer in (("lr", False), ("step", True), ("dev_nll", False)):
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
         bad = ~np.isfinite(values)
         if integer:
             bad |= np.isfinite(values) & (values != np.round(values))
         bad |= values < 0
+        kind = "a non-negative integer" if integer else "a finite non-negative number"
+        if column == "dev_nll" and not bad.any():
+            bad = values > MAX_TARGET_NLL
+            kind = (f"at most {MAX_TARGET_NLL:g} nats per target (beyond, the perplexities overflow the statistics "
+                    "in float64)")
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            kind = "a non-negative integer" if integer else "a finite non-negative number"
             value = frame[column].iloc[row]
             value = value.item() if isinstance(value, np.generic) else value
             raise InputError(f"{source}: row {row + 1}: {column} {value!r} is not {kind}")
@@ -78,4 +96,16 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
         row = int(np.flatnonzero(duplicated)[0])
         arm, seed, lr, step = out.iloc[row][RUN_KEY + ["step"]]
         raise InputError(f"{source}: row {row + 1}: step {step} of arm {arm} seed {seed} lr {lr} appears twice")
-    return out.sort_values(RUN_KEY + ["step"], kind="stable").reset_index(drop=True)
+    return _sorted(out)
+
+
+def _sorted(curves: pd.DataFrame) -> pd.DataFrame:
+    """Rows by run and step."""
+    return curves.sort_values(RUN_KEY + ["step"], kind="stable").reset_index(drop=True)
+
+
+def _seeds(column: pd.Series, source: str) -> np.ndarray:
+    """The seed column read exactly (int64), each distinct value checked once and named by its first row."""
+    firsts = column.reset_index(drop=True).drop_duplicates()
+    seeds = {value: read_seed(value, f"{source}: row {row + 1}: seed") for row, value in firsts.items()}
+    return column.map(seeds).to_numpy(dtype=np.int64)

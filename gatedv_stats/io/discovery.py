@@ -10,9 +10,9 @@ import pandas as pd
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
-from gatedv_stats.io.fileio import file_sha256, read_json_object
+from gatedv_stats.io.fileio import file_sha256, paths_under
 from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, SkippedFile, read_loss_inputs
-from gatedv_stats.io.runrecords import RUN_FILE_NAME
+from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,10 @@ def _sort_inputs(inputs: list[Path]) -> _Found:
     for given in map(Path, inputs):
         if given.is_dir():
             found.loss.append(given)
-            found.curve += sorted(given.rglob(CURVE_FILE_NAME))
-            found.run += sorted(given.rglob(RUN_FILE_NAME))
-            found.bench += sorted(given.rglob(BENCH_GLOB))
+            under = paths_under(given)
+            found.curve += [path for path in under if path.name == CURVE_FILE_NAME]
+            found.run += [path for path in under if path.name == RUN_FILE_NAME]
+            found.bench += [path for path in under if path.match(BENCH_GLOB)]
         elif not given.exists():
             raise InputError(f"{given}: no such file or directory")
         elif given.name == CURVE_FILE_NAME:
@@ -65,7 +66,16 @@ def _sort_inputs(inputs: list[Path]) -> _Found:
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
+    found.curve, found.run, found.bench = _once(found.curve), _once(found.run), _once(found.bench)
     return found
+
+
+def _once(paths: list[Path]) -> list[Path]:
+    """Each file once, in the order first named, however many ways it was named (itself, through a directory)."""
+    first: dict[Path, Path] = {}
+    for path in paths:
+        first.setdefault(path.resolve(), path)
+    return list(first.values())
 
 
 def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None) -> ExperimentInputs:
@@ -88,7 +98,7 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
     return ExperimentInputs(
         runs=tuple(runs),
         curves=curves,
-        run_infos=tuple(read_json_object(path) for path in found.run),
+        run_infos=tuple(read_run_file(path) for path in found.run),
         bench=tuple(read_bench_result(path) for path in found.bench),
         files=tuple(files.values()),
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once

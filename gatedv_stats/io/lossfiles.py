@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-import math
+import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 from gatedv_stats import __version__
 from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
-from gatedv_stats.io.fileio import file_sha256, read_json_object
+from gatedv_stats.io.fileio import file_sha256, paths_under, read_json_object, read_model_config, read_seed
+from gatedv_stats.io.outputs import check_output_file
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
 OPTIONAL_COLUMNS = ("domain", "n_bytes")
@@ -34,8 +35,9 @@ META_KEYS = (
     "data_manifest_sha256", "value_act", "trained_value_act", "config", "gatedv_version",
 )
 LOSS_FILE_SUFFIXES = (".parquet", ".csv")
-# The largest per-target NLL (nats) whose perplexity exp(NLL) is a finite float64; a document above it is a bad row.
-MAX_TARGET_NLL = math.log(np.finfo(np.float64).max)
+# The largest per-target NLL (nats) accepted: perplexities up to exp(300) ≈ 2e130 keep their sums and squares over
+# any number of seeds finite in float64 (exp(NLL) itself is finite up to 709.78); a document above it is a bad row.
+MAX_TARGET_NLL = 300.0
 _MAX_INTEGER = 2**53  # integer columns are read through float64, exact up to here
 _PANDAS_METADATA_KEY = b"pandas"
 _SHOWN = 5  # how many offending rows or ids an error message lists
@@ -103,8 +105,16 @@ def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...], *,
     """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column).
 
     A file found in a directory that looks like a loss file (*.parquet, *.csv) but cannot be read is an error
-    naming it; when a `skipped` list is given, it is appended there instead and the search goes on.
+    naming it; when a `skipped` list is given, it is appended there instead and the search goes on. A path
+    given twice is an error naming it.
     """
+    named: dict[Path, str | Path] = {}
+    for given in paths:
+        resolved = Path(given).resolve()
+        if resolved in named:
+            also = "" if str(named[resolved]) == str(given) else f" (also as {named[resolved]})"
+            raise InputError(f"{given}: given twice among the inputs{also}")
+        named[resolved] = given
     runs: list[LossRun] = []
     for given in paths:
         path = Path(given)
@@ -128,13 +138,15 @@ def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...], *,
 
 
 def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
-    """Write one run as Parquet, atomically, with each metadata value JSON-encoded under its key."""
+    """Write one run as Parquet (a `.parquet` path), atomically, with each metadata value JSON-encoded under
+    its key."""
+    check_output_file(path, "loss file", suffix=".parquet")
     path = Path(path)
     meta = dict(meta)
     for key in RUN_KEYS:
         if meta.get(key) is None:
             raise InputError(f"{path}: metadata needs {key!r}")
-    meta["seed"] = _as_seed(meta["seed"], f"{path}: metadata seed")
+    meta["seed"] = read_seed(meta["seed"], f"{path}: metadata seed")
     meta.setdefault("gatedv_version", __version__)
     docs = validate_docs(docs, str(path))
     table = pa.Table.from_pandas(docs, preserve_index=False)
@@ -170,8 +182,8 @@ def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     _fail_rows(loss_sum < 0, source, "loss_sum is negative", loss_sum)
     n_targets = _integers(frame["n_targets"], "n_targets", source, minimum=1)
     # Bounding each document's mean NLL also keeps every sum of loss sums finite in float64.
-    _fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, source, f"loss_sum is more than {MAX_TARGET_NLL:.2f} nats "
-               "per target (its perplexity overflows float64)", loss_sum)
+    _fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, source, f"loss_sum is more than {MAX_TARGET_NLL:g} nats "
+               "per target (beyond, the perplexities overflow the statistics in float64)", loss_sum)
     out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
     if "domain" in frame.columns:
         out["domain"] = frame["domain"].astype(str).to_numpy(dtype=object)
@@ -229,19 +241,9 @@ def _more(count: int) -> str:
     return f" (and {count - 1} more rows)" if count > 1 else ""
 
 
-def _as_seed(value: object, where: str) -> int:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: {value!r} is not an integer") from None
-    if not math.isfinite(number) or number != round(number):
-        raise InputError(f"{where}: {value!r} is not an integer")
-    return int(number)
-
-
 def _loss_file_candidates(directory: Path) -> list[Path]:
     """Files under `directory` named like loss files, broken links included (they are unreadable files)."""
-    return [path for path in sorted(directory.rglob("*"))
+    return [path for path in paths_under(directory)
             if path.suffix in LOSS_FILE_SUFFIXES and (path.is_file() or not path.exists())]
 
 
@@ -333,7 +335,9 @@ def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None, l
             if meta.get(key) in (None, ""):
                 raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
         meta["arm"] = str(meta["arm"])
-        meta["seed"] = _as_seed(meta["seed"], f"{source}: seed")
+        meta["seed"] = read_seed(meta["seed"], f"{source}: seed")
+        if meta.get("config") is not None:
+            read_model_config(meta["config"], f"{source}: config")
         docs = validate_docs(group.drop(columns=meta_columns).reset_index(drop=True), source)
         runs.append(LossRun(arm=meta["arm"], seed=meta["seed"], docs=docs, meta=meta, source=source, sha256=sha256))
     return runs
@@ -352,11 +356,16 @@ def _from_column(value: object) -> object:
 
 
 def _merge(meta: dict, key: str, value: object, source: str) -> None:
-    if meta.get(key) is not None and str(meta[key]) != str(value):
-        try:
-            same = float(meta[key]) == float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            same = False
-        if not same:
-            raise InputError(f"{source}: {key} is {meta[key]!r} in one place and {value!r} in another")
+    if meta.get(key) is not None and str(meta[key]) != str(value) and not _same_number(meta[key], value):
+        raise InputError(f"{source}: {key} is {meta[key]!r} in one place and {value!r} in another")
     meta[key] = value
+
+
+def _same_number(first: object, second: object) -> bool:
+    """Whether two values are one number written two ways (0.003 and "0.003", 7 and 7.0); integers compare exactly."""
+    if all(isinstance(value, numbers.Integral) and not isinstance(value, bool) for value in (first, second)):
+        return int(first) == int(second)  # type: ignore[call-overload]
+    try:
+        return float(first) == float(second)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

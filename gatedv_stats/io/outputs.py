@@ -1,9 +1,9 @@
 """Output locations, checked before a command does any work: one `InputError` naming the flag and the path.
 
-A location fails when it exists as the wrong kind (a directory where a file goes, or the reverse), when a
-part of its parent path is a file, or when the directory that would receive it is not writable. Writability
-is `os.access` (through `_writable`): the superuser passes it everywhere except on a read-only file system.
-"""
+A location fails when it is empty, when it exists as the wrong kind (a directory where a file goes, or the
+reverse), when a part of its parent path is a file, or when the directory that would receive it is not
+writable. Writability is `os.access` (through `_writable`): the superuser passes it everywhere except on a
+read-only file system."""
 
 from __future__ import annotations
 
@@ -16,16 +16,27 @@ from pathlib import Path
 from gatedv_stats.errors import InputError
 
 
-def check_output_file(path: str | os.PathLike, flag: str) -> None:
-    """`path` can be written as a file (given by `flag`, e.g. "--out")."""
+def check_path_given(path: str | os.PathLike, flag: str) -> None:
+    """`path` is not empty (an empty path would silently mean the current directory)."""
+    if not os.fspath(path).strip():
+        raise InputError(f"{flag}: the path is empty; give a file or directory path")
+
+
+def check_output_file(path: str | os.PathLike, flag: str, suffix: str | None = None) -> None:
+    """`path` can be written as a file (given by `flag`, e.g. "--out"), whose name ends in `suffix` when the
+    file has one format."""
+    check_path_given(path, flag)
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag}: {path} is a directory; give a file path")
+    if suffix is not None and path.suffix.lower() != suffix:
+        raise InputError(f"{flag}: {path}: the file is written as {suffix[1:].capitalize()}; name it *{suffix}")
     _check_creatable(path, flag)
 
 
 def check_output_dir(path: str | os.PathLike, flag: str) -> None:
     """`path` is, or can be created as, a writable directory (given by `flag`)."""
+    check_path_given(path, flag)
     path = Path(path)
     if os.path.lexists(path) and not path.is_dir():
         raise InputError(f"{flag}: {path} exists and is not a directory")

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from pathlib import Path
 
+from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.fileio import read_json_object
+from gatedv_stats.io.fileio import read_count, read_json_object, read_model_config, read_seed
 
 RUN_FILE_NAME = "run.json"
 JOB_FILE_NAME = "job.json"
@@ -21,6 +24,32 @@ def read_run_record(run_dir: str | Path) -> dict | None:
     """RUN_DIR/run.json, or None when the run has not started."""
     path = run_record_path(run_dir)
     return read_json_object(path) if path.is_file() else None
+
+
+def read_run_file(path: str | Path) -> dict:
+    """A run.json read as an input: a JSON object whose recorded fields have the types the report uses (text
+    names, a seed, a positive learning rate, counts, a knobs object, a model config); anything else is an
+    `InputError` naming the file and the field."""
+    record = read_json_object(path)
+    present = {key: value for key, value in record.items() if value is not None}
+    for key in ("variant", "arm", "size"):
+        if key in present and not isinstance(present[key], str):
+            raise InputError(f"{path}: {key}: {present[key]!r} is not text")
+    if "seed" in present:
+        record["seed"] = read_seed(present["seed"], f"{path}: seed")
+    lr = present.get("lr")
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr)
+                           or lr <= 0):
+        raise InputError(f"{path}: lr: {lr!r} is not a positive number")
+    for key in ("updates", "warmup", "batch_size", "parameters"):
+        if key in present:
+            read_count(present[key], f"{path}: {key}")
+    if "knobs" in present and not isinstance(present["knobs"], dict):
+        raise InputError(f"{path}: knobs: expected a JSON object, got {present['knobs']!r}")
+    for key in ("model_config", "config"):
+        if key in present:
+            read_model_config(present[key], f"{path}: {key}")
+    return record
 
 
 def update_run_record(run_dir: str | Path, fields: dict) -> dict:

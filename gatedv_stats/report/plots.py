@@ -145,7 +145,8 @@ def forest_chart(groups: pd.DataFrame, *, title: str) -> alt.FacetChart:
         tooltip=["group:N", "n_docs:Q", alt.Tooltip("nll_diff:Q", format=".6f", title="D"),
                  alt.Tooltip("low:Q", format=".6f"), alt.Tooltip("high:Q", format=".6f")])
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
-    return (alt.layer(interval, point, zero, data=groups)
+    plotted = groups[["comparison", "group", "n_docs", "nll_diff", "low", "high"]]  # no undefined p-values
+    return (alt.layer(interval, point, zero, data=plotted)
             .properties(width=FACET_WIDTH, height=alt.Step(18))
             .facet(row=alt.Row("comparison:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
             .properties(title=title)

@@ -19,7 +19,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
-from gatedv_stats.io.outputs import check_output_file
+from gatedv_stats.io.outputs import check_output_file, check_path_given
 from gatedv_stats.report.build import build_report
 from gatedv_stats.report.model import ReportData
 
@@ -159,7 +159,7 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
     return Path(name)
 
 
-def write_report(inputs: list[Path], out: Path | None, fmt: str, settings: AnalysisSettings = AnalysisSettings(),
+def write_report(inputs: list[Path], out: str | Path | None, fmt: str, settings: AnalysisSettings = AnalysisSettings(),
                  *, skipped: list[SkippedFile] | None = None, workers: int | None = None) -> Path:
     """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
     a directory: report.<ext> inside it). `skipped`: see `discover_inputs`; `workers`: see `analyse_experiment`
@@ -169,6 +169,7 @@ def write_report(inputs: list[Path], out: Path | None, fmt: str, settings: Analy
     inputs = [Path(path) for path in inputs]
     if out is None:
         out = default_output(inputs, fmt)
+    check_path_given(out, "--out")
     out = Path(out)
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"

@@ -80,7 +80,7 @@ class Breakdown:
         return pd.DataFrame([group.to_dict() for group in self.groups])
 
     def summary(self) -> str:
-        pct = fmt.format_percent(self.confidence_level, 0)
+        pct = fmt.format_level(self.confidence_level)
         width = max([len("group")] + [len(group.group) for group in self.groups]) + 2
         simultaneous = (f"; seeds and documents: {fmt.format_percent(self.adjusted_level, 2)} intervals "
                         f"(Bonferroni over {len(self.groups)} groups) and Holm-adjusted p"

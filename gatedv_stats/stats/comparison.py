@@ -56,8 +56,15 @@ class Comparison:
     def verdict_explanation(self) -> str:
         if self.verdict is not None:
             return self.verdict.explanation
-        return ("One seed pair: nothing can be said about new training seeds, so no difference is detectable; the "
-                "document-level figures below hold this pair's trained models fixed.")
+        if self.n_pairs < 2:
+            return ("One seed pair: nothing can be said about new training seeds, so no difference is detectable; "
+                    "the document-level figures below hold this pair's trained models fixed.")
+        if self.nll_diff_mean == 0.0:
+            return ("The arms are identical: every document has the same loss in both arms under every seed pair "
+                    "(D = 0 exactly), so there is no difference to detect.")
+        return (f"The loss difference is the same for every document under every seed pair (D = "
+                f"{fmt.format_nll_diff(self.nll_diff_mean)}), so there is no spread to test it against and no "
+                "difference is detectable.")
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -141,7 +148,7 @@ class Comparison:
         intervals, wins."""
         base, var = self.baseline, self.variant
         width = max(18, len(base.arm), len(var.arm)) + 2
-        level = f"{self.bootstrap.confidence_level * 100:g}%"
+        level = fmt.format_level(self.bootstrap.confidence_level)
         units = fmt.format_count(self.win.n_docs) + " documents"
         if self.seed_document is not None and self.seed_document.n_clusters is not None:
             units += f" in {fmt.format_count(self.seed_document.n_clusters)} {self.cluster} clusters"
@@ -158,7 +165,7 @@ class Comparison:
             f"improved pairs     {fmt.format_pairs(self.improved_pairs, self.n_pairs)}",
             f"mean NLL diff D    {fmt.format_nll_diff(self.nll_diff_mean)}",
             *self._seed_document_lines(level),
-            f"{f'{level} interval':<19}{fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
+            f"{f'{level} interval':<18} {fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
             f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, seed {self.bootstrap.seed}"
             + (f", {self.cluster} clusters resampled" if self.cluster else "") + ")",
             f"wins               {fmt.format_count(self.win.wins)} of {fmt.format_count(self.win.n_docs)} "
@@ -196,7 +203,7 @@ class Comparison:
         if result.doc_var is not None:
             components += (f", {'cluster' if result.n_clusters is not None else 'document'} {result.doc_var:.3g}, "
                            f"interaction {result.interaction_var:.3g}")
-        return [f"{f'{level} interval':<19}{fmt.format_interval(*result.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
+        return [f"{f'{level} interval':<18} {fmt.format_interval(*result.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
                 f"SE {result.se:.3g}, t with {result.df:.1f} df)",
                 f"{'':<19}variance components (nats² per token): {components}"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 
@@ -10,3 +11,9 @@ class ConfidenceInterval(NamedTuple):
 
     low: float
     high: float
+
+
+def log_interval_as_change(low: float, high: float) -> ConfidenceInterval:
+    """An interval [low, high] of a log ratio as a relative change exp(x) − 1; an upper end beyond float64
+    (a very wide interval) is infinite."""
+    return ConfidenceInterval(*(math.expm1(end) if end < 709.0 else math.inf for end in (low, high)))

@@ -25,7 +25,7 @@ from gatedv_stats.stats import metrics
 from gatedv_stats.stats.comparison import cluster_labels, resampled_units, seed_document_or_none
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_uncertainty import paired_t_interval
-from gatedv_stats.stats.validation import check_open_unit
+from gatedv_stats.stats.validation import check_n_resamples, check_open_unit
 from gatedv_stats.stats.verdict import verdict
 
 ADJUSTMENTS = {"holm": "holm", "bh": "fdr_bh"}  # our key → multipletests method
@@ -117,6 +117,7 @@ def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamp
     """Each pair's variant against its baseline (the shared reference), adjusted over the arms of each
     evaluation set; `sesoi` and `cluster` as in `compare`."""
     check_open_unit("alpha", alpha)
+    check_n_resamples(n_resamples, minimum=1)
     if sesoi is not None:
         check_open_unit("sesoi", sesoi)
     if not pairs:

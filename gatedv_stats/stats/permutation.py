@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError
-from gatedv_stats.stats.validation import check_at_least, check_rng_seed
+from gatedv_stats.stats.validation import check_n_resamples, check_rng_seed
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_MAX_DOCS = 20
@@ -87,7 +87,7 @@ def sign_flip_test(
         raise InputError("sign-flip test: per-document differences must be finite")
     if alternative not in ALTERNATIVES:
         raise InputError(f"sign-flip test: alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
-    check_at_least("n_resamples", n_resamples, 1)
+    check_n_resamples(n_resamples, minimum=1)
     check_rng_seed(seed)
 
     total = n.sum()

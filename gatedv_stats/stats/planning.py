@@ -151,10 +151,11 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
     return StudyPlan(
         effect=effect, log_effect=log_effect, alpha=alpha, power=power,
         n_seeds=components.n_seeds, n_docs=components.n_docs,
-        seeds_required=required_pairs(log_effect / seed_sd, alpha=alpha, power=power),
-        seeds_required_many_docs=(None if many_docs_sd == 0.0
-                                  else required_pairs(log_effect / many_docs_sd, alpha=alpha, power=power)),
-        docs_required=required_pairs(log_effect / doc_sd, alpha=alpha, power=power),
+        seeds_required=required_pairs(log_effect / seed_sd, alpha=alpha, power=power, parameter="effect"),
+        seeds_required_many_docs=(None if many_docs_sd == 0.0 else
+                                  required_pairs(log_effect / many_docs_sd, alpha=alpha, power=power,
+                                                 parameter="effect")),
+        docs_required=required_pairs(log_effect / doc_sd, alpha=alpha, power=power, parameter="effect"),
         seed_level_mde=_relative_mde(components.n_seeds, seed_sd, alpha, power),
         doc_level_mde=_relative_mde(components.n_docs, doc_sd, alpha, power),
         components=components,

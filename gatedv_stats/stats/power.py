@@ -12,9 +12,11 @@ import math
 
 from scipy import optimize, stats
 
+from gatedv_stats.errors import ParameterError
 from gatedv_stats.stats.validation import check_at_least, check_open_unit
 
 _POWER_TOLERANCE = 1e-9
+MAX_PAIRS = 10**12  # more pairs than any study can run: an effect that needs more is not detectable
 
 
 def t_power(noncentrality: float, df: float, alpha: float) -> float:
@@ -32,10 +34,7 @@ def t_power(noncentrality: float, df: float, alpha: float) -> float:
 
 def detectable_noncentrality(df: float, alpha: float, power: float) -> float:
     """The noncentrality λ at which the two-sided level-α t test with `df` degrees of freedom has `power`."""
-    check_open_unit("alpha", alpha)
-    check_open_unit("power", power)
-    if power <= alpha:
-        raise ValueError(f"power {power} must exceed alpha {alpha}: a test has power α at no effect")
+    _check_power_above_alpha(alpha, power)
     high = 1.0
     while t_power(high, df, alpha) < power:
         high *= 2.0
@@ -56,13 +55,21 @@ def detectable_effect_size(nobs: int, alpha: float, power: float) -> float:
     return detectable_noncentrality(nobs - 1, alpha, power) / math.sqrt(nobs)
 
 
-def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
-    """Smallest n ≥ 2 whose two-sided paired (one-sample) t test has at least `power` at `effect_size` = δ/σ."""
+def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.8,
+                   parameter: str = "effect_size") -> int:
+    """Smallest n ≥ 2 whose two-sided paired (one-sample) t test has at least `power` at `effect_size` = δ/σ.
+
+    An effect that needs more than `MAX_PAIRS` pairs raises `ParameterError` under `parameter`.
+    """
     if not effect_size > 0.0:
-        raise ValueError(f"the standardised effect must be positive, got {effect_size}")
+        raise ParameterError(parameter, f"the standardised effect must be positive, got {effect_size}")
+    _check_power_above_alpha(alpha, power)
     high = 2
     while one_sample_power(effect_size, high, alpha) < power:
-        high *= 2
+        if high == MAX_PAIRS:
+            raise ParameterError(parameter, f"too small to detect: power {power} at alpha {alpha} needs more than "
+                                            f"{MAX_PAIRS:.0e} pairs (standardised effect {effect_size:.3g})")
+        high = min(2 * high, MAX_PAIRS)
     if high == 2:
         return 2
     low = high // 2  # power(low) < power
@@ -70,3 +77,10 @@ def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.
         middle = (low + high) // 2
         low, high = (low, middle) if one_sample_power(effect_size, middle, alpha) >= power else (middle, high)
     return high
+
+
+def _check_power_above_alpha(alpha: float, power: float) -> None:
+    check_open_unit("alpha", alpha)
+    check_open_unit("power", power)
+    if power <= alpha:
+        raise ParameterError("power", f"{power} must exceed alpha {alpha}: a test has power α at no effect")

@@ -270,6 +270,10 @@ def _bca_probabilities(d: np.ndarray, n: np.ndarray, statistic: float, distribut
     """Efron's bias-corrected and accelerated levels; the jackknife of a ratio has a closed form."""
     below = np.count_nonzero(distribution < statistic) + np.count_nonzero(distribution <= statistic)
     z0 = ndtri(below / (2.0 * distribution.size))
+    if not math.isfinite(z0):
+        raise ParameterError("n_resamples", f"the BCa interval needs resampled values on both sides of the estimate, "
+                                            f"and all {distribution.size:,} fell on one side; use more resamples "
+                                            "(e.g. 2,000)")
     if d.size < 2:
         raise InputError("the BCa interval needs at least two documents")
     jackknife = (d.sum() - d) / (n.sum() - n)

@@ -17,7 +17,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
-from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.validation import check_confidence_level
 
@@ -78,7 +78,7 @@ class SeedDocumentResult:
         units = _count(self.n_docs, "document")
         if self.n_clusters is not None:
             units = f"{_count(self.n_clusters, 'cluster')} of {units}"
-        pct = fmt.format_percent(self.confidence_level, 0)
+        pct = fmt.format_level(self.confidence_level)
         low, high = self.delta_p_interval
         components = [f"seed {self.seed_var:.3g}"]
         if self.doc_var is not None:
@@ -138,7 +138,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         confidence_level=confidence_level,
         confidence_interval=ConfidenceInterval(float(fit.d) - half_width, float(fit.d) + half_width),
         log_ratio=log_ratio, log_ratio_se=se, delta_p=math.expm1(log_ratio),
-        delta_p_interval=ConfidenceInterval(_expm1(log_ratio - half_width), _expm1(log_ratio + half_width)),
+        delta_p_interval=log_interval_as_change(log_ratio - half_width, log_ratio + half_width),
         per_seed=tuple(float(v) for v in fit.per_seed), seed_var=float(fit.seed_var),
         doc_var=_finite_or_none(fit.doc_var), interaction_var=_finite_or_none(fit.interaction_var),
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
@@ -169,11 +169,6 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_units: int, clustered: bool) -> 
         notes.append("the seed component was estimated below 0 and is shown as 0; the interval keeps the observed "
                      "spread of the per-seed differences, which already holds the interaction term")
     return tuple(notes)
-
-
-def _expm1(x: float) -> float:
-    """exp(x) − 1, infinite where a very wide interval's upper end overflows float64."""
-    return math.expm1(x) if x < 709.0 else math.inf
 
 
 def _count(number: int, noun: str) -> str:

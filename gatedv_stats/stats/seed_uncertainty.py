@@ -23,7 +23,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.resampling import resampled_sums
 from gatedv_stats.stats.seed_tests import SeedPermutationTest, SeedSignTest, seed_permutation_test, seed_sign_test
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
@@ -115,7 +115,7 @@ class SeedUncertainty:
 
     def summary(self) -> str:
         b, t, s = self.bootstrap, self.t_interval, self.sign_test
-        pct = fmt.format_percent(b.confidence_level, 0)
+        pct = fmt.format_level(b.confidence_level)
         lines = [
             f"seed × document bootstrap ({fmt.format_count(b.n_resamples)} resamples, seed {b.seed}): "
             f"ΔP {fmt.format_delta_p(b.delta_p)}, {pct} interval {fmt.format_delta_p_interval(b.confidence_interval)}",
@@ -187,7 +187,7 @@ def paired_t_interval(log_ratios: np.ndarray, *, confidence_level: float = 0.95)
         confidence_level=confidence_level, df=int(result.df),
         critical_t=float(stats.t.ppf(0.5 + confidence_level / 2, result.df)),
         t_statistic=float(result.statistic), p_value=float(result.pvalue), ratio_change=math.expm1(mean),
-        ratio_interval=ConfidenceInterval(math.expm1(interval.low), math.expm1(interval.high)),
+        ratio_interval=log_interval_as_change(interval.low, interval.high),
     )
 
 
@@ -219,7 +219,7 @@ def percentile_seed_coverage(n_seeds: int, confidence_level: float = 0.95) -> fl
 
 def few_seed_limits(n_seeds: int, confidence_level: float = 0.95) -> tuple[str, ...]:
     """Plain statements of what S paired seeds can and cannot show."""
-    pct = round(100 * confidence_level)
+    pct = fmt.format_level(confidence_level)
     coverage = round(100 * percentile_seed_coverage(n_seeds, confidence_level))
     alpha = 1.0 - confidence_level
     critical = stats.t.ppf(1 - alpha / 2, n_seeds - 1)
@@ -238,7 +238,7 @@ def few_seed_limits(n_seeds: int, confidence_level: float = 0.95) -> tuple[str, 
         f"with {n_seeds} seeds",
         sign,
         f"two-level bootstrap: only {math.comb(2 * n_seeds - 1, n_seeds)} distinct seed resamples, and when seed "
-        f"variation dominates its {pct}% interval covers only about {coverage}% "
+        f"variation dominates its {pct} interval covers only about {coverage}% "
         "(it ignores the t correction); read it as a lower bound on the uncertainty",
     )
 

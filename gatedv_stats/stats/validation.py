@@ -24,9 +24,16 @@ def check_open_unit(parameter: str, value: float) -> float:
     return float(value)
 
 
+MAX_RESAMPLES = 10_000_000  # beyond, a resampled interval or p-value resolves nothing more and runs for hours
+
+
 def check_n_resamples(n_resamples: int, minimum: int = 2, parameter: str = "n_resamples") -> int:
-    """A number of resamples; a percentile interval needs at least two."""
-    return check_at_least(parameter, n_resamples, minimum)
+    """A number of resamples (bootstrap draws, Monte Carlo sign vectors): a percentile interval needs at least
+    two, and more than `MAX_RESAMPLES` is refused."""
+    value = check_at_least(parameter, n_resamples, minimum)
+    if value > MAX_RESAMPLES:
+        raise ParameterError(parameter, f"must be at most {MAX_RESAMPLES:,} (got {value:,})")
+    return value
 
 
 def check_at_least(parameter: str, value: int, minimum: int) -> int:

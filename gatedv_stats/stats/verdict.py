@@ -74,7 +74,7 @@ def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_
     scope = "accounting for training seeds and documents"
     if result.n_clusters is not None:
         scope += f" (documents grouped into {result.n_clusters:,} clusters)"
-    pct = fmt.format_percent(result.confidence_level, 0)
+    pct = fmt.format_level(result.confidence_level)
     interval = fmt.format_interval(*result.confidence_interval)
     if outcome == "equivalent":
         text = (f"The arms are equivalent within ±{fmt.format_percent(sesoi, 2)} in PPL: both one-sided tests reject "

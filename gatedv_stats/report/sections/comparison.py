@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, PairResult
-from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p, format_interval, format_lr,
-                                     format_nll_diff, format_pairs, format_percent, format_ppl)
+from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p, format_interval, format_level,
+                                     format_lr, format_nll_diff, format_pairs, format_percent, format_ppl)
 from gatedv_stats.report import plots
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
@@ -20,7 +20,7 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
     if analysis.reference is None:
         return omitted(KEY, TITLE, NO_REFERENCE)
     reference, settings = analysis.reference, analysis.settings
-    level = format_percent(settings.confidence_level, 0)
+    level = format_level(settings.confidence_level)
     tables, figures, notes = [], [], []
     for eval_set, groups in analysis.by_eval_set():
         row_groups, diffs, per_seed = [], [], []

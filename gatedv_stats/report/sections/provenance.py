@@ -7,7 +7,7 @@ import os
 
 from gatedv_stats import __version__
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
-from gatedv_stats.formatting import format_count, format_lr, format_percent
+from gatedv_stats.formatting import format_count, format_level, format_lr, format_percent
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.report.cells import MISSING
 from gatedv_stats.report.model import Block, Cell, RowGroup, Section, Table, row
@@ -65,7 +65,7 @@ def _settings_table(analysis: ExperimentAnalysis) -> Table:
             row("Reference arm", analysis.reference or MISSING),
             row("Bootstrap resamples B", format_count(settings.n_resamples)),
             row("Bootstrap RNG seed", str(settings.seed)),
-            row("Confidence level", format_percent(settings.confidence_level, 0)),
+            row("Confidence level", format_level(settings.confidence_level)),
             row("Smallest effect of interest (relative ΔP)",
                 MISSING if settings.sesoi is None else format_percent(settings.sesoi, 2)),
             row("Clusters (document column)", settings.cluster or "— (documents are the sampled units)"),

@@ -7,7 +7,7 @@ import pandas as pd
 
 from gatedv_stats.analysis.experiment import AdjustedPValues, ExperimentAnalysis, PairResult
 from gatedv_stats.formatting import (eval_set_name, format_delta_p, format_delta_p_interval, format_interval,
-                                     format_lr, format_pairs, format_percent)
+                                     format_level, format_lr, format_pairs)
 from gatedv_stats.report import plots
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Figure, RowGroup, Section, Table, omitted, row, slug
@@ -20,7 +20,7 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
     if reference is None:
         return omitted(KEY, TITLE, NO_REFERENCE)
     tables, figures, limits = [], [], {}
-    level = format_percent(settings.confidence_level, 0)
+    level = format_level(settings.confidence_level)
     for eval_set, groups in analysis.by_eval_set():
         groups = [group for group in groups if group.pairs]
         if not groups:
@@ -33,7 +33,7 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
                     limits.setdefault(pair.paired.n_pairs, seed_level.limits)
                 label = f"{pair.variant} vs {reference}, LR {format_lr(group.group.lr)}"
                 forest += [item.to_frame().assign(comparison=label, column=item.column)
-                           for item in pair.analysis.breakdowns]
+                           for item in pair.analysis.breakdowns if item.groups]
         key, name = slug(eval_set), eval_set_name(eval_set)
         tables.append(Table(
             f"reviewer-{key}",

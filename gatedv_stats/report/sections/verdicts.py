@@ -4,7 +4,7 @@ equivalent in plain words, accounting for training seeds and documents (docs/met
 from __future__ import annotations
 
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
-from gatedv_stats.formatting import format_delta_p, format_delta_p_interval, format_percent
+from gatedv_stats.formatting import format_delta_p, format_delta_p_interval, format_level, format_percent
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Cell, RowGroup, Section, Table, omitted, row
 
@@ -32,7 +32,7 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
     if not row_groups:
         return omitted(KEY, TITLE, f"No evaluation set holds the reference arm {analysis.reference!r} with another "
                                    "arm, so there is no verdict to give.")
-    level = format_percent(analysis.settings.confidence_level, 0)
+    level = format_level(analysis.settings.confidence_level)
     sesoi = analysis.settings.sesoi
     table = Table(KEY, f"Each variant against {analysis.reference}: the verdict at the {level} level, accounting for "
                        "training seeds and documents (the seed-and-document interval; "
