@@ -110,7 +110,7 @@ def test_a_preset_spec_and_a_record_from_before_knobs_agree():
     (["--variant", "k-silu", "--knob", "n_kv_heads=3"], "n_kv_heads: 3 does not divide the model's 2 query heads"),
     (["--variant", "gatedv", "--knob", "key_act=silu"], "variant 'gatedv' is a preset and the knobs change it "
      "(key_act=silu); name the new model (a new name is the baseline plus its knobs)"),
-    (["--variant", "k-silu"], "variant: unknown variant 'k-silu'"),
+    (["--variant", "k-silu"], "--variant: unknown variant 'k-silu'"),
 ])
 def test_bad_knobs_on_train_are_one_line_and_write_nothing(prepared_data, tmp_path, options, message):
     result = _train(prepared_data, tmp_path / "run", *options)

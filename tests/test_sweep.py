@@ -163,7 +163,7 @@ def test_a_grid_whose_every_rate_diverged_warns_and_is_never_selected(prepared_d
      ": select.confirm_seeds: must be an integer from 0 to 9223372036854775807 (got 99999999999999999999)"),
     (("out = \"runs\"", "out = \"runs\"\neval_sets = [\"dev\", \"bogus\"]"),
      ": eval_sets: unknown evaluation set(s) 'bogus' (choose from dev, heldout)"),
-    (("\"gatedv\"]", "\"gatedvv\"]"), "variant: unknown variant 'gatedvv'"),
+    (("\"gatedv\"]", "\"gatedvv\"]"), "variants: unknown variant 'gatedvv'"),
     (("out = \"runs\"", "out = \"runs\"\neval_sets = [\"heldout\"]"), "eval_sets must include 'dev'"),
     (("name = \"grid\"", "name = grid"), "invalid TOML"),
 ])

@@ -154,7 +154,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(prepared_data
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--variant", "gatedvv"], "error: variant: unknown variant 'gatedvv'"),
+    (["--variant", "gatedvv"], "error: --variant: unknown variant 'gatedvv'"),
     (["--config", "huge"], "error: --config: unknown size 'huge'"),
     (["--lr", "-1"], "error: --lr: must be a positive number, got -1.0"),
     (["--seed", str(MAX_SEED + 1)], f"error: --seed: must be an integer from 0 to {MAX_SEED} (got {MAX_SEED + 1})"),

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from trainer.model import (
     ACTIVATIONS,
     CONFIGS,
@@ -147,8 +147,8 @@ def resolve_variant(size: str, variant: str, knobs: Mapping[str, object] | None 
                              "model (a new name is the baseline plus its knobs)")
         return preset, {}
     if not knobs:
-        raise InputError(f"variant: unknown variant {variant!r} (presets: {', '.join(VARIANTS)}; a new name needs "
-                         "at least one knob)")
+        raise ParameterError("variant", f"unknown variant {variant!r} (presets: {', '.join(VARIANTS)}; a new name "
+                                        "needs at least one knob)")
     if not _NAME.fullmatch(variant) or variant in _RESERVED_NAMES:
         raise InputError(f"variant {variant!r}: a new name is up to 64 letters, digits, '.', '_' or '-', starting "
                          "with a letter or digit, and not 'all'")

@@ -244,6 +244,9 @@ def _variants(raw: object, size: str, path: Path) -> tuple[tuple[str, ...], dict
     for name, table in tables.items():
         try:
             knobs[name] = resolve_variant(size, name, table)[1]
+        except ParameterError as error:
+            where = f"[variants.{name}] variant" if raw is tables else "variants"
+            raise InputError(f"{path}: {where}: {error.detail}") from None
         except InputError as error:
             raise InputError(f"{path}: {f'[variants.{name}] ' if raw is tables else ''}{error}") from None
     return tuple(tables), {name: checked for name, checked in knobs.items() if checked}
