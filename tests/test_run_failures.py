@@ -20,6 +20,7 @@ import trainer.train as train_module
 from gatedv_stats.errors import RunFailure
 from gatedv_stats.io.runrecords import read_run_record
 from trainer import grid_run, launch, sweep
+from trainer.checkpoint import load_checkpoint
 from trainer.device import out_of_memory_as
 from trainer.sweep import load_experiment
 from trainer.train import Runtime
@@ -157,6 +158,40 @@ def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
     run = load_experiment(grid).runs()[0]
     with pytest.raises(RunFailure, match=r"torchrun with 2 processes exited with 3 \(its stderr is above\)"):
         launch.run_distributed(run, Runtime(device="cpu", progress=False), 2)
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+def test_an_interrupted_run_keeps_the_update_in_progress_and_resumes_bit_for_bit(prepared_data, tmp_path, stop):
+    args = ["--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv", "--seed", "3",
+            "--batch-size", "2", "--updates", "100000", "--eval-every", "100000", "--device", "cpu"]
+    interrupted = tmp_path / "interrupted"
+    process = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "train", *args, "--out", str(interrupted)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (interrupted / "curve.csv").is_file() and time.monotonic() < deadline:  # update 0 recorded
+        time.sleep(0.1)
+    time.sleep(1.5)
+    if stop == "ctrl-c":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        process.terminate()
+    _, stderr = process.communicate(timeout=60)
+    signal_number = signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM
+    assert process.returncode == 128 + signal_number, stderr
+    assert stderr.strip().splitlines()[-1] == f"error: interrupted ({signal_number.name}); {cli.INTERRUPTED}"
+    update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]
+    assert update > 0  # not the periodic checkpoint of update 0: the update in progress when the signal came
+
+    resumed = CliRunner().invoke(cli.app, ["train", *args, "--out", str(interrupted), "--resume",
+                                           "--stop-after", str(update + 2)])
+    assert resumed.exit_code == 0, resumed.output
+    straight = tmp_path / "straight"
+    done = CliRunner().invoke(cli.app, ["train", *args, "--out", str(straight), "--stop-after", str(update + 2)])
+    assert done.exit_code == 0, done.output
+    one, two = load_checkpoint(interrupted / "checkpoint.pt"), load_checkpoint(straight / "checkpoint.pt")
+    assert one.extra["update"] == two.extra["update"] == update + 2
+    for (name, x), y in zip(one.model.state_dict().items(), two.model.state_dict().values()):
+        assert torch.equal(x, y), name
 
 
 @RUNNING_OUT

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -210,6 +213,44 @@ class _Dist:
         return self.rank == 0
 
 
+class _DeferredInterruption:
+    """Ctrl-C or SIGTERM during training takes effect at the end of the update in progress, once the loop has
+    written a checkpoint of it, and is then delivered as it would have been; a second signal takes effect at once.
+
+    Only where the signal would reach the loop alone: in a process's main thread, not in a worker process (whose
+    parent decides) and not under data parallel (where every rank would have to stop at the same update).
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = (enabled and threading.current_thread() is threading.main_thread()
+                        and multiprocessing.parent_process() is None)
+        self.received: int | None = None
+        self._previous: dict = {}
+
+    def __enter__(self) -> _DeferredInterruption:
+        if self.enabled:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._receive)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def deliver(self) -> None:
+        """The signal held back, delivered now to the handler it would have reached."""
+        if self.received is not None:
+            signal.raise_signal(self.received)
+
+    def _receive(self, signum: int, frame) -> None:
+        if self.received is not None:
+            self.__exit__()
+            signal.raise_signal(signum)
+        self.received = signum
+
+
 def _rng_state() -> dict:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {"torch": torch.get_rng_state(),
@@ -284,8 +325,9 @@ class _Loop:
         trained_from = self.update
         with tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
                   desc=f"{self.spec.variant} seed {self.spec.seed}",
-                  disable=not (self.runtime.progress and self.where.main)) as bar:
-            while self.update < stop_at:
+                  disable=not (self.runtime.progress and self.where.main)) as bar, \
+                _DeferredInterruption(enabled=self.where.world == 1) as interruption:
+            while self.update < stop_at and interruption.received is None:
                 began = time.perf_counter()
                 value = self._step(objective)
                 self.train_seconds += time.perf_counter() - began
@@ -294,8 +336,9 @@ class _Loop:
                 bar.update()
                 if self.update % self.spec.eval_every == 0 or self.update == self.spec.updates:
                     self._record()
-                elif self.update == stop_at:
+                elif self.update == stop_at or interruption.received is not None:
                     self._save()
+        interruption.deliver()
         trained = self.update - trained_from
         result = TrainResult(run_dir=str(self.run_dir),
                              status="finished" if self.update == self.spec.updates else "stopped",
