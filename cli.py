@@ -792,14 +792,14 @@ def bench_command(
     from trainer.bench import run_bench
     from trainer.device import select_device
 
-    if out:
+    if out is not None:
         check_output_file(out, "--out")
     if batch < 1:
         raise InputError(f"--batch: must be at least 1, got {batch}")
     result = run_bench(baseline, variant, rounds=rounds, warmup=warmup, calls=calls, batch_size=batch,
                        device=select_device(device))
     text = strict_json(result.to_dict())
-    if out:
+    if out is not None:
         write_text_atomic(out, text + "\n")
     typer.echo(text if as_json else result.summary())
 

@@ -107,6 +107,11 @@ def checkpoints(tmp_path_factory):
         cfg = model_config("tiny", variant, vocab_size=256, seq_len=32)
         paths[variant, seed] = root / f"{variant}-{seed}.pt"
         save_checkpoint(paths[variant, seed], build_model(cfg, seed), extra={"run": {"seed": seed}})
+    diverged = build_model(model_config("tiny", "gatedv", vocab_size=256, seq_len=32), 1)
+    with torch.no_grad():
+        diverged.embed.weight[0, 0] = float("inf")
+    paths["diverged", 1] = root / "diverged-1.pt"
+    save_checkpoint(paths["diverged", 1], diverged, extra={"run": {"seed": 1}})
     return paths
 
 
@@ -134,6 +139,10 @@ def test_bench_cli_on_tiny_checkpoints_writes_table6_json(checkpoints, tmp_path)
     ("count", "need one --variant checkpoint per baseline checkpoint"),
     ("seed", "seed 2 is not the seed 1"),
     ("missing", "checkpoint not found"),
+    ("itself", "baseline-1.pt is given more than once"),
+    ("twice", "gatedv-1.pt is given more than once"),
+    ("diverged", "diverged-1.pt: embed.weight holds non-finite values"),
+    ("out", "--out: the path is empty"),
 ])
 def test_bench_cli_bad_input(checkpoints, tmp_path, case, message):
     base = str(checkpoints["baseline", 1])
@@ -141,10 +150,24 @@ def test_bench_cli_bad_input(checkpoints, tmp_path, case, message):
         "count": [str(checkpoints["gatedv", 1]), "--variant", str(checkpoints["gatedv", 2])],
         "seed": [str(checkpoints["gatedv", 2])],
         "missing": [str(tmp_path / "none.pt")],
+        "itself": [base],
+        "twice": [str(checkpoints["gatedv", 1]), str(checkpoints["gatedv", 1])],
+        "diverged": [str(checkpoints["diverged", 1])],
+        "out": [str(checkpoints["gatedv", 1]), "--out", ""],
     }[case]
     result = CliRunner().invoke(app, ["bench", base, "--variant", *variants, "--rounds", "1", "--calls", "1"])
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_bench_out_of_memory_is_one_line_naming_batch(checkpoints):
+    result = CliRunner().invoke(app, [
+        "bench", str(checkpoints["baseline", 1]), "--variant", str(checkpoints["gatedv", 1]),
+        "--rounds", "1", "--warmup", "0", "--calls", "1", "--batch", str(10**12), "--device", "cpu",
+    ])
+    assert result.exit_code == 4
+    assert "out of memory on cpu" in result.output and "lower --batch" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.cuda

@@ -70,7 +70,17 @@ def test_bad_checkpoints_are_one_line_input_errors(tmp_path):
                 "model": model.state_dict()}, mismatched)
     with pytest.raises(InputError, match="weights do not match the model config"):
         load_checkpoint(mismatched)
-    for error_path in (garbage, csv, truncated, foreign, bad_config, mismatched):
+    no_config = tmp_path / "no_config.pt"
+    torch.save({"format": FORMAT, "model": model.state_dict()}, no_config)
+    with pytest.raises(InputError, match="no_config.pt: damaged checkpoint: its 'model_config' is missing"):
+        load_checkpoint(no_config)
+    listed = tmp_path / "listed.pt"
+    torch.save({"format": FORMAT, "model_config": model.config.to_dict(), "model": [1]}, listed)
+    with pytest.raises(InputError, match="listed.pt: damaged checkpoint: its 'model' is a list, not a dict"):
+        load_checkpoint(listed)
+    with pytest.raises(InputError, match="is a directory, not a checkpoint file"):
+        load_checkpoint(tmp_path)
+    for error_path in (garbage, csv, truncated, foreign, bad_config, mismatched, no_config, listed):
         with pytest.raises(InputError) as info:
             load_checkpoint(error_path)
         assert "\n" not in str(info.value)

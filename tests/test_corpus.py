@@ -113,6 +113,44 @@ def test_parquet_undecodable_text_follows_the_policy(tmp_path):
         list(open_corpus(str(path), on_decode_error="fail").documents())
 
 
+@pytest.mark.parametrize("columns, message", [
+    ({"text": [1, 2]}, r"column `text` has type int64; expected text"),
+    ({"text": [["a"], ["b"]]}, r"column `text` has type list<element: string>; expected text"),
+    ({"text": [{"a": "x"}, {"a": "y"}]}, r"column `text` has type struct<a: string>; expected text"),
+    ({"text": ["a", "b"], "id": [[1], [2]]}, r"column `id` has type list<element: int64>"),
+    ({"text": ["a", "b"], "domain": [{"x": 1}, {"x": 2}]}, r"column `domain` has type struct<x: int64>"),
+])
+def test_parquet_columns_of_the_wrong_type_are_refused(tmp_path, columns, message):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "typed.parquet"
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(InputError, match=rf"typed.parquet: {message}"):
+        list(open_corpus(str(path)).documents())
+
+
+def test_parquet_duplicated_column_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "twice.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])], names=["text", "text"]), path)
+    with pytest.raises(InputError, match=r"twice.parquet: column `text` appears 2 times"):
+        list(open_corpus(str(path)).documents())
+
+
+@pytest.mark.parametrize("line, message", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"text": "x", "id": ' + "9" * 5000 + "}", "Exceeds the limit"),
+])
+def test_jsonl_lines_python_cannot_decode_are_invalid_json(tmp_path, line, message):
+    path = tmp_path / "odd.jsonl"
+    path.write_text('{"text": "fine"}\n' + line + "\n")
+    with pytest.raises(InputError, match=rf"odd.jsonl:2: invalid JSON \({message}"):
+        list(open_corpus(str(path)).documents())
+
+
 def test_listing_hash_depends_on_names_and_sizes_not_location(tmp_path):
     for folder in ("one", "two"):
         (tmp_path / folder).mkdir()

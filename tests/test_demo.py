@@ -53,4 +53,9 @@ def test_bad_demo_options_are_one_line(tmp_path):
     assert few.exit_code == 2 and few.stderr.strip() == "error: --seeds: a paired comparison needs at least 2 seeds, got 1"
     none = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--updates", "0"])
     assert none.exit_code == 2 and none.stderr.strip() == "error: --updates: must be at least 1, got 0"
+    many = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--seeds", "99999999999999999999"])
+    assert many.exit_code == 2 and many.stderr.strip() == (
+        "error: --seeds: the demo runs at most 100 seeds, got 99999999999999999999")
+    idle = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--jobs", "0", "--device", "cpu"])
+    assert idle.exit_code == 2 and idle.stderr.strip() == "error: --jobs: must be at least 1, got 0"
     assert not (tmp_path / "data").exists()

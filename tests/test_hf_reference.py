@@ -70,3 +70,10 @@ def test_export_hf_refuses_what_llama_cannot_express(tmp_path):
 
     result = runner.invoke(app, ["export-hf", str(tmp_path / "nope.pt"), str(tmp_path / "x")])
     assert result.exit_code == 2 and "nope.pt: checkpoint not found" in result.output
+
+    with torch.no_grad():
+        baseline.embed.weight[0, 0] = float("nan")
+    save_checkpoint(tmp_path / "nan.pt", baseline, extra={})
+    result = runner.invoke(app, ["export-hf", str(tmp_path / "nan.pt"), str(tmp_path / "nan")])
+    assert result.exit_code == 2 and "nan.pt: embed.weight holds non-finite values" in result.output
+    assert not (tmp_path / "nan").exists()

@@ -59,6 +59,8 @@ BAD_OPTIONS = [
     (["value_head_dim=0"], "--knob value_head_dim: '0' is not a positive integer"),
     (["n_kv_heads=1.5"], "--knob n_kv_heads: '1.5' is not a positive integer"),
     (["d_ff=wide"], "--knob d_ff: 'wide' is not a positive integer or matched"),
+    (["d_ff=99999999999999999999"],
+     "--knob d_ff: '99999999999999999999' is above the largest allowed value, 281,474,976,710,656"),
     (["qk_norm=yes"], "--knob qk_norm: 'yes' is not true or false"),
     (["key_act=silu", "key_act=linear"], "--knob key_act: given twice"),
 ]

@@ -174,3 +174,33 @@ def test_bootstrap_across_tokenizers_compares_bits_per_byte_with_a_verdict(three
     refused = _invoke("bootstrap", "--baseline", three_files["llama"], "--variant", three_files["bytes"],
                       "--unit", "token")
     assert refused.exit_code == 2 and "not comparable" in refused.stderr
+
+
+def _rolling_line(**changes) -> str:
+    """One rolling-loglikelihood sample line: document "a", 2 words, 11 bytes, log-likelihood -12.5."""
+    sample = {"doc_id": 0, "doc": {"id": "a"}, "arguments": {"gen_args_0": {"arg_0": "hello world"}},
+              "word_perplexity": [-12.5, 2], "byte_perplexity": [-12.5, 11], "bits_per_byte": [-12.5, 11]}
+    return json.dumps({**sample, **changes})
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (_rolling_line(word_perplexity=[-10**400, 2]), ":1: word_perplexity: log-likelihood -1000"),
+    (_rolling_line(doc={"id": {"x": 1}}), ':1: doc.id must be a string or an integer, got {"x": 1}'),
+    (_rolling_line(doc={"id": False}), ":1: doc.id must be a string or an integer, got false"),
+    (_rolling_line(bits_per_byte=[-12.5, 99]), ":1: byte_perplexity and bits_per_byte record different byte counts"),
+    (_rolling_line(word_perplexity=[-5000.0, 2], byte_perplexity=[-5000.0, 11], bits_per_byte=[-5000.0, 11]),
+     ":1: loss_sum is more than 300 nats per target"),
+    (json.dumps({"arguments": {"gen_args_0": {}}, "metrics": "acc"}), ':1: metrics must be a list or an object'),
+    (json.dumps({"metrics": []}), ":1: a sample of an unknown task (metrics: none)"),
+])
+def test_bad_samples_are_refused_naming_the_log_line(tmp_path, line, message):
+    log = tmp_path / "log.jsonl"
+    log.write_text(line + "\n", encoding="utf-8")
+    out = tmp_path / "x.parquet"
+    _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", out], out, f"{log}{message}")
+
+
+def test_a_directory_is_not_a_sample_log(tmp_path):
+    out = tmp_path / "x.parquet"
+    _assert_refused(["import", "lm-eval", tmp_path, "--arm", "a", "--out", out], out,
+                    f"{tmp_path}: is a directory, not a sample log")

@@ -54,6 +54,11 @@ def test_moments_command_prints_and_writes_json(prepared_data, tmp_path):
     bad = CliRunner().invoke(cli.app, ["moments", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
                                        "--windows", "0"])
     assert bad.exit_code == 2 and bad.stderr.strip() == "error: --windows: must be at least 1, got 0"
+    windows = PreparedData.open(prepared_data).sampler(1).n_windows
+    huge = CliRunner().invoke(cli.app, ["moments", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
+                                        "--windows", "999999999999", "--device", "cpu"])
+    assert huge.exit_code == 2 and huge.stderr.strip() == (
+        f"error: --windows: must be at most {windows:,}, the training windows in {prepared_data}, got 999,999,999,999")
 
 
 def test_affine_match_run_stores_its_seed_coefficients(prepared_data, tmp_path):

@@ -218,6 +218,34 @@ def test_cli_bad_input_is_one_line(tmp_path, web_corpus, prepared_data, case, me
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["", "--out", "out"], "error: corpus: the path is empty; give a file, directory, glob, builtin: or hf: corpus"),
+    (["CORPUS", "--out", ""], "error: --out: the path is empty; give a file or directory path"),
+    (["CORPUS", "--out", "out", "--tokenizer", ""], "error: --tokenizer: the path is empty; give a file or directory "
+                                                    "path"),
+])
+def test_cli_empty_paths_are_refused_before_reading_the_current_directory(tmp_path, web_corpus, monkeypatch,
+                                                                          args, message):
+    monkeypatch.chdir(tmp_path)
+    result = _cli(*[web_corpus["jsonl"] if arg == "CORPUS" else arg for arg in args], "--vocab-size", 320)
+    assert result.exit_code == 2 and result.stderr.strip() == message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_warns_about_the_files_a_txt_directory_passes_over(tmp_path, web_corpus):
+    corpus = tmp_path / "corpus"
+    for record in web_corpus["records"]:
+        group = corpus / record["url"].split("/")[2]
+        group.mkdir(parents=True, exist_ok=True)
+        (group / f"{record['id']}.txt").write_text(record["text"])
+    (corpus / "notes.jsonl").write_text('{"text": "left out"}\n')
+    (corpus / "README.md").write_text("left out")
+    result = _cli(corpus, "--out", tmp_path / "out", "--eval-docs", 2, "--vocab-size", 320)
+    assert result.exit_code == 0, result.output
+    assert f"warning: {corpus}: read only the .txt files of the directory; 2 other file(s) passed over" in \
+        result.stderr.splitlines()
+
+
 def test_cli_hugging_face_without_network_or_package_is_one_line(tmp_path):
     result = _cli("hf:HuggingFaceFW/fineweb-edu:sample-10BT", "--out", tmp_path)
     assert result.exit_code == 2

@@ -219,10 +219,10 @@ def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data
 
 
 def test_a_model_too_big_for_memory_is_one_line(prepared_data, tmp_path):
-    """Its first weight matrix (64 × 10¹⁵ floats) is beyond any address space: refused on every machine."""
+    """Its first weight matrix (64 × 2⁴⁹ floats, 2⁵⁷ bytes) is beyond any address space: refused on every machine."""
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(cli.app, [
-        "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "wide", "--knob", "d_ff=1000000000000000",
+        "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "wide", "--knob", "d_ff=281474976710656",
         "--seed", "1", "--updates", "2", "--out", str(run_dir), "--device", "cpu"])
     line = _one_error_line(result, 4)
     assert line.startswith(f"error: {run_dir}: out of memory on cpu building the model (can't allocate memory: "

@@ -1,5 +1,7 @@
 """Training windows: a pure function of (seed, update), uniform over eligible starts, inside one document."""
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -95,3 +97,17 @@ def test_open_rejects_what_is_not_a_data_directory(tmp_path, data):
     (tmp_path / "manifest.json").write_text("{}")
     with pytest.raises(InputError, match="not a gatedv-data-2 manifest"):
         PreparedData.open(tmp_path)
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda path: path.write_bytes(b"junk\n"), "not a readable .npy array"),
+    (lambda path: np.save(path, np.array([0, "x"], dtype=object)), "not a readable .npy array"),
+    (lambda path: path.write_bytes(path.read_bytes()[:-4]), "not a readable .npy array"),
+    (lambda path: np.save(path, np.array([0.0, 300.0])), "not a valid offsets array"),
+])
+def test_corrupt_offsets_file_is_refused(tmp_path, prepared_data, write, message):
+    copy = tmp_path / "data"
+    shutil.copytree(prepared_data, copy)
+    write(copy / "train_docs.npy")
+    with pytest.raises(InputError, match=rf"train_docs.npy: {message}"):
+        PreparedData.open(copy).train_offsets

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, RunFailure
 from gatedv_stats.io.benchfiles import BENCH_FORMAT
 from gatedv_stats.io.fileio import file_sha256
 
@@ -231,7 +231,8 @@ def peak_memory_bytes(checkpoints: dict[str, Path], device: torch.device, batch_
     for arm, child in children.items():
         stdout, stderr = child.communicate()
         if child.returncode != 0:
-            raise RuntimeError(f"peak-RSS process failed for {checkpoints[arm]}: {stderr.strip()[-500:]}")
+            last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {child.returncode}"
+            raise RunFailure(f"{checkpoints[arm]}: the peak-memory process failed ({last})")
         peaks[arm] = int(json.loads(stdout)["peak_rss_bytes"])
     return peaks
 
@@ -250,10 +251,11 @@ def run_bench(
     """The cost protocol (docs/method.md §7) over seed pairs (baseline_checkpoints[i], variant_checkpoints[i])."""
     from tqdm import tqdm
 
-    from trainer.checkpoint import load_checkpoint
+    from trainer.device import out_of_memory_as
 
     check_protocol(rounds, warmup, calls)
     device = device or torch.device("cpu")
+    _check_distinct([*baseline_checkpoints, *variant_checkpoints])
     if not baseline_checkpoints or len(baseline_checkpoints) != len(variant_checkpoints):
         raise InputError(f"bench: need one --variant checkpoint per baseline checkpoint "
                          f"(got {len(baseline_checkpoints)} baseline, {len(variant_checkpoints)} variant)")
@@ -261,28 +263,25 @@ def run_bench(
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     for base_path, var_path in tqdm(list(zip(map(Path, baseline_checkpoints), map(Path, variant_checkpoints))),
                                     desc="bench seed pairs", unit="pair", file=sys.stderr, disable=not progress):
-        base, var = load_checkpoint(base_path, device), load_checkpoint(var_path, device)
-        for what in ("vocab_size", "seq_len"):
-            if getattr(base.config, what) != getattr(var.config, what):
-                raise InputError(f"{var_path}: {what} {getattr(var.config, what)} differs from "
-                                 f"{base_path} ({getattr(base.config, what)})")
-        seed_b, seed_v = _run_seed(base.extra), _run_seed(var.extra)
-        if seed_b is not None and seed_v is not None and seed_b != seed_v:
-            raise InputError(f"{var_path}: seed {seed_v} is not the seed {seed_b} of {base_path} (pair by seed)")
+        base, var, seed = _load_pair(base_path, var_path, device)
         arms.add((base.config.variant, var.config.variant))
-        batch = synthetic_batch(base.config.vocab_size, batch_size, base.config.seq_len, device)
-        medians = time_calls(
-            {"baseline": mode_calls(base.model, batch, device), "variant": mode_calls(var.model, batch, device)},
-            rounds=rounds, warmup=warmup, timed=calls, sync=sync,
-        )
-        del base, var
+        with out_of_memory_as(lambda cause: RunFailure(
+                f"out of memory on {device} benchmarking {base_path} and {var_path} ({cause}); "
+                f"lower --batch ({batch_size})")):
+            batch = synthetic_batch(base.config.vocab_size, batch_size, base.config.seq_len, device)
+            medians = time_calls(
+                {"baseline": mode_calls(base.model, batch, device), "variant": mode_calls(var.model, batch, device)},
+                rounds=rounds, warmup=warmup, timed=calls, sync=sync,
+            )
+            del base, var
+            peaks = peak_memory_bytes({"baseline": base_path, "variant": var_path}, device, batch_size)
         pairs.append(PairResult(
-            seed=seed_b if seed_b is not None else seed_v,
+            seed=seed,
             baseline={"path": str(base_path), "sha256": file_sha256(base_path)},
             variant={"path": str(var_path), "sha256": file_sha256(var_path)},
             modes={mode: ModeResult(tuple(medians["baseline"][mode]), tuple(medians["variant"][mode]))
                    for mode in MODES},
-            peak_memory_bytes=peak_memory_bytes({"baseline": base_path, "variant": var_path}, device, batch_size),
+            peak_memory_bytes=peaks,
         ))
     if len(arms) != 1:
         raise InputError(f"bench: the pairs mix architectures {sorted(arms)}; give one baseline and one variant")
@@ -296,6 +295,33 @@ def run_bench(
         "torch": torch.__version__, "threads": torch.get_num_threads(),
     }
     return BenchResult(settings=settings, pairs=tuple(pairs))
+
+
+def _load_pair(base_path: Path, var_path: Path, device: torch.device):
+    """A seed pair's two checkpoints, loaded and checked (finite weights, one vocabulary and context, one seed);
+    returns both and their seed (None when neither records one)."""
+    from trainer.checkpoint import check_finite_weights, load_checkpoint
+
+    base, var = load_checkpoint(base_path, device), load_checkpoint(var_path, device)
+    check_finite_weights(base_path, base)
+    check_finite_weights(var_path, var)
+    for what in ("vocab_size", "seq_len"):
+        if getattr(base.config, what) != getattr(var.config, what):
+            raise InputError(f"{var_path}: {what} {getattr(var.config, what)} differs from "
+                             f"{base_path} ({getattr(base.config, what)})")
+    seed_b, seed_v = _run_seed(base.extra), _run_seed(var.extra)
+    if seed_b is not None and seed_v is not None and seed_b != seed_v:
+        raise InputError(f"{var_path}: seed {seed_v} is not the seed {seed_b} of {base_path} (pair by seed)")
+    return base, var, seed_b if seed_b is not None else seed_v
+
+
+def _check_distinct(checkpoints: list[Path]) -> None:
+    """Each checkpoint is one arm of one seed pair: none is given twice, nor benchmarked against itself."""
+    seen: set[Path] = set()
+    for path in map(Path, checkpoints):
+        if path.resolve() in seen:
+            raise InputError(f"bench: {path} is given more than once; each checkpoint is one arm of one seed pair")
+        seen.add(path.resolve())
 
 
 def _device_name(device: torch.device) -> str:

@@ -62,8 +62,10 @@ def _first_non_finite(tensors: Iterable[tuple[str, torch.Tensor]]) -> str | None
 
 
 def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict:
-    """The raw checkpoint dict, validated: a one-line InputError for a missing or foreign file."""
+    """The raw checkpoint dict, validated: a one-line InputError for a missing, foreign or damaged file."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a checkpoint file")
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:
@@ -79,7 +81,18 @@ def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise InputError(f"{path}: not a gatedv checkpoint (format {found!r}, expected {FORMAT!r})")
+    for key in ("model_config", "model"):
+        if not isinstance(payload.get(key), dict):
+            found = "missing" if key not in payload else f"a {type(payload[key]).__name__}, not a dict"
+            raise InputError(f"{path}: damaged checkpoint: its {key!r} is {found}")
     return payload
+
+
+def check_finite_weights(path: str | os.PathLike, loaded: Checkpoint) -> None:
+    """An InputError naming `path` and the first weight or buffer of `loaded` holding a NaN or an infinity."""
+    bad = _first_non_finite(loaded.model.state_dict().items())
+    if bad is not None:
+        raise InputError(f"{path}: {bad} holds non-finite values (NaN or infinity); the model diverged")
 
 
 def config_from_dict(fields: dict, source: str) -> ModelConfig:

@@ -62,6 +62,7 @@ class Corpus:
     max_docs: int | None
     _reader: Callable[[ReadCounts], Iterator[Document]] = field(repr=False)
     _stamps: tuple = field(default=(), repr=False)  # absolute paths and mtimes: only for the input fingerprint
+    passed_over: int = 0  # files of a .txt directory that are not .txt, left out
 
     @property
     def listing_sha256(self) -> str:
@@ -106,6 +107,8 @@ def open_corpus(spec: str, *, on_decode_error: str = "skip", max_docs: int | Non
         raise InputError(f"--on-decode-error: expected one of {', '.join(DECODE_ERROR_POLICIES)}, got {on_decode_error!r}")
     if max_docs is not None and max_docs < 1:
         raise InputError(f"--max-docs: must be at least 1, got {max_docs}")
+    if not spec.strip():
+        raise InputError("corpus: the path is empty; give a file, directory, glob, builtin: or hf: corpus")
     common = {"spec": spec, "python_version": platform.python_version(), "on_decode_error": on_decode_error,
               "max_docs": max_docs}
     if spec == BUILTIN_STDLIB:
@@ -121,9 +124,9 @@ def open_corpus(spec: str, *, on_decode_error: str = "skip", max_docs: int | Non
             raise InputError(f"{spec}: expected hf:NAME or hf:NAME:CONFIG")
         return Corpus(listing=((spec, 0),), _reader=partial(_read_hf, spec, name, config or None, on_decode_error),
                       **common)
-    root, files = _resolve_files(spec)
+    root, files, passed_over = _resolve_files(spec)
     read = _read_txt if all(path.suffix == ".txt" for path in files) else _read_records
-    return Corpus(listing=_listing(root, files), _stamps=_stamps(files),
+    return Corpus(listing=_listing(root, files), _stamps=_stamps(files), passed_over=passed_over,
                   _reader=partial(read, root, files, on_decode_error), **common)
 
 
@@ -151,8 +154,9 @@ def _stdlib_files(root: Path) -> list[Path]:
     return sorted(files, key=lambda path: path.relative_to(root).as_posix())
 
 
-def _resolve_files(spec: str) -> tuple[Path, list[Path]]:
-    """(root, sorted files) of a file, a directory of .txt files, or a glob."""
+def _resolve_files(spec: str) -> tuple[Path, list[Path], int]:
+    """(root, sorted files, other files of a directory left out) of a file, a directory of .txt files, or a glob."""
+    passed_over = 0
     if glob.has_magic(spec):
         files = sorted(Path(match) for match in glob.glob(spec, recursive=True) if Path(match).is_file())
         if not files:
@@ -163,9 +167,11 @@ def _resolve_files(spec: str) -> tuple[Path, list[Path]]:
         if not path.exists():
             raise InputError(f"{spec}: no such file or directory")
         if path.is_dir():
-            files = sorted(child for child in path.rglob("*.txt") if child.is_file())
+            children = [child for child in path.rglob("*") if child.is_file()]
+            files = sorted(child for child in children if child.suffix == ".txt")
             if not files:
                 raise InputError(f"{spec}: the directory holds no .txt file")
+            passed_over = len(children) - len(files)
             root = path
         else:
             files, root = [path], path.parent
@@ -176,7 +182,7 @@ def _resolve_files(spec: str) -> tuple[Path, list[Path]]:
             raise InputError(f"{path}: cannot read the file")
     if any(path.suffix == ".txt" for path in files) and not all(path.suffix == ".txt" for path in files):
         raise InputError(f"{spec}: mixes .txt files with record files; give one kind")
-    return root, files
+    return root, files, passed_over
 
 
 def _listing(root: Path, files: list[Path]) -> tuple[tuple[str, int], ...]:
@@ -267,6 +273,10 @@ def _jsonl_rows(path: Path, policy: str, counts: ReadCounts) -> Iterator[tuple[i
                     record = json.loads(line)
                 except json.JSONDecodeError as error:
                     raise InputError(f"{where}: invalid JSON ({error.msg})") from None
+                except RecursionError:
+                    raise InputError(f"{where}: invalid JSON (nested too deeply)") from None
+                except ValueError as error:  # an integer past Python's digit limit
+                    raise InputError(f"{where}: invalid JSON ({str(error).split(':')[0]})") from None
                 if not isinstance(record, dict):
                     raise InputError(f"{where}: expected a JSON object per line")
                 yield line_number, record
@@ -279,15 +289,14 @@ def _parquet_rows(path: Path, policy: str, counts: ReadCounts) -> Iterator[tuple
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as error:
         raise InputError(f"{path}: not a readable Parquet file ({error})") from None
-    names = parquet.schema_arrow.names
-    if "text" not in names:
-        raise InputError(f"{path}: no `text` column (columns: {', '.join(names)})")
-    columns = [name for name in ("text", "id", "url", "domain") if name in names]
+    schema = parquet.schema_arrow
+    if "text" not in schema.names:
+        raise InputError(f"{path}: no `text` column (columns: {', '.join(schema.names)})")
+    columns = [name for name in ("text", "id", "url", "domain") if name in schema.names]
+    targets = {name: _parquet_target(path, schema, name) for name in columns}
     row_number = 0
     for batch in parquet.iter_batches(batch_size=1024, columns=columns):
-        # Read text as bytes so that invalid UTF-8 reaches the decode-error policy instead of pyarrow.
-        values = {name: batch.column(name).cast(pa.binary() if name == "text" else pa.string()).to_pylist()
-                  for name in columns}
+        values = {name: batch.column(name).cast(targets[name]).to_pylist() for name in columns}
         for offset in range(batch.num_rows):
             row_number += 1
             raw = values["text"][offset]
@@ -297,6 +306,21 @@ def _parquet_rows(path: Path, policy: str, counts: ReadCounts) -> Iterator[tuple
             record = {name: values[name][offset] for name in columns}
             record["text"] = text
             yield row_number, record
+
+
+def _parquet_target(path: Path, schema: pa.Schema, name: str) -> pa.DataType:
+    """The type column `name` is read as (text as bytes, so that invalid UTF-8 reaches the decode-error policy
+    instead of pyarrow); refuses a duplicated column or one of a type that does not convert to it."""
+    if schema.names.count(name) > 1:
+        raise InputError(f"{path}: column `{name}` appears {schema.names.count(name)} times")
+    source = schema.field(name).type
+    target = pa.binary() if name == "text" else pa.string()
+    try:
+        pa.array([], type=source).cast(target)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        raise InputError(f"{path}: column `{name}` has type {source}; expected "
+                         f"{'text' if name == 'text' else 'text or a number'}") from None
+    return target
 
 
 def _record_document(record: Mapping, where: str, default_id: str, policy: str,

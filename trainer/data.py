@@ -240,8 +240,12 @@ class PreparedData:
     def train_offsets(self) -> np.ndarray:
         """(D+1,) int64 document offsets into the training store."""
         path = self.path / TRAIN_OFFSETS
-        offsets = np.load(path)
-        if offsets.ndim != 1 or len(offsets) < 2 or offsets[0] != 0 or (np.diff(offsets) < 0).any():
+        try:
+            offsets = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as error:
+            raise InputError(f"{path}: not a readable .npy array ({str(error).split('. ')[0]})") from None
+        if (not isinstance(offsets, np.ndarray) or offsets.dtype.kind not in "iu" or offsets.ndim != 1
+                or len(offsets) < 2 or offsets[0] != 0 or (np.diff(offsets) < 0).any()):
             raise InputError(f"{path}: not a valid offsets array")
         return offsets.astype(np.int64)
 

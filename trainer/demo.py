@@ -32,6 +32,7 @@ SIZE = "tiny"
 ARMS = ("baseline", "gatedv")
 UPDATES = RECIPES[SIZE].updates
 SEEDS = 3
+MAX_SEEDS = 100  # two tiny runs per seed
 CURVE_POINTS = 8
 REPORT_FORMATS = {"html": "report.html", "md": "report.md"}
 
@@ -77,6 +78,8 @@ def demo_experiment(out: Path, *, updates: int, seeds: int) -> Experiment:
         raise InputError(f"--updates: must be at least 1, got {updates}")
     if seeds < 2:
         raise InputError(f"--seeds: a paired comparison needs at least 2 seeds, got {seeds}")
+    if seeds > MAX_SEEDS:
+        raise InputError(f"--seeds: the demo runs at most {MAX_SEEDS} seeds, got {seeds}")
     return Experiment(name="demo", data=out / "data", size=SIZE, variants=ARMS, seeds=tuple(range(1, seeds + 1)),
                       lrs={arm: (RECIPES[SIZE].lr,) for arm in ARMS}, out=out / "runs", eval_sets=EVAL_SET_NAMES,
                       updates=updates, eval_every=max(1, updates // CURVE_POINTS))
@@ -95,6 +98,8 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int | None = None, see
     experiment = demo_experiment(out, updates=UPDATES if updates is None else updates, seeds=seeds)
     if jobs is None:
         jobs = 2 if select_device(device).type == "cpu" and (os.cpu_count() or 1) >= 2 else 1
+    elif jobs < 1:
+        raise InputError(f"--jobs: must be at least 1, got {jobs}")
     runtime = Runtime(device=device, progress=progress)
     stages: dict[str, float] = {}
     with _stage(stages, "prepare"):

@@ -123,12 +123,13 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *,
     for a checkpoint without a run record). The directory appears whole or not at all: it is written beside the
     target and renamed into place.
     """
-    from trainer.checkpoint import load_checkpoint
+    from trainer.checkpoint import check_finite_weights, load_checkpoint
 
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out}: output directory exists and is not empty")
     loaded = load_checkpoint(checkpoint)
+    check_finite_weights(checkpoint, loaded)
     tokenizer_path = _tokenizer_source(Path(checkpoint), loaded.extra, tokenizer)
     if tokenizer_path is not None:
         _check_tokenizer(tokenizer_path, loaded.config.vocab_size)

@@ -37,6 +37,8 @@ from trainer.model import (
 MATCHED = "matched"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _RESERVED_NAMES = ("all",)  # `gatedv params --variant all`
+# The largest integer knob: every weight of every size then stays well inside torch's int64 sizes.
+MAX_KNOB_INTEGER = 2**48
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class Knob:
             if self.name == "d_ff" and raw == MATCHED:
                 return MATCHED
             number = raw if isinstance(raw, int) and not isinstance(raw, bool) else _integer(raw)
+            if number is not None and number > MAX_KNOB_INTEGER:
+                raise InputError(f"{self.name}: {raw!r} is above the largest allowed value, {MAX_KNOB_INTEGER:,}")
             if number is not None and number >= 1:
                 return number
         elif isinstance(raw, str) and raw in self.choices:

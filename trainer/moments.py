@@ -75,8 +75,12 @@ def compute_moments(
     """Moment-matching coefficients (docs/method.md §6) for `seed`: the windows are the first `n_windows` of the
     seed's sampler (update 0), the model is the baseline of `size` with the seed's paired initialisation."""
     check_moment_options(n_windows, seed)
+    sampler = data.sampler(seed)
+    if n_windows > sampler.n_windows:
+        raise InputError(f"--windows: must be at most {sampler.n_windows:,}, the training windows in {data.path}, "
+                         f"got {n_windows:,}")
     model = build_model(model_config(size, "baseline"), seed, device)
-    windows = data.sampler(seed).batch(0, n_windows).to(device)
+    windows = sampler.batch(0, n_windows).to(device)
     # Per layer: element count, Σv, Σv², Σφ, Σφ² in float64.
     totals = torch.zeros(model.config.n_layers, 5, dtype=torch.float64, device=device)
     for chunk in windows.split(batch_size):

@@ -35,7 +35,7 @@ from gatedv_stats import __version__
 from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.fileio import file_sha256
-from gatedv_stats.io.outputs import check_output_dir, cleaned_on_failure
+from gatedv_stats.io.outputs import check_output_dir, check_path_given, cleaned_on_failure
 from trainer.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data import (DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW,
                           window_texts, write_eval_set)
@@ -98,8 +98,8 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
     if split_seed < 0:
         raise InputError(f"--split-seed: must be a non-negative integer, got {split_seed}")
     check_vocab_size(vocab_size)
-    out = Path(out)
     check_output_dir(out, "--out")
+    out = Path(out)
     source = open_corpus(corpus, on_decode_error=on_decode_error, max_docs=max_docs)
     tokenizer_source = _tokenizer_source(tokenizer, on_decode_error)
     fingerprint = _fingerprint(source, tokenizer_source, eval_docs=eval_docs, split_seed=split_seed,
@@ -143,6 +143,7 @@ def _prepare_into(out: Path, source: Corpus, tokenizer_source: Path | Corpus | N
 def _tokenizer_source(tokenizer: str | None, on_decode_error: str) -> Path | Corpus | None:
     if tokenizer is None:
         return None
+    check_path_given(tokenizer, "--tokenizer")
     if tokenizer.endswith(".json"):
         path = Path(tokenizer)
         if not path.is_file():
@@ -197,6 +198,9 @@ class _Preparation:
         group_code: dict[str, int] = {}
         codes, sizes = [], []
         self.read_counts = ReadCounts()
+        if self.source.passed_over:
+            self._warn(f"{self.source.spec}: read only the .txt files of the directory; "
+                       f"{self.source.passed_over} other file(s) passed over")
         with self._bar(desc="reading corpus", unit=" doc") as bar:
             for batch in self.source.batches(self.batch_size, self.read_counts):
                 for document in batch:

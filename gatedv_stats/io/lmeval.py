@@ -22,7 +22,7 @@ import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.io.fileio import file_sha256, read_json_object
-from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.io.lossfiles import validate_docs, write_loss_file
 from gatedv_stats.stats.validation import check_rng_seed
 
 ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
@@ -52,6 +52,8 @@ def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> Ha
     files = []
     for given in paths:
         path = Path(given)
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not a sample log (give its samples_<task>_<date>.jsonl)")
         if not path.is_file():
             raise InputError(f"{path}: no such file")
         count = 0
@@ -60,7 +62,7 @@ def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> Ha
             if row[0] in seen:
                 raise InputError(f"{where}: document {row[0]!r} appears again (first at {seen[row[0]]})")
             seen[row[0]] = where
-            rows.append(row)
+            rows.append((*row, where))
             count += 1
         if count == 0:
             raise InputError(f"{path}: holds no sample")
@@ -71,6 +73,7 @@ def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> Ha
     docs = pd.DataFrame({"doc_id": [row[0] for row in rows], "loss_sum": [row[1] for row in rows],
                          "n_targets": [row[2] if by_words else row[3] for row in rows],
                          "n_bytes": [row[3] for row in rows]})
+    docs = validate_docs(docs, ", ".join(map(str, paths)), row_names=[row[4] for row in rows])
     meta = {"source": "lm-evaluation-harness", "lm_eval_tasks": sorted({f["task"] for f in files if f["task"]}),
             "lm_eval_files": files, "target_unit": "word" if by_words else "byte", "loss_unit": "nats",
             "doc_id_field": f"doc.{id_field}" if id_field else "doc_id"}
@@ -101,9 +104,10 @@ def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int 
     """(doc_id, loss_sum, words or None, bytes) of one rolling-loglikelihood sample."""
     kind = _task_kind(sample)
     if kind != "rolling loglikelihood":
-        metrics = ", ".join(map(str, sample.get("metrics") or [])) or "none"
-        raise InputError(f"{where}: a sample of a {kind} task (metrics: {metrics}); only rolling-loglikelihood "
-                         f"(perplexity) tasks log a per-document log-likelihood ({', '.join(ROLLING_METRICS)})")
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise InputError(f"{where}: a sample of {article} {kind} task ({_metrics(sample, where)}); only "
+                         "rolling-loglikelihood (perplexity) tasks log a per-document log-likelihood "
+                         f"({', '.join(ROLLING_METRICS)})")
     pairs = {metric: _pair(sample[metric], where, metric) for metric in ROLLING_METRICS if metric in sample}
     likelihoods = {likelihood for likelihood, _ in pairs.values()}
     if len(likelihoods) != 1:
@@ -111,13 +115,26 @@ def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int 
     likelihood = likelihoods.pop()
     if not math.isfinite(likelihood) or likelihood > 0:
         raise InputError(f"{where}: log-likelihood {likelihood} is not a finite number <= 0")
-    n_bytes = next((pairs[metric][1] for metric in _BYTE_METRICS if metric in pairs), None)
-    if n_bytes is None:
+    byte_counts = {pairs[metric][1] for metric in _BYTE_METRICS if metric in pairs}
+    if not byte_counts:
         raise InputError(f"{where}: no byte count (metric byte_perplexity or bits_per_byte) in the sample")
+    if len(byte_counts) != 1:
+        raise InputError(f"{where}: byte_perplexity and bits_per_byte record different byte counts "
+                         f"({pairs['byte_perplexity'][1]}, {pairs['bits_per_byte'][1]})")
+    n_bytes = byte_counts.pop()
     words = pairs["word_perplexity"][1] if "word_perplexity" in pairs else None
     if n_bytes < 1 or words == 0:
         raise InputError(f"{where}: an empty document (counts: {n_bytes} bytes, {words} words)")
     return _doc_id(sample, where, id_field), -likelihood, words, n_bytes
+
+
+def _metrics(sample: dict, where: str) -> str:
+    """The sample's `metrics` field (a list of names, or an object keyed by them), for a message."""
+    metrics = sample.get("metrics") or []
+    if not isinstance(metrics, (list, dict)):
+        raise InputError(f"{where}: metrics must be a list or an object of metric names, got "
+                         f"{json.dumps(metrics)[:80]}")
+    return f"metrics: {', '.join(map(str, metrics)) or 'none'}"
 
 
 def _task_kind(sample: dict) -> str:
@@ -140,7 +157,10 @@ def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
     if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], numbers.Real)
             or isinstance(value[1], bool) or not isinstance(value[1], int) or value[1] < 0):
         raise InputError(f"{where}: {metric} must be [log-likelihood, count], got {json.dumps(value)[:80]}")
-    return float(value[0]), int(value[1])
+    try:
+        return float(value[0]), value[1]
+    except OverflowError:
+        raise InputError(f"{where}: {metric}: log-likelihood {str(value[0])[:40]}... is beyond float64") from None
 
 
 def _doc_id(sample: dict, where: str, id_field: str) -> str:
@@ -154,6 +174,9 @@ def _doc_id(sample: dict, where: str, id_field: str) -> str:
         raise InputError(f"{where}: the logged document has no {id_field!r} field (its fields: {fields}); name the "
                          "id field with --id-field, or give --id-field '' for the harness's doc_id (the document's "
                          "position in the task's dataset)")
+    if isinstance(doc[id_field], bool) or not isinstance(doc[id_field], (str, int)):
+        raise InputError(f"{where}: doc.{id_field} must be a string or an integer, got "
+                         f"{json.dumps(doc[id_field])[:80]}")
     return str(doc[id_field])
 
 

@@ -12,7 +12,7 @@ import contextlib
 import difflib
 import json
 import numbers
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,8 +156,11 @@ def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
         pq.write_table(table.replace_schema_metadata(kv), tmp)
 
 
-def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes]."""
+def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes].
+
+    An error in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
+    where = _row_location(source, row_names)
     if len(frame) == 0:
         raise InputError(f"{source}: no rows")
     for column in REQUIRED_COLUMNS:
@@ -168,7 +171,7 @@ def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                              f"{', '.join(map(str, frame.columns))}")
     doc_id = frame["doc_id"]
     blank = doc_id.isna() | (doc_id.astype(str).str.strip() == "")
-    _fail_rows(blank.to_numpy(), source, "doc_id is empty")
+    _fail_rows(blank.to_numpy(), where, "doc_id is empty")
     doc_id = doc_id.astype(str)
     duplicated = doc_id.duplicated(keep=False).to_numpy()
     if duplicated.any():
@@ -176,19 +179,19 @@ def validate_docs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
         rows = np.flatnonzero(duplicated) + 1
         raise InputError(f"{source}: duplicate doc_id {', '.join(map(repr, ids[:_SHOWN]))}"
                          f"{' ...' if len(ids) > _SHOWN else ''} ({len(ids)} ids, rows {', '.join(map(str, rows[:_SHOWN]))}...)")
-    loss_sum = _numeric(frame["loss_sum"], "loss_sum", source)
-    _fail_rows(np.isnan(loss_sum), source, "loss_sum is missing or NaN")
-    _fail_rows(np.isinf(loss_sum), source, "loss_sum is infinite", loss_sum)
-    _fail_rows(loss_sum < 0, source, "loss_sum is negative", loss_sum)
-    n_targets = _integers(frame["n_targets"], "n_targets", source, minimum=1)
+    loss_sum = _numeric(frame["loss_sum"], "loss_sum", source, where)
+    _fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
+    _fail_rows(np.isinf(loss_sum), where, "loss_sum is infinite", loss_sum)
+    _fail_rows(loss_sum < 0, where, "loss_sum is negative", loss_sum)
+    n_targets = _integers(frame["n_targets"], "n_targets", source, where, minimum=1)
     # Bounding each document's mean NLL also keeps every sum of loss sums finite in float64.
-    _fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, source, f"loss_sum is more than {MAX_TARGET_NLL:g} nats "
+    _fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, where, f"loss_sum is more than {MAX_TARGET_NLL:g} nats "
                "per target (beyond, the perplexities overflow the statistics in float64)", loss_sum)
     out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
     if "domain" in frame.columns:
         out["domain"] = frame["domain"].astype(str).to_numpy(dtype=object)
     if "n_bytes" in frame.columns:
-        out["n_bytes"] = _integers(frame["n_bytes"], "n_bytes", source, minimum=0)
+        out["n_bytes"] = _integers(frame["n_bytes"], "n_bytes", source, where, minimum=0)
     return out
 
 
@@ -199,25 +202,33 @@ def _json_default(value: object) -> object:
     raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")
 
 
-def _numeric(series: pd.Series, column: str, source: str) -> np.ndarray:
+def _row_location(source: str, row_names: Sequence[str] | None) -> Callable[[int], str]:
+    """How an error names row i (counted from 0): `<source>: row <i + 1>`, or `row_names[i]`."""
+    if row_names is not None:
+        return row_names.__getitem__
+    return lambda row: f"{source}: row {row + 1}"
+
+
+def _numeric(series: pd.Series, column: str, source: str, where: Callable[[int], str]) -> np.ndarray:
     if pd.api.types.is_bool_dtype(series.dtype):
         raise InputError(f"{source}: {column} holds booleans, not numbers")
     values = pd.to_numeric(series, errors="coerce")
     not_numeric = values.isna().to_numpy() & ~_is_blank(series)
     if not_numeric.any():
         row = int(np.flatnonzero(not_numeric)[0])
-        raise InputError(f"{source}: row {row + 1}: {column} {series.iloc[row]!r} is not a number"
+        raise InputError(f"{where(row)}: {column} {series.iloc[row]!r} is not a number"
                          f"{_more(int(not_numeric.sum()))}")
     return values.to_numpy(dtype=np.float64)
 
 
-def _integers(series: pd.Series, column: str, source: str, *, minimum: int) -> np.ndarray:
-    values = _numeric(series, column, source)
-    _fail_rows(~np.isfinite(values), source, f"{column} is missing or not finite")
-    _fail_rows(values != np.round(values), source, f"{column} is not an integer", values)
-    _fail_rows(np.abs(values) > _MAX_INTEGER, source, f"{column} is beyond 2**53", values)
+def _integers(series: pd.Series, column: str, source: str, where: Callable[[int], str], *,
+              minimum: int) -> np.ndarray:
+    values = _numeric(series, column, source, where)
+    _fail_rows(~np.isfinite(values), where, f"{column} is missing or not finite")
+    _fail_rows(values != np.round(values), where, f"{column} is not an integer", values)
+    _fail_rows(np.abs(values) > _MAX_INTEGER, where, f"{column} is beyond 2**53", values)
     integers = values.astype(np.int64)
-    _fail_rows(integers < minimum, source, f"{column} must be >= {minimum}", integers)
+    _fail_rows(integers < minimum, where, f"{column} must be >= {minimum}", integers)
     return integers
 
 
@@ -230,11 +241,11 @@ def _is_blank(series: pd.Series) -> np.ndarray:
     return blank
 
 
-def _fail_rows(bad: np.ndarray, source: str, what: str, values: np.ndarray | None = None) -> None:
+def _fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str, values: np.ndarray | None = None) -> None:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         shown = f" ({values[row].item()!r})" if values is not None else ""
-        raise InputError(f"{source}: row {row + 1}: {what}{shown}{_more(int(bad.sum()))}")
+        raise InputError(f"{where(row)}: {what}{shown}{_more(int(bad.sum()))}")
 
 
 def _more(count: int) -> str:
