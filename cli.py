@@ -37,8 +37,8 @@ def _terminate(signum: int, frame) -> None:
 
 class _Group(TyperGroup):
     """Turns an `InputError` raised anywhere below a command into one `error: <message>` line and exit 2 (a
-    `RunFailure`: exit 4, Ctrl-C: exit 130); NumPy floating-point faults (overflow, division by zero, invalid values) raise instead
-    of warning and end as bad input does."""
+    `RunFailure`: exit 4, Ctrl-C: exit 130); NumPy floating-point faults (overflow, division by zero, invalid
+    values) raise instead of warning and end as bad input does."""
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         """Click's entry point, with a usage error (an unknown option, a bad value, a missing argument) as one

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.fileio import paths_under
 
 BUILTIN_STDLIB = "builtin:python-stdlib"
 HF_PREFIX = "hf:"
@@ -167,8 +168,8 @@ def _resolve_files(spec: str) -> tuple[Path, list[Path], int]:
         if not path.exists():
             raise InputError(f"{spec}: no such file or directory")
         if path.is_dir():
-            children = [child for child in path.rglob("*") if child.is_file()]
-            files = sorted(child for child in children if child.suffix == ".txt")
+            children = [child for child in paths_under(path) if child.is_file()]
+            files = [child for child in children if child.suffix == ".txt"]
             if not files:
                 raise InputError(f"{spec}: the directory holds no .txt file")
             passed_over = len(children) - len(files)
