@@ -1,6 +1,6 @@
 """Device selection and numeric precision: CUDA > MPS > CPU, FP32 unless TF32 or bf16 autocast is asked for;
-the process's allocator setting for training (`retain_freed_memory`); a device's out-of-memory message in
-short."""
+the CPU's first matrix product spent before any that counts; the process's allocator setting for training
+(`retain_freed_memory`); a device's out-of-memory message in short."""
 
 from __future__ import annotations
 
@@ -41,7 +41,20 @@ def select_device(name: str = "auto", *, local_rank: int = 0) -> torch.device:
         return torch.device("cuda", index)
     if kind == "mps" and not torch.backends.mps.is_available():
         raise InputError(f"--device: {name!r} requested but MPS is not available")
+    if kind == "cpu":
+        settle_cpu_matrix_products()
     return torch.device(kind)
+
+
+def settle_cpu_matrix_products() -> None:
+    """Spend the process's first CPU matrix product on nothing.
+
+    Intel MKL (PyTorch's CPU BLAS on x86) now and then computes the first multi-threaded product of a process
+    differently, in the last bits, from every later one: one fresh process in ten computed another first training
+    loss for the tiny model on 2 cores, and so other weights ever after (docs/method.md §4, "Determinism"). With one
+    product spent first, fresh processes agree bit for bit. Costs well under a millisecond.
+    """
+    torch.zeros(8, 64) @ torch.zeros(64, 8192)
 
 
 def is_out_of_memory(error: RuntimeError) -> bool:
