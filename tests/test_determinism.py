@@ -1,8 +1,16 @@
 """Same seed, same device, same threads → the same numbers, in fresh processes too (docs/method.md §4)."""
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer.evaluate import evaluate_checkpoint
+from trainer.train import RunSpec, Runtime, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,3 +39,22 @@ def test_fresh_processes_compute_the_same_first_update_bit_for_bit():
     outputs = [subprocess.run([sys.executable, "-c", FIRST_UPDATE], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout for _ in range(6)]
     assert len(set(outputs)) == 1, outputs
+
+
+def test_a_run_trained_again_in_its_directory_writes_the_same_bytes(prepared_data, tmp_path):
+    # Checkpoints keep the process-wide generator states and name their archive; loss files record the checkpoint's
+    # SHA-256. None of these may differ between two runs of the same settings.
+    spec = RunSpec.make(prepared_data, "tiny", "gatedv", 5, lr=0.01, updates=3, eval_every=2, batch_size=2)
+    run_dir, kept = tmp_path / "run", []
+    for _ in range(2):
+        torch.manual_seed(int.from_bytes(os.urandom(7), "little"))  # whatever state the caller left behind
+        np.random.seed(int.from_bytes(os.urandom(4), "little"))
+        train(spec, run_dir, runtime=Runtime(device="cpu", progress=False))
+        evaluate_checkpoint(run_dir / "checkpoint.pt", "heldout", run_dir / "heldout.parquet", device="cpu",
+                            progress=False)
+        kept.append({name: (run_dir / name).read_bytes()
+                     for name in ("checkpoint.pt", "curve.csv", "heldout.parquet")})
+        shutil.rmtree(run_dir)
+    assert kept[0].keys() == kept[1].keys()
+    for name, content in kept[0].items():
+        assert content == kept[1][name], name

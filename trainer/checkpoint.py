@@ -38,8 +38,8 @@ def save_checkpoint(path: str | os.PathLike, model: Transformer, *, extra: dict)
     if reserved:
         raise ValueError(f"checkpoint extra: keys {sorted(reserved)} are reserved")
     payload = {"format": FORMAT, "model_config": dataclasses.asdict(model.config), "model": model.state_dict(), **extra}
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save(payload, handle)  # a file object, not the path: torch names the archive after a path's temp name
 
 
 def non_finite_state(model_state: dict, optimizer_state: dict) -> str | None:

@@ -37,7 +37,7 @@ from trainer.data import PreparedData
 from trainer.device import Precision, out_of_memory_as, retain_freed_memory, select_device
 from trainer.evaluate import document_loss_sums
 from trainer.knobs import resolve_variant
-from trainer.model import ModelConfig, Transformer, build_model, count_parameters
+from trainer.model import ModelConfig, Transformer, build_model, count_parameters, tensor_seed
 from trainer.moments import compute_moments
 
 BETAS = (0.9, 0.95)
@@ -251,6 +251,14 @@ class _DeferredInterruption:
         self.received = signum
 
 
+def _seed_global_rngs(seed: int) -> None:
+    """The process-wide torch (CPU and CUDA) and numpy generators seeded from the run's seed. The recipe draws
+    from named streams only (`trainer.model.draw_normal`, the sampler), so this changes no number; it makes the
+    generator states a checkpoint keeps for resuming, and so its bytes, the same on every rerun of the run."""
+    torch.manual_seed(tensor_seed(seed, "global generators", ()))
+    np.random.seed(np.random.SeedSequence(seed).generate_state(4))
+
+
 def _rng_state() -> dict:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {"torch": torch.get_rng_state(),
@@ -397,6 +405,7 @@ class _Loop:
                 remove_stale_temp_files(self.run_dir)  # partial files of a killed write
             self._load()
             return
+        _seed_global_rngs(self.spec.seed)
         self.model = build_model(self.spec.model_config(), self.spec.seed, self.device)
         if self.model.config.uses_moments:
             moments = compute_moments(self.data, self.spec.size, self.spec.seed, device=self.device)
