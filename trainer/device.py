@@ -52,7 +52,8 @@ def settle_cpu_matrix_products() -> None:
     Intel MKL (PyTorch's CPU BLAS on x86) now and then computes the first multi-threaded product of a process
     differently, in the last bits, from every later one: one fresh process in ten computed another first training
     loss for the tiny model on 2 cores, and so other weights ever after (docs/method.md §4, "Determinism"). With one
-    product spent first, fresh processes agree bit for bit. Costs well under a millisecond.
+    product spent first, fresh processes agree bit for bit. About 6 ms, mostly MKL start-up the first real product
+    would pay (0.2 ms once started).
     """
     torch.zeros(8, 64) @ torch.zeros(64, 8192)
 
