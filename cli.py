@@ -7,9 +7,11 @@ in importable functions; each command prints a result's `summary()` or, with `--
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -392,9 +394,21 @@ def params_command(
     if variant != "all" and variant not in VARIANTS and not knobs:
         raise InputError(f"--variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)}, all; a new "
                          "name needs at least one --knob)")
-    table = parameter_table(["small", "medium"] if config == "all" else [config],
-                            list(VARIANTS) if variant == "all" else [variant], {variant: knobs} if knobs else None)
+    with _knob_flag():
+        table = parameter_table(["small", "medium"] if config == "all" else [config],
+                                list(VARIANTS) if variant == "all" else [variant], {variant: knobs} if knobs else None)
     _emit(table, as_json)
+
+
+@contextlib.contextmanager
+def _knob_flag() -> Iterator[None]:
+    """A knob value that the chosen size's model cannot take, reported under --knob."""
+    from trainer.knobs import KnobError
+
+    try:
+        yield
+    except KnobError as error:
+        raise InputError(f"--knob {error}") from None
 
 
 @app.command("export-hf")
@@ -500,8 +514,9 @@ def train_command(
     from trainer.train import DivergenceError, RunSpec, train
 
     check_output_dir(out, "--out")
-    spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
-                        batch_size=batch_size, knobs=parse_knob_options(knob or []))
+    with _knob_flag():
+        spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
+                            batch_size=batch_size, knobs=parse_knob_options(knob or []))
     try:
         result = train(spec, out, runtime=_runtime(device, tf32, bf16, compile_model), resume=resume,
                        stop_after=stop_after)

@@ -107,7 +107,8 @@ def test_a_preset_spec_and_a_record_from_before_knobs_agree():
     (["--variant", "k-silu", "--knob", "key_act"], "--knob: 'key_act' is not KNOB=VALUE (gatedv params --knobs lists "
      "the knobs)"),
     (["--variant", "k-silu", "--knob", "key_fn=silu"], f"--knob key_fn: unknown knob (knobs: {', '.join(KNOBS)})"),
-    (["--variant", "k-silu", "--knob", "n_kv_heads=3"], "n_kv_heads: 3 does not divide the model's 2 query heads"),
+    (["--variant", "k-silu", "--knob", "n_kv_heads=3"], "--knob n_kv_heads: 3 does not divide the tiny model's 2 "
+     "query heads"),
     (["--variant", "gatedv", "--knob", "key_act=silu"], "variant 'gatedv' is a preset and the knobs change it "
      "(key_act=silu); name the new model (a new name is the baseline plus its knobs)"),
     (["--variant", "k-silu"], "--variant: unknown variant 'k-silu'"),
@@ -179,8 +180,8 @@ BAD_TABLES = [
     (("key_act = \"silu\"", "key_act = \"tanh\""), "[variants.k-silu] key_act: 'tanh' is not one of linear, silu"),
     (("key_act = \"silu\"", "key_act = 1"), "[variants.k-silu] key_act: 1 is not one of linear, silu"),
     (("key_act = \"silu\"", "qk_norm = \"maybe\""), "[variants.k-silu] qk_norm: 'maybe' is not true or false"),
-    (("key_act = \"silu\"", "n_kv_heads = 3"), "[variants.k-silu] n_kv_heads: 3 does not divide the model's 2 query "
-     "heads"),
+    (("key_act = \"silu\"", "n_kv_heads = 3"), "[variants.k-silu] n_kv_heads: 3 does not divide the tiny model's 2 "
+     "query heads"),
     (("key_act = \"silu\"", ""), "[variants.k-silu] variant: unknown variant 'k-silu'"),
     (("[variants.baseline]", "[variants.baseline]\nvalue_act = \"silu\""), "[variants.baseline] variant 'baseline' is "
      "a preset and the knobs change it (value_act=silu)"),

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from gatedv_stats.errors import InputError
-from trainer.knobs import KNOBS, parse_knob_options, resolve_variant
+from trainer.knobs import KNOBS, KnobError, parse_knob_options, resolve_variant
 from trainer.model import CONFIGS, GATED_FFN_KINDS, VARIANTS
 
 
@@ -83,7 +83,7 @@ NAMING = [
      "starting with a letter or digit, and not 'all'"),
     ("all", {"key_act": "silu"}, "variant 'all': a new name is up to 64 letters, digits, '.', '_' or '-', "
      "starting with a letter or digit, and not 'all'"),
-    ("gqa3", {"n_kv_heads": 3}, "n_kv_heads: 3 does not divide the model's 4 query heads"),
+    ("gqa3", {"n_kv_heads": 3}, "n_kv_heads: 3 does not divide the small model's 4 query heads"),
 ]
 
 
@@ -94,7 +94,8 @@ def test_a_changed_preset_or_a_bad_new_name_is_refused(variant, knobs, message):
     assert str(caught.value) == message
     if variant != "all":  # `params --variant all` is every preset (its --knob error: below)
         options = [f"--knob={name}={value}" for name, value in knobs.items()]
-        _one_line_error(_params("--config", "small", "--variant", variant, *options), message)
+        flagged = f"--knob {message}" if isinstance(caught.value, KnobError) else message  # the size's limits
+        _one_line_error(_params("--config", "small", "--variant", variant, *options), flagged)
 
 
 def test_knobs_that_leave_a_preset_as_it_is_are_dropped_and_a_new_name_needs_one():

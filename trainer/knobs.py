@@ -37,8 +37,15 @@ from trainer.model import (
 MATCHED = "matched"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _RESERVED_NAMES = ("all",)  # `gatedv params --variant all`
+
+
 # The largest integer knob: every weight of every size then stays well inside torch's int64 sizes.
 MAX_KNOB_INTEGER = 2**48
+
+
+class KnobError(InputError):
+    """A knob value the size's model cannot take (known only once the size is); the message starts with the
+    knob's name, so that the command line can put its flag in front."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,7 @@ def resolve_variant(size: str, variant: str, knobs: Mapping[str, object] | None 
     if variant in VARIANTS:
         preset = model_config(size, variant)
         preset_knobs = effective_knobs(preset)
-        changed = effective_knobs(_with_knobs(preset, knobs, base))
+        changed = effective_knobs(_with_knobs(preset, knobs, base, size))
         changes = ", ".join(f"{name}={value}" for name, value in changed.items() if value != preset_knobs[name])
         if changes:
             raise InputError(f"variant {variant!r} is a preset and the knobs change it ({changes}); name the new "
@@ -156,15 +163,16 @@ def resolve_variant(size: str, variant: str, knobs: Mapping[str, object] | None 
     if not _NAME.fullmatch(variant) or variant in _RESERVED_NAMES:
         raise InputError(f"variant {variant!r}: a new name is up to 64 letters, digits, '.', '_' or '-', starting "
                          "with a letter or digit, and not 'all'")
-    return dataclasses.replace(_with_knobs(base, knobs, base), variant=variant), knobs
+    return dataclasses.replace(_with_knobs(base, knobs, base, size), variant=variant), knobs
 
 
-def _with_knobs(cfg: ModelConfig, knobs: dict, base: ModelConfig) -> ModelConfig:
+def _with_knobs(cfg: ModelConfig, knobs: dict, base: ModelConfig, size: str) -> ModelConfig:
     fields = dict(knobs)
     if fields.get("d_ff") == MATCHED:
         fields["d_ff"] = matched_ffn_width(base.d_ff, base.ffn, fields.get("ffn", cfg.ffn))
     if cfg.n_heads % fields.get("n_kv_heads", 1):
-        raise InputError(f"n_kv_heads: {fields['n_kv_heads']} does not divide the model's {cfg.n_heads} query heads")
+        raise KnobError(f"n_kv_heads: {fields['n_kv_heads']} does not divide the {size} model's {cfg.n_heads} query "
+                        "heads")
     return dataclasses.replace(cfg, **fields)
 
 
