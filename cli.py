@@ -721,8 +721,9 @@ def select_lr_command(
     from gatedv_stats.io.outputs import check_output_file
     from trainer.sweep import confirmation_experiment, load_experiment, select_learning_rates, write_experiment
 
-    path = Path(out) if out else Path(experiment).with_name(Path(experiment).stem + "-confirm.toml")
-    check_output_file(path, "--out")
+    path = Path(experiment).with_name(Path(experiment).stem + "-confirm.toml") if out is None else out
+    check_output_file(path, "--out")  # an empty --out is refused, not read as the default
+    path = Path(path)
     grid = load_experiment(experiment)
     try:
         confirm_seeds = tuple(int(part) for part in seeds.split(",")) if seeds else ()
