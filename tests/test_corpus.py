@@ -3,6 +3,7 @@
 import gzip
 import json
 import platform
+import socket
 import sys
 import sysconfig
 from pathlib import Path
@@ -163,18 +164,60 @@ def test_listing_hash_depends_on_names_and_sizes_not_location(tmp_path):
     assert open_corpus(str(tmp_path / "two" / "a.jsonl")).listing_sha256 != first.listing_sha256
 
 
-def test_hugging_face_reader_streams_rows_through_datasets(monkeypatch, web_corpus):
+def _fake_datasets(monkeypatch, records: list) -> list:
+    """`datasets` replaced by a module whose load_dataset streams `records`; returns the list of its calls."""
     import types
 
     calls = []
 
     def load_dataset(name, config, split, streaming):
         calls.append((name, config, split, streaming))
-        return iter(web_corpus["records"][:5])
+        return iter(records)
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    return calls
+
+
+def _hub_host_resolves(monkeypatch, resolves: bool) -> list:
+    """Name resolution answered here (the test machine has no network); returns the hosts asked for."""
+    asked = []
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        asked.append(host)
+        if not resolves:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for variable in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(variable, raising=False)
+    return asked
+
+
+def test_hugging_face_reader_streams_rows_through_datasets(monkeypatch, web_corpus):
+    calls = _fake_datasets(monkeypatch, web_corpus["records"][:5])
+    assert _hub_host_resolves(monkeypatch, True) == []
     corpus = open_corpus("hf:HuggingFaceFW/fineweb-edu:sample-10BT", max_docs=4)
     documents = list(corpus.documents())
     assert calls == [("HuggingFaceFW/fineweb-edu", "sample-10BT", "train", True)]
     assert [d.doc_id for d in documents] == [r["id"] for r in web_corpus["records"][:4]]
     assert documents[0].domain == "host0.example.com"
+
+
+def test_an_unreachable_hub_is_one_line_at_once_unless_offline_or_behind_a_proxy(monkeypatch, web_corpus):
+    from huggingface_hub import constants
+
+    calls = _fake_datasets(monkeypatch, web_corpus["records"][:2])
+    asked = _hub_host_resolves(monkeypatch, False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    with pytest.raises(InputError) as caught:
+        list(open_corpus("hf:org/name").documents())
+    assert str(caught.value) == ("hf:org/name: cannot reach the Hugging Face Hub at huggingface.co (Name or service "
+                                 "not known); set HF_HUB_OFFLINE=1 to read a dataset already in the local cache")
+    assert asked == ["huggingface.co"] and calls == []  # refused before the Hub client and its retries
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # the proxy resolves the name
+    assert len(list(open_corpus("hf:org/name").documents())) == 2
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # the local cache only
+    assert len(list(open_corpus("hf:org/name").documents())) == 2
+    assert asked == ["huggingface.co"] and len(calls) == 2

@@ -15,12 +15,14 @@ import hashlib
 import json
 import os
 import platform
+import socket
 import sysconfig
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
+from urllib.request import getproxies
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -357,6 +359,7 @@ def _read_hf(spec: str, name: str, config: str | None, policy: str, counts: Read
     except ImportError:
         raise InputError(f"{spec}: reading Hugging Face datasets needs the optional `datasets` package "
                          "(pip install 'gatedv-stats[datasets]')") from None
+    _check_hub_reachable(spec)
     try:
         rows = datasets.load_dataset(name, config, split="train", streaming=True)
         for row_number, record in enumerate(rows, start=1):
@@ -368,6 +371,22 @@ def _read_hf(spec: str, name: str, config: str | None, policy: str, counts: Read
     except (OSError, ValueError, ConnectionError) as error:
         raise InputError(f"{spec}: cannot load the dataset ({str(error).splitlines()[0] if str(error) else error})") \
             from None
+
+
+def _check_hub_reachable(spec: str) -> None:
+    """Refuse at once when the Hub's host name does not resolve, instead of after the Hub client's retries of
+    half a minute. Offline mode (HF_HUB_OFFLINE=1) reads the local cache, and behind a proxy the proxy
+    resolves the name, so neither is checked."""
+    from huggingface_hub import constants  # installed with `datasets`
+
+    if constants.HF_HUB_OFFLINE or {"https", "all"} & set(getproxies()):
+        return
+    host = urlsplit(constants.ENDPOINT).hostname or constants.ENDPOINT
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as error:
+        raise InputError(f"{spec}: cannot reach the Hugging Face Hub at {host} ({error.strerror or error}); set "
+                         "HF_HUB_OFFLINE=1 to read a dataset already in the local cache") from None
 
 
 __all__ = ["BUILTIN_STDLIB", "Corpus", "Document", "ReadCounts", "open_corpus", "url_domain"]
