@@ -9,27 +9,35 @@ they run (`run_child`); a run cut short this way resumes from its last checkpoin
 Ctrl-C reaches every process of the terminal's process group. The workers ignore it and leave the decision to
 the process that started them: when that one leaves the pool's `with` block by an exception (KeyboardInterrupt
 included), the pool stops its workers at once (SIGTERM, on which a worker stops its commands and exits) instead
-of letting them finish their tasks and then start the queued ones.
+of letting them finish their tasks and then start the queued ones. Work that can stop cleanly at points of its
+own (a training loop at the end of an update, with a checkpoint of it) runs inside `deferred_stop()`: a worker
+told to stop then lets it reach the next such point first, for up to `STOP_GRACE_SECONDS`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from tqdm import tqdm
 
 PARENT_GONE_EXIT = 75  # EX_TEMPFAIL: the work was cut short, not wrong; nobody is left to read it
 CHILD_GRACE_SECONDS = 10.0  # a stopped command's time to exit after SIGTERM before SIGKILL
+STOP_GRACE_SECONDS = 60.0  # a stopped worker's time to reach the next stopping point of `deferred_stop` work
 
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
+_watched = False  # this process exits with its parent (`exit_with_parent`)
+_stop_requested = threading.Event()  # this worker has been told to stop, or its parent is gone
+_stop_reached = threading.Event()  # deferred_stop work has returned from its stopping point
+_stop_grace: float | None = None  # while deferred_stop work runs: how long a stop waits for it
 
 
 class WorkerPool(ProcessPoolExecutor):
@@ -69,11 +77,39 @@ def exit_with_parent() -> bool:
         return False
     # The handler only wakes the watcher: stopping the commands in the handler itself would wait on a command
     # the interrupted main thread may be waiting on already (subprocess's wait lock is not re-entrant).
+    global _watched
     stop_read, stop_write = os.pipe()
     signal.signal(signal.SIGTERM, lambda signum, frame: os.write(stop_write, b"\0"))
     threading.Thread(target=_exit_when_told, args=(parent.sentinel, stop_read), name="exit-with-parent",
                      daemon=True).start()
+    _watched = True
     return True
+
+
+def stop_requested() -> bool:
+    """Whether this worker has been told to stop (or its parent has ended): `deferred_stop` work polls it."""
+    return _stop_requested.is_set()
+
+
+@contextlib.contextmanager
+def deferred_stop(grace: float = STOP_GRACE_SECONDS) -> Iterator[bool]:
+    """In a worker started here: while the body runs, a stop (SIGTERM, or the parent gone) does not end the
+    process at once. The body polls `stop_requested()` at its stopping points and returns from the first one
+    after the stop, having made its work resumable (a checkpoint); the process then ends as the stop would have
+    ended it. A body that reaches no stopping point within `grace` seconds is cut short. Yields whether stops
+    are deferred: False (and nothing changes) in any other process."""
+    global _stop_grace
+    if not _watched:
+        yield False
+        return
+    _stop_grace = grace
+    try:
+        yield True
+    finally:
+        _stop_grace = None
+        if _stop_requested.is_set():  # the watcher ends the process now
+            _stop_reached.set()
+            threading.Event().wait()
 
 
 def run_child(command: Sequence[str], env: Mapping[str, str] | None = None) -> int:
@@ -106,6 +142,10 @@ def _start_worker(initializer: Callable[..., None] | None, initargs: tuple) -> N
 
 def _exit_when_told(sentinel: int, stop_read: int) -> None:
     ready = multiprocessing.connection.wait([sentinel, stop_read])
+    _stop_requested.set()
+    grace = _stop_grace
+    if grace is not None:
+        _stop_reached.wait(grace)
     _stop_children_and_exit(PARENT_GONE_EXIT if sentinel in ready else 128 + signal.SIGTERM)
 
 

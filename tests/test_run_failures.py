@@ -109,16 +109,18 @@ def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads process states from /proc")
 @pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
 def test_an_interrupted_sweep_stops_its_workers_at_once(prepared_data, tmp_path, stop):
-    """Ctrl-C reaches the terminal's whole process group; `kill PID` (SIGTERM) the sweep's process alone."""
+    """Ctrl-C reaches the terminal's whole process group; `kill PID` (SIGTERM) the sweep's process alone. Each
+    worker writes a checkpoint of the update in progress before it ends."""
     grid = tmp_path / "long.toml"
-    grid.write_text(GRID.format(data=prepared_data).replace("updates = 2", "updates = 100000"))
+    grid.write_text(GRID.format(data=prepared_data).replace("updates = 2", "updates = 100000")
+                    .replace("eval_every = 2", "eval_every = 100000"))  # no periodic checkpoint after update 0
     sweep_command = [sys.executable, str(ROOT / "cli.py"), "sweep", str(grid), "--device", "cpu", "--jobs", "2"]
     process = subprocess.Popen(sweep_command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)  # its own process group, as at a terminal
     runs = load_experiment(grid).runs()
     deadline = time.monotonic() + 120
-    while not all(read_run_record(run.run_dir) for run in runs) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while not all((run.run_dir / "curve.csv").is_file() for run in runs) and time.monotonic() < deadline:
+        time.sleep(0.1)  # update 0 recorded
     time.sleep(1)  # both workers training
     if stop == "ctrl-c":
         os.killpg(process.pid, signal.SIGINT)
@@ -136,6 +138,7 @@ def test_an_interrupted_sweep_stops_its_workers_at_once(prepared_data, tmp_path,
         time.sleep(0.1)
     assert not _group_alive(process.pid)  # no worker left behind
     assert [read_run_record(run.run_dir)["status"] for run in runs] == ["running", "running"]  # as a kill leaves it
+    assert all(load_checkpoint(run.run_dir / "checkpoint.pt").extra["update"] > 0 for run in runs)
     status = CliRunner().invoke(cli.app, ["sweep", str(grid), "--status"])
     assert "2 runs (2 interrupted)" in status.stdout, status.output
 

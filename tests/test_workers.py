@@ -124,6 +124,41 @@ def test_an_interrupted_pool_stops_its_workers_and_their_commands_at_once(kind, 
     assert queued.done() and not (tmp_path / "queued").exists()  # queued, never started
 
 
+def _stopping_at_points(directory: str, grace: float, polls: bool) -> None:
+    """Deferred-stop work: note this worker's pid, then run until told to stop (if it `polls`), note that its
+    stopping point was reached and return; without polling it would run ten minutes."""
+    with workers.deferred_stop(grace) as deferred:
+        Path(directory, "worker.pid").write_text(f"{os.getpid()} {deferred}")
+        ends = time.monotonic() + 600
+        while time.monotonic() < ends and not (polls and workers.stop_requested()):
+            time.sleep(0.01)
+        Path(directory, "reached").write_text("checkpoint")
+    Path(directory, "after").write_text("the rest of the task")
+
+
+@pytest.mark.parametrize("polls", [True, False], ids=["stopping-point", "cut-short"])
+def test_a_stopped_worker_lets_deferred_work_reach_its_stopping_point_within_the_grace(polls, tmp_path):
+    grace = 5.0
+    with pytest.raises(KeyboardInterrupt):
+        with launch.worker_pool([{}], threads=1) as pool:
+            pool.submit(_stopping_at_points, str(tmp_path), grace, polls)
+            while not (tmp_path / "worker.pid").is_file():
+                time.sleep(0.05)
+            began = time.monotonic()
+            raise KeyboardInterrupt
+    stopped = time.monotonic() - began
+    pid, deferred = (tmp_path / "worker.pid").read_text().split()
+    assert deferred == "True" and not _alive(int(pid))
+    assert (tmp_path / "reached").is_file() == polls  # the checkpoint written, or the work cut short
+    assert not (tmp_path / "after").exists()  # nothing after the stopping point runs
+    assert stopped < grace if polls else grace <= stopped < grace + 10
+
+
+def test_deferred_stop_changes_nothing_outside_a_worker():
+    with workers.deferred_stop() as deferred:
+        assert deferred is False and not workers.stop_requested()
+
+
 def test_run_child_returns_the_exit_status():
     assert workers.run_child([sys.executable, "-c", "raise SystemExit(3)"]) == 3
     assert workers.exit_with_parent() is False  # the test process has no multiprocessing parent

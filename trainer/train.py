@@ -8,6 +8,7 @@ Under `torchrun` every process takes its slice of the same global batch; rank 0 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import multiprocessing
@@ -25,7 +26,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from gatedv_stats import __version__
+from gatedv_stats import __version__, workers
 from gatedv_stats.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.io.atomic import remove_stale_temp_files
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
@@ -217,17 +218,29 @@ class _DeferredInterruption:
     """Ctrl-C or SIGTERM during training takes effect at the end of the update in progress, once the loop has
     written a checkpoint of it, and is then delivered as it would have been; a second signal takes effect at once.
 
-    Only where the signal would reach the loop alone: in a process's main thread, not in a worker process (whose
-    parent decides) and not under data parallel (where every rank would have to stop at the same update).
+    Where the signal would reach the loop alone: in a process's main thread, and in a sweep worker, whose stop
+    (its parent interrupted or gone) waits the same way (`gatedv_stats.workers.deferred_stop`). Not under data
+    parallel, where every rank would have to stop at the same update.
     """
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = (enabled and threading.current_thread() is threading.main_thread()
-                        and multiprocessing.parent_process() is None)
-        self.received: int | None = None
+        in_worker = multiprocessing.parent_process() is not None
+        self.enabled = enabled and threading.current_thread() is threading.main_thread() and not in_worker
+        self.in_worker = enabled and in_worker
+        self._signal: int | None = None
         self._previous: dict = {}
+        self._worker_stop = contextlib.ExitStack()
+
+    @property
+    def received(self) -> int | None:
+        """The signal held back, if one came (a worker's stop counts as SIGTERM)."""
+        if self._signal is None and self.in_worker and workers.stop_requested():
+            return signal.SIGTERM
+        return self._signal
 
     def __enter__(self) -> _DeferredInterruption:
+        if self.in_worker:
+            self._worker_stop.enter_context(workers.deferred_stop())
         if self.enabled:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 if signal.getsignal(signum) is not signal.SIG_IGN:
@@ -238,17 +251,18 @@ class _DeferredInterruption:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}
+        self._worker_stop.close()  # a stopped worker ends here
 
     def deliver(self) -> None:
         """The signal held back, delivered now to the handler it would have reached."""
-        if self.received is not None:
-            signal.raise_signal(self.received)
+        if self._signal is not None:
+            signal.raise_signal(self._signal)
 
     def _receive(self, signum: int, frame) -> None:
-        if self.received is not None:
+        if self._signal is not None:
             self.__exit__()
             signal.raise_signal(signum)
-        self.received = signum
+        self._signal = signum
 
 
 def _seed_global_rngs(seed: int) -> None:
