@@ -87,7 +87,8 @@ def test_documents_go_through_in_batches(checkpoint, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--value-act", "tanh"], "--value-act: 'tanh' is not linear or silu"),
-    (["--set", "nowhere.parquet"], "nowhere.parquet: not a readable evaluation set"),
+    (["--set", "nowhere.parquet"], "--set: 'nowhere.parquet' is neither a set of "),
+    (["--set", "held-out"], "(dev, heldout) nor an evaluation-set file"),
     (["--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
 ])
 def test_bad_evaluation_input_is_one_line(checkpoint, tmp_path, args, message):

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import torch
 
 from gatedv_stats.io.atomic import atomic_path
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.stats.validation import check_rng_seed
 
 WINDOW = 257  # 256 inputs + 256 targets
@@ -234,6 +234,9 @@ class PreparedData:
             if eval_set.sha256 != expected:
                 raise InputError(f"{self.path / f'{name}.parquet'}: content does not match the manifest's SHA-256")
             return eval_set
+        if not os.path.exists(name_or_path):
+            raise ParameterError("eval_set", f"{str(name_or_path)!r} is neither a set of {self.path} "
+                                             f"({', '.join(EVAL_SET_NAMES)}) nor an evaluation-set file")
         return read_eval_set(name_or_path)
 
     @cached_property
