@@ -246,6 +246,19 @@ def test_cli_warns_about_the_files_a_txt_directory_passes_over(tmp_path, web_cor
         result.stderr.splitlines()
 
 
+def test_cli_names_the_files_a_txt_directory_passed_over_when_too_few_documents_are_left(tmp_path, web_corpus):
+    corpus = tmp_path / "corpus"
+    (corpus / "notes").mkdir(parents=True)
+    (corpus / "notes" / "short.txt").write_text("too short for a window")
+    for record in web_corpus["records"][:6]:
+        (corpus / "notes" / f"{record['id']}.md").write_text(record["text"])
+    result = _cli(corpus, "--out", tmp_path / "out", "--vocab-size", 320)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.strip().endswith(f"; {corpus}: read only the .txt files of the directory; 6 other file(s) "
+                                          "passed over")
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_hugging_face_without_network_or_package_is_one_line(tmp_path):
     result = _cli("hf:HuggingFaceFW/fineweb-edu:sample-10BT", "--out", tmp_path)
     assert result.exit_code == 2

@@ -122,7 +122,10 @@ def _prepare_into(out: Path, source: Corpus, tokenizer_source: Path | Corpus | N
                   progress: bool) -> dict:
     run = _Preparation(source, out, split_seed, batch_size, progress)
     run.read_metadata()
-    n_per_set = run.choose_candidates(eval_docs)
+    try:
+        n_per_set = run.choose_candidates(eval_docs)
+    except InputError as error:  # too few documents: what was passed over may be why
+        raise InputError("; ".join([str(error), *run.warnings])) from None
     if isinstance(tokenizer_source, Path):
         bpe = load_tokenizer(tokenizer_source, vocab_size)
         tokenizer_info = {"source": "given", "file": tokenizer_source.name}
