@@ -66,13 +66,15 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
     only_baseline = sorted(set(baseline_by_seed) - set(variant_by_seed))
     only_variant = sorted(set(variant_by_seed) - set(baseline_by_seed))
     unpaired = tuple(only_baseline + only_variant)
+    seeds = sorted(set(baseline_by_seed) & set(variant_by_seed))
+    if not seeds:
+        raise InputError(f"no training seed is shared by {baseline_arm} ({', '.join(map(str, only_baseline))}) and "
+                         f"{variant_arm} ({', '.join(map(str, only_variant))}): runs pair by the seed recorded in "
+                         "their files (evaluate --hf and import take it as --seed)")
     if unpaired and not allow_unpaired:
         parts = [f"{arm} {', '.join(map(str, seeds))}" for arm, seeds
                  in ((baseline_arm, only_baseline), (variant_arm, only_variant)) if seeds]
-        raise InputError(f"seeds present in one arm only: {'; '.join(parts)} (allow_unpaired drops them)")
-    seeds = sorted(set(baseline_by_seed) & set(variant_by_seed))
-    if not seeds:
-        raise InputError(f"no seed is shared by {baseline_arm} and {variant_arm}")
+        raise InputError(f"seeds present in one arm only: {'; '.join(parts)} (--allow-unpaired drops them)")
 
     runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
     doc_ids, losses, n_targets, doc_columns = _aligned(runs, unit)

@@ -50,8 +50,11 @@ def test_unpaired_seeds_are_an_error_unless_allowed():
         pair_runs(baseline, variant)
     paired = pair_runs(baseline, variant, allow_unpaired=True)
     assert paired.seeds.tolist() == [2, 3] and paired.dropped_seeds == (1, 4)
-    with pytest.raises(InputError, match="no seed is shared"):
-        pair_runs(baseline[:1], variant[2:], allow_unpaired=True)
+    for allowed in (False, True):  # dropping unpaired seeds would leave nothing: the error says how runs pair
+        with pytest.raises(InputError) as caught:
+            pair_runs(baseline[:1], variant[2:], allow_unpaired=allowed)
+        assert str(caught.value) == ("no training seed is shared by baseline (1) and gatedv (4): runs pair by the "
+                                     "seed recorded in their files (evaluate --hf and import take it as --seed)")
 
 
 def test_duplicate_seeds_and_mixed_arms_are_errors():
