@@ -18,10 +18,13 @@ import trainer.evaluate as evaluate_module
 import trainer.hf_evaluate as hf_evaluate
 import trainer.train as train_module
 from gatedv_stats.errors import RunFailure
+from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record
 from trainer import grid_run, launch, sweep
 from trainer.checkpoint import load_checkpoint
 from trainer.device import out_of_memory_as
+from trainer.evaluate import evaluate_checkpoint
 from trainer.sweep import load_experiment
 from trainer.train import Runtime
 
@@ -269,3 +272,47 @@ def test_other_errors_are_not_taken_for_running_out_of_memory():
         with pytest.raises(type(error), match=str(error).split(" (")[0]):
             with out_of_memory_as(lambda cause: RunFailure(cause)):
                 raise error
+
+
+def _signal_self_after_update(monkeypatch, update: int, signum: int) -> None:
+    """The training loop sends `signum` to this process at the end of `update`."""
+    step = train_module._Loop._step
+
+    def signalling_step(self, objective):
+        value = step(self, objective)
+        if self.update == update:
+            os.kill(os.getpid(), signum)
+        return value
+
+    monkeypatch.setattr(train_module._Loop, "_step", signalling_step)
+
+
+def test_a_stop_whose_handler_returns_leaves_the_run_unfinished_and_it_resumes(prepared_data, tmp_path, monkeypatch):
+    """A cluster job's own SIGTERM handler (submitit's logs the signal and returns) must not let a stopped run pass
+    for finished: no loss files of the half-trained model, and the run resumes to the end later."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(data=prepared_data).replace("updates = 2", "updates = 6")
+                    .replace("eval_every = 2", "eval_every = 6"))
+    run = load_experiment(grid).runs()[0]
+    _signal_self_after_update(monkeypatch, 2, signal.SIGTERM)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        with pytest.raises(RunFailure) as stopped:
+            grid_run.run_one(run, Runtime(device="cpu", progress=False))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert str(stopped.value) == (f"{run.run_dir}: training stopped by SIGTERM after update 2 (its checkpoint is "
+                                  "kept); run the same command again to resume it")
+    assert not list(run.run_dir.glob("*.parquet"))
+    assert load_checkpoint(run.run_dir / "checkpoint.pt").extra["update"] == 2
+    # A loss file of the half-trained model, as such a stop once left, is evaluated again once the run finishes.
+    early = grid_run.loss_file_path(run.run_dir, "dev")
+    evaluate_checkpoint(run.run_dir / "checkpoint.pt", "dev", early, device="cpu", progress=False)
+    early_sha256 = read_loss_file(early).meta["checkpoint_sha256"]
+    monkeypatch.undo()
+    outcome = grid_run.run_one(run, Runtime(device="cpu", progress=False))
+    assert (outcome.action, outcome.status) == ("resumed", "finished")
+    assert load_checkpoint(run.run_dir / "checkpoint.pt").extra["update"] == 6
+    final_sha256 = file_sha256(run.run_dir / "checkpoint.pt")
+    assert early_sha256 != final_sha256
+    assert read_loss_file(early).meta["checkpoint_sha256"] == final_sha256

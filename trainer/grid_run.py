@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, RunFailure
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_run_record
 from trainer.checkpoint import CHECKPOINT_FILE_NAME
@@ -73,15 +73,18 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
     if status != "finished":
         resume = (run.run_dir / CHECKPOINT_FILE_NAME).is_file()
         try:
-            train(run.spec, run.run_dir, runtime=runtime, resume=resume)
+            result = train(run.spec, run.run_dir, runtime=runtime, resume=resume)
         except DivergenceError:
             return _outcome(run, "diverged", "diverged")
+        if result.status != "finished":  # a stop signal whose handler returned (a cluster job's own handler)
+            raise RunFailure(f"{run.run_dir}: training stopped by {result.stopped_by} after update {result.update} "
+                             "(its checkpoint is kept); run the same command again to resume it")
         action = "resumed" if resume else "trained"
     if int(os.environ.get("RANK", 0)) != 0:
         return _outcome(run, action, "finished")
     for eval_set in run.eval_sets:
         out = loss_file_path(run.run_dir, eval_set)
-        if not out.is_file():
+        if action != "skipped" or not out.is_file():  # a file older than the final checkpoint is evaluated again
             evaluate_checkpoint(run.run_dir / CHECKPOINT_FILE_NAME, eval_set, out, device=runtime.device,
                                 precision=runtime.precision, batch_size=runtime.eval_batch_size, progress=False)
             action = "evaluated" if action == "skipped" else action

@@ -147,6 +147,7 @@ class TrainResult:
     tokens: int
     train_seconds: float
     tokens_per_second: float
+    stopped_by: str | None = None  # the signal that ended the call early (SIGINT, SIGTERM), if one did
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -366,7 +367,9 @@ class _Loop:
                              status="finished" if self.update == self.spec.updates else "stopped",
                              update=self.update, dev_nll=self.curve[-1]["dev_nll"],
                              tokens=self.update * tokens_per_update, train_seconds=self.train_seconds,
-                             tokens_per_second=trained * tokens_per_update / self.train_seconds if trained else 0.0)
+                             tokens_per_second=trained * tokens_per_update / self.train_seconds if trained else 0.0,
+                             stopped_by=None if interruption.received is None else
+                             signal.Signals(interruption.received).name)
         if self.where.main:
             throughput = {"train_seconds": result.train_seconds, "tokens_per_second": result.tokens_per_second}
             _write_run_record(self.run_dir, self.spec, status=result.status, update=self.update,
