@@ -26,7 +26,7 @@ from trainer.checkpoint import load_checkpoint
 from trainer.device import out_of_memory_as
 from trainer.evaluate import evaluate_checkpoint
 from trainer.sweep import load_experiment
-from trainer.train import Runtime
+from trainer.train import Runtime, RunSpec, train
 
 GRID = """
 name = "grid"
@@ -316,3 +316,38 @@ def test_a_stop_whose_handler_returns_leaves_the_run_unfinished_and_it_resumes(p
     final_sha256 = file_sha256(run.run_dir / "checkpoint.pt")
     assert early_sha256 != final_sha256
     assert read_loss_file(early).meta["checkpoint_sha256"] == final_sha256
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="POSIX user signals")
+@pytest.mark.parametrize("handler_ends_the_job", [True, False], ids=["requeue-and-exit", "returns"])
+def test_a_schedulers_save_signal_reaches_its_handler_after_a_checkpoint_of_the_update(prepared_data, tmp_path,
+                                                                                        monkeypatch,
+                                                                                        handler_ends_the_job):
+    """submitit's handler of USR2 (sent before a job's time limit) requeues the job and exits: it must find a
+    checkpoint of the update in progress, not of the last curve point. A handler that returns lets training
+    go on."""
+    spec = RunSpec.make(prepared_data, "tiny", "baseline", 7, updates=6, eval_every=6, batch_size=2)
+    run_dir = tmp_path / "run"
+    seen = []
+
+    def scheduler_handler(signum, frame):
+        seen.append(load_checkpoint(run_dir / "checkpoint.pt").extra["update"])
+        if handler_ends_the_job:
+            raise SystemExit(-1)
+
+    _signal_self_after_update(monkeypatch, 2, signal.SIGUSR2)
+    previous = signal.signal(signal.SIGUSR2, scheduler_handler)
+    try:
+        if handler_ends_the_job:
+            with pytest.raises(SystemExit):
+                train(spec, run_dir, runtime=Runtime(device="cpu", progress=False))
+        else:
+            assert train(spec, run_dir, runtime=Runtime(device="cpu", progress=False)).status == "finished"
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert seen == [2]
+    assert signal.getsignal(signal.SIGUSR2) is previous
+    if handler_ends_the_job:  # the requeued job goes on from there
+        monkeypatch.undo()
+        resumed = train(spec, run_dir, runtime=Runtime(device="cpu", progress=False), resume=True)
+        assert (resumed.status, resumed.update) == ("finished", 6)

@@ -215,9 +215,15 @@ class _Dist:
         return self.rank == 0
 
 
+_USER_SIGNALS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2") if hasattr(signal, name))
+
+
 class _DeferredInterruption:
     """Ctrl-C or SIGTERM during training takes effect at the end of the update in progress, once the loop has
     written a checkpoint of it, and is then delivered as it would have been; a second signal takes effect at once.
+    A user signal (USR1, USR2) that a Python handler waits for, such as the "save and requeue" signal submitit
+    sends a cluster job before its time limit, reaches that handler at the end of the update in progress too,
+    after its checkpoint; training goes on if the handler returns.
 
     Where the signal would reach the loop alone: in a process's main thread, and in a sweep worker, whose stop
     (its parent interrupted or gone) waits the same way (`gatedv_stats.workers.deferred_stop`). Not under data
@@ -229,6 +235,7 @@ class _DeferredInterruption:
         self.enabled = enabled and threading.current_thread() is threading.main_thread() and not in_worker
         self.in_worker = enabled and in_worker
         self._signal: int | None = None
+        self.user_signal: int | None = None  # a user signal held back until the end of the update
         self._previous: dict = {}
         self._worker_stop = contextlib.ExitStack()
 
@@ -246,6 +253,9 @@ class _DeferredInterruption:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self._previous[signum] = signal.signal(signum, self._receive)
+            for signum in _USER_SIGNALS:
+                if callable(signal.getsignal(signum)):
+                    self._previous[signum] = signal.signal(signum, self._receive_user)
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -258,6 +268,15 @@ class _DeferredInterruption:
         """The signal held back, delivered now to the handler it would have reached."""
         if self._signal is not None:
             signal.raise_signal(self._signal)
+
+    def deliver_user_signal(self) -> None:
+        """The user signal held back, if one came, passed to its handler now (which may end the process)."""
+        signum, self.user_signal = self.user_signal, None
+        if signum is not None:
+            self._previous[signum](signum, None)
+
+    def _receive_user(self, signum: int, frame) -> None:
+        self.user_signal = signum
 
     def _receive(self, signum: int, frame) -> None:
         if self._signal is not None:
@@ -359,8 +378,10 @@ class _Loop:
                 bar.update()
                 if self.update % self.spec.eval_every == 0 or self.update == self.spec.updates:
                     self._record()
-                elif self.update == stop_at or interruption.received is not None:
-                    self._save()
+                if interruption.user_signal is not None:
+                    self._save_unless_saved()
+                    interruption.deliver_user_signal()
+            self._save_unless_saved()  # stopped between curve points: by --stop-after or a signal
         interruption.deliver()
         trained = self.update - trained_from
         result = TrainResult(run_dir=str(self.run_dir),
@@ -486,9 +507,11 @@ class _Loop:
             write_curve_file(self.run_dir / CURVE_FILE_NAME, self.curve)
         self._write_checkpoint()
 
-    def _save(self) -> None:
-        self._check_finite()
-        self._write_checkpoint()
+    def _save_unless_saved(self) -> None:
+        """A checkpoint of the current update, unless the last one written or resumed from is of it."""
+        if self.saved_update != self.update:
+            self._check_finite()
+            self._write_checkpoint()
 
     def _check_finite(self) -> None:
         """Weights, buffers and optimizer state hold no NaN or infinity (the same on every rank)."""
