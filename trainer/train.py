@@ -8,14 +8,11 @@ Under `torchrun` every process takes its slice of the same global batch; rank 0 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +23,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from gatedv_stats import __version__, workers
+from gatedv_stats import __version__
 from gatedv_stats.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.io.atomic import remove_stale_temp_files
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
@@ -37,6 +34,7 @@ from trainer.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, non_finite
 from trainer.data import PreparedData
 from trainer.device import Precision, out_of_memory_as, retain_freed_memory, select_device
 from trainer.evaluate import document_loss_sums
+from trainer.interruption import DeferredInterruption
 from trainer.knobs import resolve_variant
 from trainer.model import ModelConfig, Transformer, build_model, count_parameters, tensor_seed
 from trainer.moments import compute_moments
@@ -215,76 +213,6 @@ class _Dist:
         return self.rank == 0
 
 
-_USER_SIGNALS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2") if hasattr(signal, name))
-
-
-class _DeferredInterruption:
-    """Ctrl-C or SIGTERM during training takes effect at the end of the update in progress, once the loop has
-    written a checkpoint of it, and is then delivered as it would have been; a second signal takes effect at once.
-    A user signal (USR1, USR2) that a Python handler waits for, such as the "save and requeue" signal submitit
-    sends a cluster job before its time limit, reaches that handler at the end of the update in progress too,
-    after its checkpoint; training goes on if the handler returns.
-
-    Where the signal would reach the loop alone: in a process's main thread, and in a sweep worker, whose stop
-    (its parent interrupted or gone) waits the same way (`gatedv_stats.workers.deferred_stop`). Not under data
-    parallel, where every rank would have to stop at the same update.
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        in_worker = multiprocessing.parent_process() is not None
-        self.enabled = enabled and threading.current_thread() is threading.main_thread() and not in_worker
-        self.in_worker = enabled and in_worker
-        self._signal: int | None = None
-        self.user_signal: int | None = None  # a user signal held back until the end of the update
-        self._previous: dict = {}
-        self._worker_stop = contextlib.ExitStack()
-
-    @property
-    def received(self) -> int | None:
-        """The signal held back, if one came (a worker's stop counts as SIGTERM)."""
-        if self._signal is None and self.in_worker and workers.stop_requested():
-            return signal.SIGTERM
-        return self._signal
-
-    def __enter__(self) -> _DeferredInterruption:
-        if self.in_worker:
-            self._worker_stop.enter_context(workers.deferred_stop())
-        if self.enabled:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                if signal.getsignal(signum) is not signal.SIG_IGN:
-                    self._previous[signum] = signal.signal(signum, self._receive)
-            for signum in _USER_SIGNALS:
-                if callable(signal.getsignal(signum)):
-                    self._previous[signum] = signal.signal(signum, self._receive_user)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        self._previous = {}
-        self._worker_stop.close()  # a stopped worker ends here
-
-    def deliver(self) -> None:
-        """The signal held back, delivered now to the handler it would have reached."""
-        if self._signal is not None:
-            signal.raise_signal(self._signal)
-
-    def deliver_user_signal(self) -> None:
-        """The user signal held back, if one came, passed to its handler now (which may end the process)."""
-        signum, self.user_signal = self.user_signal, None
-        if signum is not None:
-            self._previous[signum](signum, None)
-
-    def _receive_user(self, signum: int, frame) -> None:
-        self.user_signal = signum
-
-    def _receive(self, signum: int, frame) -> None:
-        if self._signal is not None:
-            self.__exit__()
-            signal.raise_signal(signum)
-        self._signal = signum
-
-
 def _seed_global_rngs(seed: int) -> None:
     """The process-wide torch (CPU and CUDA) and numpy generators seeded from the run's seed. The recipe draws
     from named streams only (`trainer.model.draw_normal`, the sampler), so this changes no number; it makes the
@@ -368,7 +296,7 @@ class _Loop:
         with tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
                   desc=f"{self.spec.variant} seed {self.spec.seed}",
                   disable=not (self.runtime.progress and self.where.main)) as bar, \
-                _DeferredInterruption(enabled=self.where.world == 1) as interruption:
+                DeferredInterruption(enabled=self.where.world == 1) as interruption:
             while self.update < stop_at and interruption.received is None:
                 began = time.perf_counter()
                 value = self._step(objective)
