@@ -2,11 +2,14 @@
 single-process curve and weights within float tolerance."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import torch
 
 from trainer.checkpoint import load_checkpoint
@@ -42,3 +45,46 @@ def test_two_gloo_processes_match_one_process(prepared_data, tmp_path):
         assert close.float().mean() > 0.9999, (name, int((~close).sum()))
         assert (x - y).abs().max() <= args["lr"] * args["updates"], name
     assert two["dev_nll"].iloc[-1] < two["dev_nll"].iloc[0]  # the processes did train
+
+
+def _torchrun_train(prepared_data, out, log_dir, *options) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+            f"--log-dir={log_dir}", str(ROOT / "cli.py"), "train", "--data", str(prepared_data), "--config", "tiny",
+            "--variant", "gatedv", "--seed", "6", "--batch-size", "2", "--updates", "100000", "--eval-every",
+            "100000", "--device", "cpu", "--out", str(out), *options]
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+def test_an_interrupted_data_parallel_run_stops_every_rank_after_the_same_update_and_resumes_bit_for_bit(
+        prepared_data, tmp_path, stop):
+    """Ctrl-C reaches torchrun and its ranks (and torchrun passes it on again); `kill` reaches torchrun, which
+    passes SIGTERM on. The ranks agree on the update to stop after, and rank 0 writes its checkpoint first."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    interrupted = tmp_path / "interrupted"
+    process = subprocess.Popen(_torchrun_train(prepared_data, interrupted, tmp_path / "logs1"), cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (interrupted / "curve.csv").is_file() and time.monotonic() < deadline:  # update 0 recorded
+        time.sleep(0.1)
+    time.sleep(1.5)
+    if stop == "ctrl-c":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        process.terminate()
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0, stderr[-2000:]
+    update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]
+    assert update > 0, stderr[-2000:]  # the update in progress, not the checkpoint of update 0
+
+    target = ["--stop-after", str(update + 2)]
+    resumed = subprocess.run(_torchrun_train(prepared_data, interrupted, tmp_path / "logs2", "--resume", *target),
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    straight = tmp_path / "straight"
+    done = subprocess.run(_torchrun_train(prepared_data, straight, tmp_path / "logs3", *target), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    one, two = load_checkpoint(interrupted / "checkpoint.pt"), load_checkpoint(straight / "checkpoint.pt")
+    assert one.extra["update"] == two.extra["update"] == update + 2
+    for (name, x), y in zip(one.model.state_dict().items(), two.model.state_dict().values()):
+        assert torch.equal(x, y), name

@@ -278,11 +278,11 @@ def _signal_self_after_update(monkeypatch, update: int, signum: int) -> None:
     """The training loop sends `signum` to this process at the end of `update`."""
     step = train_module._Loop._step
 
-    def signalling_step(self, objective):
-        value = step(self, objective)
+    def signalling_step(self, objective, **options):
+        done = step(self, objective, **options)
         if self.update == update:
             os.kill(os.getpid(), signum)
-        return value
+        return done
 
     monkeypatch.setattr(train_module._Loop, "_step", signalling_step)
 

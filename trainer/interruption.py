@@ -20,15 +20,18 @@ class DeferredInterruption:
     sends a cluster job before its time limit, reaches that handler at the end of the update in progress too,
     after its checkpoint; training goes on if the handler returns.
 
-    Where the signal would reach the loop alone: in a process's main thread, and in a sweep worker, whose stop
-    (its parent interrupted or gone) waits the same way (`gatedv_stats.workers.deferred_stop`). Not under data
-    parallel, where every rank would have to stop at the same update.
+    In a process's main thread; in a sweep worker, a stop (its parent interrupted or gone) waits the same way
+    (`gatedv_stats.workers.deferred_stop`). Under data parallel (`parallel`) the ranks agree in the training
+    loss's all-reduce to stop after the same update; a repeated signal is then held like the first, since
+    torchrun passes the terminal's Ctrl-C on to its ranks again (its own timeout ends ranks that do not stop), and
+    user signals are left to their handlers, which coordinate the ranks themselves.
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, parallel: bool = False) -> None:
         in_worker = multiprocessing.parent_process() is not None
-        self.enabled = enabled and threading.current_thread() is threading.main_thread() and not in_worker
-        self.in_worker = enabled and in_worker
+        self.enabled = threading.current_thread() is threading.main_thread() and not in_worker
+        self.in_worker = in_worker and not parallel
+        self.parallel = parallel
         self._signal: int | None = None
         self.user_signal: int | None = None  # a user signal held back until the end of the update
         self._previous: dict = {}
@@ -48,7 +51,7 @@ class DeferredInterruption:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self._previous[signum] = signal.signal(signum, self._receive)
-            for signum in _USER_SIGNALS:
+            for signum in () if self.parallel else _USER_SIGNALS:
                 if callable(signal.getsignal(signum)):
                     self._previous[signum] = signal.signal(signum, self._receive_user)
         return self
@@ -74,7 +77,7 @@ class DeferredInterruption:
         self.user_signal = signum
 
     def _receive(self, signum: int, frame) -> None:
-        if self._signal is not None:
+        if self._signal is not None and not self.parallel:
             self.__exit__()
             signal.raise_signal(signum)
         self._signal = signum

@@ -296,10 +296,11 @@ class _Loop:
         with tqdm(total=self.spec.updates, initial=self.update, unit="upd", file=sys.stderr, dynamic_ncols=True,
                   desc=f"{self.spec.variant} seed {self.spec.seed}",
                   disable=not (self.runtime.progress and self.where.main)) as bar, \
-                DeferredInterruption(enabled=self.where.world == 1) as interruption:
-            while self.update < stop_at and interruption.received is None:
+                DeferredInterruption(parallel=self.where.world > 1) as interruption:
+            agreed = False  # under data parallel: every rank's word, from the loss's all-reduce, to stop now
+            while self.update < stop_at and not agreed and (self.where.world > 1 or interruption.received is None):
                 began = time.perf_counter()
-                value = self._step(objective)
+                value, agreed = self._step(objective, stopping=interruption.received is not None)
                 self.train_seconds += time.perf_counter() - began
                 rate = (self.update - trained_from) * tokens_per_update / self.train_seconds
                 bar.set_postfix_str(f"loss {value:.3f}, {rate:,.0f} tok/s", refresh=False)
@@ -310,6 +311,8 @@ class _Loop:
                     self._save_unless_saved()
                     interruption.deliver_user_signal()
             self._save_unless_saved()  # stopped between curve points: by --stop-after or a signal
+            if agreed and self.where.world > 1:
+                dist.barrier()  # no rank ends before rank 0 has written the checkpoint
         interruption.deliver()
         trained = self.update - trained_from
         result = TrainResult(run_dir=str(self.run_dir),
@@ -333,8 +336,9 @@ class _Loop:
         when = "building the model" if self.update is None else f"after update {self.update}"
         return RunFailure(f"{self.run_dir}: out of memory on {self.device} {when} ({cause}); {kept}")
 
-    def _step(self, objective: torch.nn.Module) -> float:
-        """One update on this process's slice of the global batch; returns the global mean training loss."""
+    def _step(self, objective: torch.nn.Module, stopping: bool = False) -> tuple[float, bool]:
+        """One update on this process's slice of the global batch; returns the global mean training loss and
+        whether to stop after it (`stopping` here, or on any rank under data parallel)."""
         local = self.spec.batch_size // self.where.world
         batch = self.sampler.batch(self.update, self.spec.batch_size)
         batch = batch[self.where.rank * local : (self.where.rank + 1) * local].to(self.device, non_blocking=True)
@@ -346,10 +350,12 @@ class _Loop:
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)  # gradients are all-reduced
         value = loss.detach().float()
-        if self.where.world > 1:
-            dist.all_reduce(value)
-            value /= self.where.world
-        value, grad_norm = torch.stack([value, grad_norm.float()]).tolist()  # one synchronisation
+        stop = value.new_tensor(float(stopping))
+        if self.where.world > 1:  # the stop decision rides on the loss's all-reduce
+            summed = torch.stack([value, stop])
+            dist.all_reduce(summed)
+            value, stop = summed[0] / self.where.world, summed[1]
+        value, grad_norm, stop = torch.stack([value, grad_norm.float(), stop]).tolist()  # one synchronisation
         for what, number in (("training loss", value), ("gradient norm", grad_norm)):  # before the step uses them
             if not math.isfinite(number):
                 self._diverged(f"{what} is {number}", self.update + 1)
@@ -358,7 +364,7 @@ class _Loop:
         self.update += 1
         self.window[0] += value
         self.window[1] += 1
-        return value
+        return value, stop > 0
 
     def _start(self, resume: bool) -> None:
         exists = self.checkpoint_path.is_file()
