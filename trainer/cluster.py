@@ -217,7 +217,7 @@ class RunStatus:
     seed: int
     run_dir: str
     state: str  # one of STATES
-    step: int | None  # the update of the run's last checkpoint (its last curve row)
+    step: int | None  # the update of the run's last checkpoint
     updates: int
     job_id: str | None
     log: str | None  # the job's stderr, for a failed run
@@ -274,13 +274,17 @@ def experiment_status(experiment: Experiment) -> ExperimentStatus:
         record = read_run_record(run.run_dir) or {}
         state = run_state(record.get("status"), all(loss_file_path(run.run_dir, s).is_file() for s in run.eval_sets),
                           job_states[job["job_id"]] if job else None)
-        rows.append(RunStatus(run.variant, run.lr, run.seed, str(run.run_dir), state, _last_step(run.run_dir),
+        rows.append(RunStatus(run.variant, run.lr, run.seed, str(run.run_dir), state, _last_step(run.run_dir, record),
                               run.spec.updates, job["job_id"] if job else None,
                               job["stderr"] if job and state == "failed" else None))
     return ExperimentStatus(experiment.name, tuple(rows))
 
 
-def _last_step(run_dir: Path) -> int | None:
+def _last_step(run_dir: Path, record: dict) -> int | None:
+    """The update of the run's last checkpoint: recorded in run.json, or (runs trained before it was) the last
+    curve row."""
+    if "checkpoint_update" in record:
+        return record["checkpoint_update"]
     curve = run_dir / CURVE_FILE_NAME
     return int(read_curve_file(curve)["step"].iloc[-1]) if curve.is_file() else None
 

@@ -468,6 +468,7 @@ class _Loop:
                 "train_loss_window": self.window,
                 "gatedv_version": __version__,
             })
+            update_run_record(self.run_dir, {"checkpoint_update": self.update})  # for `gatedv sweep --status`
         self.saved_update = self.update
         if self.where.world > 1:
             dist.barrier()
