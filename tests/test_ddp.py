@@ -2,15 +2,14 @@
 single-process curve and weights within float tolerance."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+from interrupting import STOPS, stop_while_training
 
 from trainer.checkpoint import load_checkpoint
 from trainer.train import RunSpec, Runtime, train
@@ -54,24 +53,15 @@ def _torchrun_train(prepared_data, out, log_dir, *options) -> list[str]:
             "100000", "--device", "cpu", "--out", str(out), *options]
 
 
-@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+@pytest.mark.parametrize("stop", STOPS)
 def test_an_interrupted_data_parallel_run_stops_every_rank_after_the_same_update_and_resumes_bit_for_bit(
         prepared_data, tmp_path, stop):
     """Ctrl-C reaches torchrun and its ranks (and torchrun passes it on again); `kill` reaches torchrun, which
     passes SIGTERM on. The ranks agree on the update to stop after, and rank 0 writes its checkpoint first."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     interrupted = tmp_path / "interrupted"
-    process = subprocess.Popen(_torchrun_train(prepared_data, interrupted, tmp_path / "logs1"), cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not (interrupted / "curve.csv").is_file() and time.monotonic() < deadline:  # update 0 recorded
-        time.sleep(0.1)
-    time.sleep(1.5)
-    if stop == "ctrl-c":
-        os.killpg(process.pid, signal.SIGINT)
-    else:
-        process.terminate()
-    _, stderr = process.communicate(timeout=60)
+    process, stderr, _ = stop_while_training(_torchrun_train(prepared_data, interrupted, tmp_path / "logs1"),
+                                             [interrupted], stop, settle=1.5, cwd=ROOT, env=env)
     assert process.returncode != 0, stderr[-2000:]
     update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]
     assert update > 0, stderr[-2000:]  # the update in progress, not the checkpoint of update 0

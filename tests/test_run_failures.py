@@ -3,13 +3,13 @@ one `error:` line and exit 4, keep what was finished, and a sweep goes on past a
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from interrupting import STOPS, stop_signal, stop_while_training
 from tiny_hf import save_byte_gpt2
 from typer.testing import CliRunner
 
@@ -110,7 +110,7 @@ def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads process states from /proc")
-@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+@pytest.mark.parametrize("stop", STOPS)
 def test_an_interrupted_sweep_stops_its_workers_at_once(prepared_data, tmp_path, stop):
     """Ctrl-C reaches the terminal's whole process group; `kill PID` (SIGTERM) the sweep's process alone. Each
     worker writes a checkpoint of the update in progress before it ends."""
@@ -118,21 +118,11 @@ def test_an_interrupted_sweep_stops_its_workers_at_once(prepared_data, tmp_path,
     grid.write_text(GRID.format(data=prepared_data).replace("updates = 2", "updates = 100000")
                     .replace("eval_every = 2", "eval_every = 100000"))  # no periodic checkpoint after update 0
     sweep_command = [sys.executable, str(ROOT / "cli.py"), "sweep", str(grid), "--device", "cpu", "--jobs", "2"]
-    process = subprocess.Popen(sweep_command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)  # its own process group, as at a terminal
     runs = load_experiment(grid).runs()
-    deadline = time.monotonic() + 120
-    while not all((run.run_dir / "curve.csv").is_file() for run in runs) and time.monotonic() < deadline:
-        time.sleep(0.1)  # update 0 recorded
-    time.sleep(1)  # both workers training
-    if stop == "ctrl-c":
-        os.killpg(process.pid, signal.SIGINT)
-    else:
-        process.terminate()
-    interrupted = time.monotonic()
-    _, stderr = process.communicate(timeout=120)
-    assert time.monotonic() - interrupted < 30  # not the 100,000 updates of the runs in progress
-    signal_number = signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM
+    process, stderr, seconds = stop_while_training(sweep_command, [run.run_dir for run in runs], stop, settle=1,
+                                                   cwd=tmp_path)
+    assert seconds < 30  # not the 100,000 updates of the runs in progress
+    signal_number = stop_signal(stop)
     assert process.returncode == 128 + signal_number, stderr
     assert stderr.strip().splitlines()[-1] == f"error: interrupted ({signal_number.name}); {cli.INTERRUPTED}"
     assert "Traceback" not in stderr
@@ -169,23 +159,14 @@ def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
         launch.run_distributed(run, Runtime(device="cpu", progress=False), 2)
 
 
-@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+@pytest.mark.parametrize("stop", STOPS)
 def test_an_interrupted_run_keeps_the_update_in_progress_and_resumes_bit_for_bit(prepared_data, tmp_path, stop):
     args = ["--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv", "--seed", "3",
             "--batch-size", "2", "--updates", "100000", "--eval-every", "100000", "--device", "cpu"]
     interrupted = tmp_path / "interrupted"
-    process = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "train", *args, "--out", str(interrupted)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not (interrupted / "curve.csv").is_file() and time.monotonic() < deadline:  # update 0 recorded
-        time.sleep(0.1)
-    time.sleep(1.5)
-    if stop == "ctrl-c":
-        os.killpg(process.pid, signal.SIGINT)
-    else:
-        process.terminate()
-    _, stderr = process.communicate(timeout=60)
-    signal_number = signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM
+    process, stderr, _ = stop_while_training([sys.executable, str(ROOT / "cli.py"), "train", *args, "--out",
+                                              str(interrupted)], [interrupted], stop, settle=1.5)
+    signal_number = stop_signal(stop)
     assert process.returncode == 128 + signal_number, stderr
     assert stderr.strip().splitlines()[-1] == f"error: interrupted ({signal_number.name}); {cli.INTERRUPTED}"
     update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]
