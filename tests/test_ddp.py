@@ -2,8 +2,10 @@
 single-process curve and weights within float tolerance."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -78,3 +80,55 @@ def test_an_interrupted_data_parallel_run_stops_every_rank_after_the_same_update
     assert one.extra["update"] == two.extra["update"] == update + 2
     for (name, x), y in zip(one.model.state_dict().items(), two.model.state_dict().values()):
         assert torch.equal(x, y), name
+
+
+SCHEDULER_RANK = """
+import os, signal, sys
+from pathlib import Path
+from trainer.checkpoint import load_checkpoint
+
+run_dir, rank = Path(sys.argv[1]), int(os.environ["RANK"])
+
+
+def save_and_requeue(signum, frame):  # as submitit's handler: rank 0 requeues the job and exits, the others return
+    (run_dir.parent / f"seen{rank}").write_text(str(load_checkpoint(run_dir / "checkpoint.pt").extra["update"]))
+    if rank == 0:
+        raise SystemExit(3)
+
+
+signal.signal(signal.SIGUSR1, save_and_requeue)
+(run_dir.parent / f"pid{rank}").write_text(str(os.getpid()))
+sys.argv = ["gatedv", *sys.argv[2:]]
+import cli
+cli.app()
+"""
+
+
+def test_a_schedulers_save_signal_finds_a_checkpoint_of_the_update_in_progress_on_every_rank(prepared_data, tmp_path):
+    """A cluster's "save and requeue" signal reaches each task of a data-parallel job; the ranks agree to
+    checkpoint the update in progress before any handler runs, so rank 0's requeue keeps it."""
+    script = tmp_path / "scheduler_rank.py"
+    script.write_text(SCHEDULER_RANK)
+    run_dir = tmp_path / "runs" / "run"
+    run_dir.parent.mkdir()
+    command = _torchrun_train(prepared_data, run_dir, tmp_path / "logs")
+    at = command.index(str(ROOT / "cli.py"))
+    command[at : at + 1] = [str(script), str(run_dir)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    pids = [run_dir.parent / f"pid{rank}" for rank in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not ((run_dir / "curve.csv").is_file() and all(p.is_file() for p in pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)
+    for pid in pids:
+        os.kill(int(pid.read_text()), signal.SIGUSR1)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0, stderr[-2000:]  # rank 0 left, as a requeued job does
+
+    update = load_checkpoint(run_dir / "checkpoint.pt").extra["update"]
+    assert update > 0, stderr[-2000:]  # the update in progress, not the checkpoint of update 0
+    assert int((run_dir.parent / "seen0").read_text()) == update
+    # rank 1's signal may have come one update before rank 0's: then both checkpointed that update first
+    assert update - 1 <= int((run_dir.parent / "seen1").read_text()) <= update

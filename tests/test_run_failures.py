@@ -262,8 +262,8 @@ def _signal_self_after_update(monkeypatch, update: int, signum: int) -> None:
     """The training loop sends `signum` to this process at the end of `update`."""
     step = train_module._Loop._step
 
-    def signalling_step(self, objective, **options):
-        done = step(self, objective, **options)
+    def signalling_step(self, *args):
+        done = step(self, *args)
         if self.update == update:
             os.kill(os.getpid(), signum)
         return done

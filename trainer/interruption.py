@@ -22,9 +22,9 @@ class DeferredInterruption:
 
     In a process's main thread; in a sweep worker, a stop (its parent interrupted or gone) waits the same way
     (`gatedv_stats.workers.deferred_stop`). Under data parallel (`parallel`) the ranks agree in the training
-    loss's all-reduce to stop after the same update; a repeated signal is then held like the first, since
-    torchrun passes the terminal's Ctrl-C on to its ranks again (its own timeout ends ranks that do not stop), and
-    user signals are left to their handlers, which coordinate the ranks themselves.
+    loss's all-reduce to stop after the same update, or to checkpoint it for a user signal that any rank holds
+    (each rank then passes its own on); a repeated signal is held like the first, since torchrun passes the
+    terminal's Ctrl-C on to its ranks again (its own timeout ends ranks that do not stop).
     """
 
     def __init__(self, parallel: bool = False) -> None:
@@ -51,7 +51,7 @@ class DeferredInterruption:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self._previous[signum] = signal.signal(signum, self._receive)
-            for signum in () if self.parallel else _USER_SIGNALS:
+            for signum in _USER_SIGNALS:
                 if callable(signal.getsignal(signum)):
                     self._previous[signum] = signal.signal(signum, self._receive_user)
         return self

@@ -300,15 +300,18 @@ class _Loop:
             agreed = False  # under data parallel: every rank's word, from the loss's all-reduce, to stop now
             while self.update < stop_at and not agreed and (self.where.world > 1 or interruption.received is None):
                 began = time.perf_counter()
-                value, agreed = self._step(objective, stopping=interruption.received is not None)
+                value, agreed, save_requested = self._step(objective, interruption)
                 self.train_seconds += time.perf_counter() - began
                 rate = (self.update - trained_from) * tokens_per_update / self.train_seconds
                 bar.set_postfix_str(f"loss {value:.3f}, {rate:,.0f} tok/s", refresh=False)
                 bar.update()
                 if self.update % self.spec.eval_every == 0 or self.update == self.spec.updates:
                     self._record()
-                if interruption.user_signal is not None:
+                if save_requested or (self.where.world == 1 and interruption.user_signal is not None):
+                    # a scheduler's user signal: its handler finds a checkpoint of this update
                     self._save_unless_saved()
+                    if self.where.world > 1:
+                        dist.barrier()
                     interruption.deliver_user_signal()
             self._save_unless_saved()  # stopped between curve points: by --stop-after or a signal
             if agreed and self.where.world > 1:
@@ -336,9 +339,10 @@ class _Loop:
         when = "building the model" if self.update is None else f"after update {self.update}"
         return RunFailure(f"{self.run_dir}: out of memory on {self.device} {when} ({cause}); {kept}")
 
-    def _step(self, objective: torch.nn.Module, stopping: bool = False) -> tuple[float, bool]:
-        """One update on this process's slice of the global batch; returns the global mean training loss and
-        whether to stop after it (`stopping` here, or on any rank under data parallel)."""
+    def _step(self, objective: torch.nn.Module, interruption: DeferredInterruption) -> tuple[float, bool, bool]:
+        """One update on this process's slice of the global batch; returns the global mean training loss,
+        whether to stop after it and whether to checkpoint it for a user signal's handler (a signal held here, or
+        under data parallel on any rank, so that every rank decides alike)."""
         local = self.spec.batch_size // self.where.world
         batch = self.sampler.batch(self.update, self.spec.batch_size)
         batch = batch[self.where.rank * local : (self.where.rank + 1) * local].to(self.device, non_blocking=True)
@@ -350,12 +354,12 @@ class _Loop:
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)  # gradients are all-reduced
         value = loss.detach().float()
-        stop = value.new_tensor(float(stopping))
-        if self.where.world > 1:  # the stop decision rides on the loss's all-reduce
-            summed = torch.stack([value, stop])
+        flags = value.new_tensor([interruption.received is not None, interruption.user_signal is not None])
+        if self.where.world > 1:  # the decisions ride on the loss's all-reduce
+            summed = torch.cat([value[None], flags])
             dist.all_reduce(summed)
-            value, stop = summed[0] / self.where.world, summed[1]
-        value, grad_norm, stop = torch.stack([value, grad_norm.float(), stop]).tolist()  # one synchronisation
+            value, flags = summed[0] / self.where.world, summed[1:]
+        value, grad_norm, stop, save = torch.cat([torch.stack([value, grad_norm.float()]), flags]).tolist()
         for what, number in (("training loss", value), ("gradient norm", grad_norm)):  # before the step uses them
             if not math.isfinite(number):
                 self._diverged(f"{what} is {number}", self.update + 1)
@@ -364,7 +368,7 @@ class _Loop:
         self.update += 1
         self.window[0] += value
         self.window[1] += 1
-        return value, stop > 0
+        return value, stop > 0, save > 0
 
     def _start(self, resume: bool) -> None:
         exists = self.checkpoint_path.is_file()
