@@ -560,9 +560,10 @@ def evaluate_command(
     as_json: bool = _JSON,
 ) -> None:
     """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5)."""
-    from gatedv_stats.io.outputs import check_output_file
+    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
 
     check_output_file(out, "--out", suffix=".parquet")
+    check_not_an_input(out, [given for given in (checkpoint, eval_set) if given], "--out")
     if (checkpoint is None) == (hf is None):
         raise InputError("give a checkpoint, or --hf MODEL_DIR instead of one")
     if hf is not None:
@@ -618,9 +619,10 @@ def import_lm_eval_command(
 ) -> None:
     """An lm-evaluation-harness sample log as a loss file: per document −log-likelihood (nats), bytes, words."""
     from gatedv_stats.io.lmeval import import_lm_eval
-    from gatedv_stats.io.outputs import check_output_file
+    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
 
     check_output_file(out, "--out", suffix=".parquet")
+    check_not_an_input(out, samples, "--out")
     _emit(import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field), as_json)
 
 
@@ -718,11 +720,12 @@ def select_lr_command(
     from pathlib import Path
 
     from gatedv_stats.io.jsonout import strict_json
-    from gatedv_stats.io.outputs import check_output_file
+    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
     from trainer.sweep import confirmation_experiment, load_experiment, select_learning_rates, write_experiment
 
     path = Path(experiment).with_name(Path(experiment).stem + "-confirm.toml") if out is None else out
     check_output_file(path, "--out")  # an empty --out is refused, not read as the default
+    check_not_an_input(path, [experiment], "--out")
     path = Path(path)
     grid = load_experiment(experiment)
     try:
@@ -804,12 +807,13 @@ def bench_command(
     """Cost benchmark (paper Table 6, docs/method.md §7): forward and training-step time ratios and peak memory."""
     from gatedv_stats.io.atomic import write_text_atomic
     from gatedv_stats.io.jsonout import strict_json
-    from gatedv_stats.io.outputs import check_output_file
+    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
     from trainer.bench import run_bench
     from trainer.device import select_device
 
     if out is not None:
         check_output_file(out, "--out")
+        check_not_an_input(out, [*baseline, *variant], "--out")
     if batch < 1:
         raise InputError(f"--batch: must be at least 1, got {batch}")
     result = run_bench(baseline, variant, rounds=rounds, warmup=warmup, calls=calls, batch_size=batch,

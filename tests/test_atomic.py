@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 
 
@@ -27,3 +28,20 @@ def test_failed_write_keeps_previous_version_and_leaves_no_temp(tmp_path):
             raise RuntimeError("crash while writing")
     assert target.read_text() == "saved"
     assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]
+
+
+def test_a_link_is_written_through_and_a_pipe_is_not_replaced(tmp_path):
+    target = tmp_path / "elsewhere" / "report.md"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "report.md"
+    link.symlink_to(target)
+    write_text_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["elsewhere", "report.md"]  # no stray temp file
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(InputError, match="pipe exists and is not a regular file; it is not replaced"):
+        write_text_atomic(pipe, "text")
+    assert pipe.is_fifo()

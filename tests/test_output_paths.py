@@ -170,3 +170,45 @@ def test_a_loss_file_must_be_named_parquet_before_any_work(args, tmp_path):
         write_loss_file(out, pd.DataFrame({"doc_id": ["a"], "n_targets": [1], "loss_sum": [1.0]}),
                         {"arm": "a", "seed": 1})
     assert not out.exists()
+
+
+FILE_COMMANDS = [command for command, (_, _, kind) in COMMANDS.items() if kind == "file"]
+
+
+@pytest.mark.parametrize("command", FILE_COMMANDS)
+def test_a_pipe_at_the_output_is_refused_and_left_in_place(command, tmp_path):
+    """An atomic write renames over its target: a pipe, socket or device there would be replaced by a file."""
+    pipe = tmp_path / _file_name(command)
+    os.mkfifo(pipe)
+    make_args, flag, _ = COMMANDS[command]
+    _assert_output_error(_invoke(make_args(tmp_path, pipe)), flag, f"{pipe} exists and is not a regular file")
+    assert pipe.is_fifo()
+
+
+@pytest.mark.parametrize("args", [
+    lambda tmp: ["select-lr", str(tmp / "grid.toml"), "--out", str(tmp / "grid.toml")],
+    lambda tmp: ["bench", str(tmp / "a.pt"), "--variant", str(tmp / "b.pt"), "--out", str(tmp / "a.pt")],
+    lambda tmp: ["evaluate", str(tmp / "run.pt"), "--set", str(tmp / "docs.parquet"), "--out",
+                 str(tmp / "docs.parquet")],
+    lambda tmp: ["import", "lm-eval", str(tmp / "docs.parquet"), "--arm", "a", "--out", str(tmp / "docs.parquet")],
+], ids=["select-lr", "bench", "evaluate", "import"])
+def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(args, tmp_path):
+    result = _invoke(args(tmp_path))
+    _assert_output_error(result, "--out", "is one of the inputs; write the output to another file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_never_replaces_a_file_it_reads(tmp_path):
+    """The default output sits in the experiment directory; an --out that names one of the loss files found there
+    (also through a link) is refused, and the file keeps its bytes."""
+    from test_report import write_runs
+
+    write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="dev", lr=0.004)
+    loss_file = next((tmp_path / "exp").rglob("baseline_1.parquet"))
+    before = loss_file.read_bytes()
+    (tmp_path / "link.md").symlink_to(loss_file)
+    for out in (loss_file, tmp_path / "link.md"):
+        result = _invoke(["report", str(tmp_path / "exp"), "--format", "md", "--out", str(out)])
+        _assert_output_error(result, "--out", f"{out} is one of the inputs")
+    assert loss_file.read_bytes() == before
+    assert not list(tmp_path.glob("*_figures"))

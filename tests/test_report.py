@@ -378,3 +378,23 @@ def test_a_custom_variant_shows_its_knobs_in_the_setup(tmp_path):
     md = report([tmp_path], tmp_path / "report.md", "md")
     setup = md[md.index("## Setup"):md.index("## Learning-rate selection")]
     assert md_row(setup, "k-silu", r"key\_act=silu, qk\_norm=True") and md_row(setup, "baseline", "—")
+
+
+def test_a_rewritten_report_removes_the_figures_it_no_longer_shows(tmp_path):
+    for eval_set in ("dev", "heldout"):
+        write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set=eval_set, lr=0.004)
+    out = tmp_path / "r.md"
+    assert runner.invoke(app, ["report", str(tmp_path / "exp"), "-f", "md", "-o", str(out)]).exit_code == 0
+    figures = tmp_path / "r_figures"
+    shown = sorted(path.name for path in figures.glob("*.svg"))
+    assert any("heldout" in name for name in shown), shown
+    (figures / "notes.txt").write_text("the user's")
+    for path in (tmp_path / "exp").glob("heldout-*"):
+        for file in path.iterdir():
+            file.unlink()
+        path.rmdir()
+    assert runner.invoke(app, ["report", str(tmp_path / "exp"), "-f", "md", "-o", str(out)]).exit_code == 0
+    left = sorted(path.name for path in figures.glob("*.svg"))
+    assert left == [name for name in shown if "heldout" not in name] and left
+    assert all(f"r_figures/{name}" in out.read_text() for name in left)
+    assert (figures / "notes.txt").read_text() == "the user's"

@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from gatedv_stats.errors import InputError
+
 TEMP_SUFFIX = ".tmp"
 
 
@@ -22,9 +24,12 @@ TEMP_SUFFIX = ".tmp"
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed.
 
-    Readers never see a half-written file and a previous version survives a crash.
+    Readers never see a half-written file and a previous version survives a crash. A symbolic link is written
+    through (its target is replaced, the link stays); a directory, device, pipe or socket is not replaced.
     """
-    target = Path(path)
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        raise InputError(f"{os.fspath(path)} exists and is not a regular file; it is not replaced")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_path = _locked_temp_file(target)
     try:

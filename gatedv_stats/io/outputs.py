@@ -1,7 +1,7 @@
 """Output locations, checked before a command does any work: one `InputError` naming the flag and the path.
 
 A location fails when it is empty, when it exists as the wrong kind (a directory where a file goes, or the
-reverse), when a part of its parent path is a file, or when the directory that would receive it is not
+reverse; a device, pipe or socket), when it is one of the command's inputs, when a part of its parent path is a file, or when the directory that would receive it is not
 writable. Writability is `os.access` (through `_writable`): the superuser passes it everywhere except on a
 read-only file system."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from gatedv_stats.errors import InputError
@@ -29,9 +29,21 @@ def check_output_file(path: str | os.PathLike, flag: str, suffix: str | None = N
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag}: {path} is a directory; give a file path")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{flag}: {path} exists and is not a regular file (a device, pipe or socket); give a file "
+                         "path")
     if suffix is not None and path.suffix.lower() != suffix:
         raise InputError(f"{flag}: {path}: the file is written as {suffix[1:].capitalize()}; name it *{suffix}")
-    _check_creatable(path, flag)
+    _check_creatable(Path(os.path.realpath(path)), flag)  # a symbolic link is written through
+
+
+def check_not_an_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str) -> None:
+    """`path` (given by `flag`) is none of the files the command reads: writing it would replace an input."""
+    target = os.path.realpath(path)
+    for given in inputs:
+        if os.path.realpath(given) == target:
+            named = "" if os.fspath(given) == os.fspath(path) else f" ({os.fspath(given)})"
+            raise InputError(f"{flag}: {path} is one of the inputs{named}; write the output to another file")
 
 
 def check_output_dir(path: str | os.PathLike, flag: str) -> None:

@@ -19,7 +19,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
-from gatedv_stats.io.outputs import check_output_file, check_path_given
+from gatedv_stats.io.outputs import check_not_an_input, check_output_file, check_path_given
 from gatedv_stats.report.build import build_report
 from gatedv_stats.report.model import ReportData
 
@@ -146,9 +146,20 @@ def render_report(report: ReportData, out: Path, fmt: str) -> Path:
         text = template.render(report=report, vega_bundle=vega_bundle() if report.figure_count else "",
                                figure_json={figure.key: _script_json(figure.spec) for figure in report.figures})
     else:
-        text = template.render(report=report, figure_files=_write_figures(report, out, fmt))
+        figure_files = _write_figures(report, out, fmt)
+        text = template.render(report=report, figure_files=figure_files)
     write_text_atomic(out, text)
+    if fmt != "html":
+        _remove_stale_figures(out, fmt, kept=set(figure_files.values()))
     return out
+
+
+def _remove_stale_figures(out: Path, fmt: str, kept: set[str]) -> None:
+    """Remove the figures of an earlier report of the same name that this one no longer shows."""
+    folder = out.with_name(out.stem + "_figures")
+    for path in folder.glob(f"*{_FIGURE_SUFFIX[fmt]}"):
+        if f"{folder.name}/{path.name}" not in kept:
+            path.unlink(missing_ok=True)
 
 
 def default_output(inputs: list[Path], fmt: str) -> Path:
@@ -174,5 +185,8 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str, settings:
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
     check_output_file(out, "--out")
-    analysis = analyse_experiment(discover_inputs(inputs, skipped=skipped), settings, workers=workers)
+    found = discover_inputs(inputs, skipped=skipped)
+    read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
+    check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars
+    analysis = analyse_experiment(found, settings, workers=workers)
     return render_report(build_report(analysis), out, fmt)
