@@ -355,6 +355,8 @@ def plan_command(
     paired = pilot_pair(read_loss_inputs(pilot_files, skipped=skipped), baseline_arm=baseline_arm,
                         variant_arm=variant_arm, eval_set=eval_set, **_pairing(allow_unpaired, allow_mismatch, unit))
     plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
+    for note in paired.notes:
+        typer.echo(f"warning: {note}", err=True)
     payload = {**plan.to_dict(), "baseline_arm": paired.baseline_arm, "variant_arm": paired.variant_arm,
                "inputs": paired.sources, **_warn_skipped(skipped)}
     typer.echo(strict_json(payload) if as_json else f"{paired.variant_arm} vs {paired.baseline_arm}\n{plan.summary()}")
@@ -623,7 +625,10 @@ def import_lm_eval_command(
 
     check_output_file(out, "--out", suffix=".parquet")
     check_not_an_input(out, samples, "--out")
-    _emit(import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field), as_json)
+    result = import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    _emit(result, as_json)
 
 
 @app.command("moments")

@@ -30,7 +30,8 @@ class PairedLosses:
     sources: dict  # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
     dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
     mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
-    unit: str = "token"  # "byte": `n_targets` holds each document's UTF-8 bytes and every statistic is per byte
+    unit: str = "token"  # per token or word (the files' targets); "byte": `n_targets` holds each document's UTF-8
+    # bytes and every statistic is per byte
     eval_set: str | None = None  # the evaluation set every run was scored on (the runs agree; see check_provenance)
 
     @property
@@ -124,20 +125,23 @@ UNITS = ("auto", "token", "byte")
 
 
 def comparison_unit(runs: Sequence[LossRun], unit: str = "auto", allow_mismatch: tuple[str, ...] = ()) -> str:
-    """"token" or "byte". `auto` compares per byte when the runs' tokenizers (`tokenizer_sha256`) or target units
-    (`target_unit`: tokens, words) differ, else per token; "token" across tokenizers is refused unless
-    `allow_mismatch` holds tokenizer_sha256."""
+    """What a comparison is per: "byte", or per target ("token" asked or chosen) what the files count as targets
+    (`target_unit`: "token", "word", or "byte" for a per-byte import). `auto` compares per byte when the runs'
+    tokenizers (`tokenizer_sha256`) or target units differ, else per target; "token" across tokenizers is refused
+    unless `allow_mismatch` holds tokenizer_sha256."""
     if unit not in UNITS:
         raise ParameterError("unit", f"must be one of {', '.join(UNITS)} (got {unit!r})")
     tokenizers = {str(run.meta["tokenizer_sha256"]) for run in runs if run.meta.get("tokenizer_sha256")}
     target_units = {str(run.meta.get("target_unit") or "token") for run in runs}
     differ = len(tokenizers) > 1 or len(target_units) > 1
     if unit == "auto":
-        return "byte" if differ else "token"
-    if unit == "token" and differ and "tokenizer_sha256" not in allow_mismatch:
+        unit = "byte" if differ else "token"
+    elif unit == "token" and differ and "tokenizer_sha256" not in allow_mismatch:
         raise InputError("the runs were scored with different tokenizers or target units, so per-token losses are "
                          "not comparable; compare per byte (--unit byte) or force it with --allow-mismatch "
                          "tokenizer_sha256")
+    if unit == "token" and len(target_units) == 1:
+        return target_units.pop()
     return unit
 
 

@@ -204,3 +204,46 @@ def test_a_directory_is_not_a_sample_log(tmp_path):
     out = tmp_path / "x.parquet"
     _assert_refused(["import", "lm-eval", tmp_path, "--arm", "a", "--out", out], out,
                     f"{tmp_path}: is a directory, not a sample log")
+
+
+def test_a_boolean_is_not_a_log_likelihood(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(_rolling_line(word_perplexity=[False, 2]) + "\n", encoding="utf-8")
+    out = tmp_path / "x.parquet"
+    _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", out], out,
+                    f"{log}:1: word_perplexity must be [log-likelihood, count], got [false, 2]")
+
+
+def test_samples_without_a_word_count_make_the_file_per_byte_with_a_warning(tmp_path):
+    log = tmp_path / "log.jsonl"
+    wordless = json.loads(_rolling_line(doc={"id": "b"}))
+    del wordless["word_perplexity"]
+    log.write_text(_rolling_line() + "\n" + json.dumps(wordless) + "\n", encoding="utf-8")
+    out = tmp_path / "x.parquet"
+    result = _ok("import", "lm-eval", log, "--arm", "a", "--out", out)
+    assert result.stderr == (f"warning: 1 of 2 samples log no word count (word_perplexity; the first at {log}:2): "
+                             "every document's targets are its bytes\n")
+    run = read_loss_file(out)
+    assert run.meta["target_unit"] == "byte" and list(run.docs["n_targets"]) == [11, 11]
+
+
+def test_a_comparison_of_word_level_files_is_per_word(tmp_path):
+    """Two models' harness logs of the same documents count words as targets: every figure says per word."""
+    files = {}
+    for arm, likelihood in (("a", -12.5), ("b", -11.0)):
+        for seed in (1, 2, 3):
+            scores = [likelihood - i - (0.3 * ((i * seed) % 4) if arm == "b" else 0.2 * ((i + seed) % 3))
+                      for i in range(8)]
+            lines = [_rolling_line(doc={"id": f"d{i}"}, word_perplexity=[score, 2], byte_perplexity=[score, 11],
+                                   bits_per_byte=[score, 11]) for i, score in enumerate(scores)]
+            log = tmp_path / f"{arm}{seed}.jsonl"
+            log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            files[arm, seed] = tmp_path / arm / f"{seed}.parquet"
+            _ok("import", "lm-eval", log, "--arm", arm, "--seed", seed, "--out", files[arm, seed])
+    args = ["bootstrap", "--baseline", tmp_path / "a", "--variant", tmp_path / "b", "--samples", 200]
+    text = _ok(*args).stdout
+    assert "nats per word" in text and "variance components (nats² per word)" in text and "per token" not in text
+    assert json.loads(_ok(*args, "--json").stdout)["unit"] == "word"
+    plan = _ok("plan", tmp_path / "a", tmp_path / "b", "--baseline-arm", "a", "--variant-arm", "b",
+               "--effect", 0.02).stdout
+    assert "per word" in plan and "per token" not in plan

@@ -139,3 +139,19 @@ def test_simulator_draws_the_stated_model():
     assert study.eval_set_log_ratio == pytest.approx(-0.03)
     assert model.delta_p == pytest.approx(math.expm1(-0.03))
     assert PopulationModel(0.0, 0.1, 0.0, 0.0).delta_p == pytest.approx(math.expm1(0.005))
+
+
+def test_plan_across_tokenizers_says_it_is_per_byte(tmp_path):
+    """Pilot arms scored with different tokenizers are compared per byte: the plan says so and warns why."""
+    from typer.testing import CliRunner
+
+    import cli
+    from gatedv_stats.io.lossfiles import write_loss_file
+
+    for run in synthetic_runs({"baseline": [30.0, 30.2, 30.1], "gatedv": [29.5, 29.9, 29.6]}, n_docs=12, seed=3):
+        write_loss_file(tmp_path / run.arm / f"{run.seed}.parquet", run.docs,
+                        {**run.meta, "tokenizer_sha256": run.arm * 8})
+    result = CliRunner().invoke(cli.app, ["plan", str(tmp_path), "--effect", "0.02"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "warning: the arms' tokenizers differ: compared per byte of the same text (bits per byte)\n"
+    assert "per byte" in result.stdout and "per-byte log loss" in result.stdout and "token" not in result.stdout

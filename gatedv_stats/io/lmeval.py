@@ -40,6 +40,7 @@ class HarnessSamples:
 
     docs: pd.DataFrame  # doc_id, n_targets, loss_sum, n_bytes
     meta: dict
+    warnings: tuple[str, ...] = ()
 
 
 def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> HarnessSamples:
@@ -69,7 +70,11 @@ def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> Ha
         match = _SAMPLES_NAME.fullmatch(path.name)
         files.append({"path": str(path), "sha256": file_sha256(path), "task": match["task"] if match else None,
                       "documents": count, "run": _harness_run(path, match)})
-    by_words = all(row[2] is not None for row in rows)
+    wordless = [row[4] for row in rows if row[2] is None]
+    by_words = not wordless
+    warnings = () if by_words or len(wordless) == len(rows) else (
+        f"{len(wordless)} of {len(rows)} samples log no word count (word_perplexity; the first at {wordless[0]}): "
+        "every document's targets are its bytes",)
     docs = pd.DataFrame({"doc_id": [row[0] for row in rows], "loss_sum": [row[1] for row in rows],
                          "n_targets": [row[2] if by_words else row[3] for row in rows],
                          "n_bytes": [row[3] for row in rows]})
@@ -77,7 +82,7 @@ def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> Ha
     meta = {"source": "lm-evaluation-harness", "lm_eval_tasks": sorted({f["task"] for f in files if f["task"]}),
             "lm_eval_files": files, "target_unit": "word" if by_words else "byte", "loss_unit": "nats",
             "doc_id_field": f"doc.{id_field}" if id_field else "doc_id"}
-    return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta)
+    return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta, warnings)
 
 
 def _samples(path: Path):
@@ -155,7 +160,7 @@ def _task_kind(sample: dict) -> str:
 def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
     """A logged `[log-likelihood, count]`."""
     if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], numbers.Real)
-            or isinstance(value[1], bool) or not isinstance(value[1], int) or value[1] < 0):
+            or isinstance(value[0], bool) or isinstance(value[1], bool) or not isinstance(value[1], int) or value[1] < 0):
         raise InputError(f"{where}: {metric} must be [log-likelihood, count], got {json.dumps(value)[:80]}")
     try:
         return float(value[0]), value[1]
@@ -204,9 +209,11 @@ class LmEvalImport:
     target_unit: str
     n_bytes: int
     loss_sum: float
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "bits_per_byte": self.loss_sum / (math.log(2) * self.n_bytes)}
+        return {**self.__dict__, "warnings": list(self.warnings),
+                "bits_per_byte": self.loss_sum / (math.log(2) * self.n_bytes)}
 
     def summary(self) -> str:
         return (f"{self.arm} seed {self.seed} from lm-evaluation-harness ({', '.join(self.tasks) or 'unnamed task'}): "
@@ -225,7 +232,8 @@ def import_lm_eval(paths: list[str | Path], out: str | Path, *, arm: str, seed: 
     docs = samples.docs
     return LmEvalImport(out=str(out), arm=arm, seed=seed, tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs),
                         n_targets=int(docs["n_targets"].sum()), target_unit=samples.meta["target_unit"],
-                        n_bytes=int(docs["n_bytes"].sum()), loss_sum=float(docs["loss_sum"].sum()))
+                        n_bytes=int(docs["n_bytes"].sum()), loss_sum=float(docs["loss_sum"].sum()),
+                        warnings=samples.warnings)
 
 
 __all__ = ["ROLLING_METRICS", "HarnessSamples", "LmEvalImport", "import_lm_eval", "read_lm_eval_samples"]

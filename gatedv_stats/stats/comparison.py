@@ -183,8 +183,11 @@ class Comparison:
     def _unit_lines(self) -> list[str]:
         if self.unit == "token":
             return []
-        return ["compared per UTF-8 byte of the same text (the arms' tokenizers or target units differ): NLL and D "
-                "are nats per byte (÷ ln 2 for bits), PPL and ΔP are per byte",
+        if self.unit != "byte":
+            return [f"the files count {self.unit}s as targets: NLL and D are nats per {self.unit}, PPL and ΔP are "
+                    f"per {self.unit}"]
+        return ["compared per UTF-8 byte of the same text: NLL and D are nats per byte (÷ ln 2 for bits), PPL and ΔP "
+                "are per byte",
                 f"bits per byte: {self.baseline.nll.mean() / math.log(2.0):.4f} vs "
                 f"{self.variant.nll.mean() / math.log(2.0):.4f}, difference "
                 f"{self.nll_diff_mean / math.log(2.0):+.5f} bits per byte"]
@@ -205,7 +208,7 @@ class Comparison:
                            f"interaction {result.interaction_var:.3g}")
         return [f"{f'{level} interval':<18} {fmt.format_interval(*result.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
                 f"SE {result.se:.3g}, t with {result.df:.1f} df)",
-                f"{'':<19}variance components (nats² per token): {components}"]
+                f"{'':<19}variance components (nats² per {self.unit}): {components}"]
 
 
 def _mean_se(summary: ArmSummary) -> float | None:

@@ -66,6 +66,7 @@ class StudyPlan:
     doc_level_mde: float  # the same for the document-level test on n_docs documents
     components: VarianceComponents
     seed_document: SeedDocumentPlan | None = None  # the verdict's test; None without a pilot fit
+    unit: str = "token"  # what the losses are per: token, word (the files' targets) or byte
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -78,9 +79,9 @@ class StudyPlan:
         many_docs = ("not estimable: the pilot shows no seed variation beyond document noise (σ_seed² = 0)"
                      if self.seeds_required_many_docs is None else f"{self.seeds_required_many_docs}")
         lines = [
-            f"pilot: {self.n_seeds} paired seeds × {self.n_docs} documents, "
+            f"pilot: {self.n_seeds} paired seeds × {self.n_docs} documents, per {self.unit}, "
             f"mean log PPL ratio {fmt.format_nll_diff(c.mean_log_ratio)}",
-            "variance components (per-token log loss, nats²):",
+            f"variance components (per-{self.unit} log loss, nats²):",
             f"  seed (σ_seed²)      {c.seed_var:.3e}   observed var of r_s over seeds: {c.seed_ratio_var:.3e}",
             f"  document (σ_doc²)   {c.doc_var:.3e}   observed var of d_i/n_i over documents: {c.doc_diff_var:.3e}",
             f"  residual (σ_resid²) {c.residual_var:.3e}",
@@ -98,7 +99,7 @@ class StudyPlan:
         if not c.equal_targets:
             lines.append("  note: documents have different n_targets; the components weight documents equally")
         if self.seed_document is not None:
-            lines += self.seed_document.summary(self.n_seeds, self.n_docs)
+            lines += self.seed_document.summary(self.n_seeds, self.n_docs, self.unit)
         return "\n".join(lines)
 
 
@@ -165,8 +166,8 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
 def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
     """`plan_study` on the variance components of paired pilot runs, with the plan for the verdict's
     seed-and-document test."""
-    plan = plan_study(variance_components(paired.baseline, paired.variant, paired.n_targets), effect,
-                      alpha=alpha, power=power)
+    plan = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_targets), effect,
+                              alpha=alpha, power=power), unit=paired.unit)
     try:
         fit = seed_document_interval(paired.baseline, paired.variant, paired.n_targets)
     except InputError:  # no spread to plan from: plan_study has said so already

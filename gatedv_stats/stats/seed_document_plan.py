@@ -89,13 +89,13 @@ class SeedDocumentPlan:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def summary(self, n_seeds: int, n_docs: int) -> list[str]:
+    def summary(self, n_seeds: int, n_docs: int, unit: str = "token") -> list[str]:
         def seeds(count: int | None) -> str:
             return f"more than {MAX_SEEDS}" if count is None else str(count)
 
         return [
             "the verdict's seed-and-document test (new seeds and new documents):",
-            f"  components (nats² per token): seed {self.seed_var:.3e}, document {self.doc_var:.3e}, interaction "
+            f"  components (nats² per {unit}): seed {self.seed_var:.3e}, document {self.doc_var:.3e}, interaction "
             f"{self.interaction_var:.3e}",
             f"  power of the pilot design ({n_seeds} seeds × {n_docs} documents): {self.pilot_power:.2f}; its minimum "
             f"detectable |ΔP| {100 * self.mde:.2f}%",

@@ -85,8 +85,8 @@ def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_
         return text + "."
     if direction is not None:
         lower_or_higher = "lower" if direction == "better" else "higher"
-        size = (f"{fmt.format_nll_diff(abs(result.d))} nats per token" if unit == "token" else
-                f"{abs(result.d) / math.log(2.0):.6f} bits per byte")
+        size = (f"{abs(result.d) / math.log(2.0):.6f} bits per byte" if unit == "byte" else
+                f"{fmt.format_nll_diff(abs(result.d))} nats per {unit}")
         return (f"The variant is {direction}: its loss is {lower_or_higher} by {size} (ΔP "
                 f"{fmt.format_delta_p(result.delta_p)}; {pct} interval for D {interval}, p = {p_value:.3g}), {scope}.")
     text = (f"No detectable difference: the {pct} interval for D {interval} includes 0 (p = {p_value:.3g}), "

@@ -24,7 +24,7 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
                 rows.append(row(pair.variant, Cell(comparison.verdict_text, bold=True),
                                 format_delta_p(comparison.delta_p),
                                 MISSING if interval is None else format_delta_p_interval(interval.delta_p_interval),
-                                str(comparison.n_pairs), "per byte" if comparison.unit == "byte" else "per token"))
+                                str(comparison.n_pairs), f"per {comparison.unit}"))
                 notes.append(f"{pair.variant} vs {analysis.reference}, {group.group.label}: "
                              f"{comparison.verdict_explanation}")
             if rows:
