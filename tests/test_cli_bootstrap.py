@@ -244,3 +244,14 @@ def test_the_confidence_level_is_printed_one_way_everywhere(run_files, level, sh
     assert result.exit_code == 0, result.output
     levels = re.findall(r"(\S+%) (?:Wilson )?interval", result.stdout)
     assert len(levels) == 5 and set(levels) == {shown}, levels  # verdict, ΔP, two intervals for D, wins
+
+
+def test_a_missing_domain_is_refused_naming_its_row(tmp_path):
+    """A domain column with a gap would make breakdowns and clusters compare a label with a missing value."""
+    frame = good_frame(1).assign(domain=lambda f: [f"d{i % 3}" for i in range(len(f))]).astype({"domain": object})
+    frame.loc[2, "domain"] = None
+    frame.to_parquet(tmp_path / "bad.parquet")
+    good_frame(1, "gatedv").assign(domain=frame["domain"].fillna("d2")).to_parquet(tmp_path / "good.parquet")
+    for options in (["--cluster", "domain"], []):
+        assert_input_error(invoke("--baseline", str(tmp_path / "bad.parquet"), "--variant", str(tmp_path / "good.parquet"),
+                                  *options), "bad.parquet", "row 3: domain is missing")

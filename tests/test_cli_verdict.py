@@ -174,3 +174,46 @@ def test_identical_arms_get_the_identical_arms_verdict_and_an_arm_is_not_compare
         assert result.exit_code == 2 and result.stderr.startswith(
             "error: --baseline-arm and --variant-arm both name 'gatedv': an arm compared with itself"), result.output
         assert len(result.stderr.splitlines()) == 1
+
+
+def test_one_cluster_gives_the_paired_t_over_seeds_for_that_cluster(tmp_path):
+    """Every document in one domain: no cluster-to-cluster spread can be estimated, so the interval is the paired t
+    over the seeds' differences, said to hold for this cluster only, and the cluster bootstrap cannot vary."""
+    from scipy import stats
+
+    from gatedv_stats.io.lossfiles import read_loss_file
+
+    paths = write_study(tmp_path)
+    for path in paths["baseline"] + paths["variant"]:
+        run = read_loss_file(path)
+        write_loss_file(path, run.docs.assign(domain="one.org"), run.meta)
+    result = invoke("bootstrap", *pair_args(paths), "--cluster", "domain", "--samples", "300", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    per_seed = (paired.variant - paired.baseline).sum(axis=1) / paired.n_targets.sum()
+    expected = stats.ttest_1samp(per_seed, 0.0).confidence_interval(0.95)
+    assert payload["nll_diff_seed_document_ci"] == pytest.approx([expected.low, expected.high], rel=1e-9)
+    assert payload["n_clusters"] == 1 and "on this one cluster" in payload["verdict_explanation"]
+    low, high = payload["nll_diff_ci"]
+    assert low == high
+    assert "warning: one domain cluster: the cluster bootstrap cannot vary" in result.stderr
+
+
+def test_a_baseline_with_zero_loss_has_no_relative_bits_per_byte_change(tmp_path):
+    """Loss 0 is a valid loss (a document the model predicts exactly): analyze and report say there is no relative
+    change instead of failing on 0 / 0."""
+    from gatedv_stats.io.lossfiles import read_loss_file
+
+    paths = write_study(tmp_path / "exp")
+    for path in paths["baseline"]:
+        run = read_loss_file(path)
+        write_loss_file(path, run.docs.assign(loss_sum=0.0), run.meta)
+    result = invoke("analyze", *pair_args(paths), "--samples", "200", "--permutations", "200", "--json")
+    assert result.exit_code == 0, result.output
+    bits = json.loads(result.stdout)["bits_per_byte"]
+    assert bits["baseline_mean"] == 0.0 and bits["relative_change"] is None and bits["relative_change_ci"] is None
+    assert bits["difference"] > 0
+    text = invoke("analyze", *pair_args(paths), "--samples", "200", "--permutations", "200").stdout
+    assert "no relative change: the baseline's loss is 0" in text
+    assert invoke("report", tmp_path / "exp", "--format", "md", "--out", tmp_path / "r.md").exit_code == 0

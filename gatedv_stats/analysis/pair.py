@@ -35,7 +35,7 @@ class BitsPerByte:
     variant: tuple[float, ...]
     baseline_mean: float
     variant_mean: float
-    relative_change: float  # mean_variant / mean_baseline − 1
+    relative_change: float | None  # mean_variant / mean_baseline − 1; None when the baseline's is 0
     difference: float  # mean over seeds of variant − baseline, bits per byte
     difference_interval: ConfidenceInterval | None  # seeds and documents sampled; None with one seed pair
     relative_change_interval: ConfidenceInterval | None  # through the log ratio (delta method)
@@ -49,13 +49,15 @@ class BitsPerByte:
                 list(self.relative_change_interval)}
 
     def summary(self) -> str:
-        text = (f"bits per byte: {self.baseline_mean:.4f} vs {self.variant_mean:.4f} "
-                f"({fmt.format_delta_p(self.relative_change)}, mean over seeds)")
+        relative = ("no relative change: the baseline's loss is 0" if self.relative_change is None else
+                    f"{fmt.format_delta_p(self.relative_change)}")
+        text = f"bits per byte: {self.baseline_mean:.4f} vs {self.variant_mean:.4f} ({relative}, mean over seeds)"
         if self.difference_interval is not None:
             low, high = self.difference_interval
-            text += (f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)} bits per "
-                     "byte, relative "
-                     f"{fmt.format_delta_p_interval(self.relative_change_interval)} (seeds and documents sampled)")
+            text += f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)} bits per byte"
+            if self.relative_change_interval is not None:
+                text += f", relative {fmt.format_delta_p_interval(self.relative_change_interval)}"
+            text += " (seeds and documents sampled)"
         return text
 
 
@@ -150,10 +152,11 @@ def _bits_per_byte(paired: PairedLosses, comparison: Comparison) -> BitsPerByte 
     per_byte = (None if not np.all(n_bytes > 0) else
                 seed_document_or_none(paired, None, comparison.bootstrap.confidence_level, weights=n_bytes))
     bits = 1.0 / math.log(2.0)
-    relative = float(np.mean(variant) / np.mean(baseline) - 1.0)
+    relative = float(np.mean(variant) / np.mean(baseline) - 1.0) if np.mean(baseline) > 0 else None
     interval = relative_interval = None
     if per_byte is not None:
         interval = ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
+    if per_byte is not None and relative is not None:
         # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
         half = (per_byte.confidence_interval.high - per_byte.d) / (float(np.mean(baseline)) / bits)
         relative_interval = log_interval_as_change(math.log1p(relative) - half, math.log1p(relative) + half)

@@ -72,6 +72,9 @@ class Comparison:
         warnings = list(dict.fromkeys(self.baseline.notes + self.variant.notes)) + list(self.pairing_notes)
         if self.win.n_docs < 2:
             warnings.append("one document: the document bootstrap cannot vary, so its interval has zero width")
+        elif self.seed_document is not None and self.seed_document.n_clusters == 1:
+            warnings.append(f"one {self.cluster} cluster: the cluster bootstrap cannot vary, so its interval has zero "
+                            "width")
         return tuple(warnings)
 
     @property

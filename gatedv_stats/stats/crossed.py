@@ -174,7 +174,9 @@ def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
     h = np.bincount(cluster_of, weights=share * share, minlength=sums.labels.size)
     means = sums.values / sums.n_targets
     w = sums.n_targets / sums.n_targets.sum()
-    if np.all(h == 1.0):  # one document per cluster: the documents are the units, of equal working variance
+    if np.all(h == 1.0) or sums.labels.size == 1:
+        # one document per cluster: the documents are the units, of equal working variance; one cluster: there is
+        # no spread between units to estimate, as with one document
         return crossed_moments(means, w, pooling_level)
     unit_means = means.mean(axis=-2)
     within = (y.mean(axis=-2) - unit_means[..., cluster_of]) ** 2 @ share  # E = τ² Σ_c (1 − h_c)

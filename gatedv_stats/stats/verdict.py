@@ -72,7 +72,9 @@ def tost_p_value(estimate: float, se: float, df: float, bounds: tuple[float, flo
 def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_value: float,
              sesoi: float | None, tost_p: float | None, unit: str) -> str:
     scope = "accounting for training seeds and documents"
-    if result.n_clusters is not None:
+    if result.doc_var is None:  # one document or cluster: nothing is known about others
+        scope = f"accounting for training seeds, on this one {'document' if result.n_clusters is None else 'cluster'}"
+    elif result.n_clusters is not None:
         scope += f" (documents grouped into {result.n_clusters:,} clusters)"
     pct = fmt.format_level(result.confidence_level)
     interval = fmt.format_interval(*result.confidence_interval)
