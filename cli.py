@@ -72,7 +72,7 @@ class _Group(TyperGroup):
         in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
         previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
         try:
-            with np.errstate(divide="raise", over="raise", invalid="raise"):
+            with np.errstate(divide="raise", over="raise", invalid="raise"), _warning_skipped_on_failure():
                 return super().invoke(ctx)
         except FloatingPointError as error:
             typer.echo(f"error: numerical failure ({error}): the inputs hold values too extreme to compute with",
@@ -138,15 +138,36 @@ def _emit(result, as_json: bool, extra: dict | None = None) -> None:
     typer.echo(strict_json({**result.to_dict(), **(extra or {})}) if as_json else result.summary())
 
 
+_SKIPPED: list = []  # unreadable files the running command passed over (--skip-unreadable)
+
+
+def _skipped_files(skip_unreadable: bool) -> list | None:
+    """The list that reading fills with the unreadable files it passes over (None: fail on them instead)."""
+    return _SKIPPED if skip_unreadable else None
+
+
 def _warn_skipped(skipped: list | None) -> dict:
     """One stderr warning per unreadable file passed over; returns the JSON key listing them ({} without
     --skip-unreadable)."""
     if skipped is None:
         return {}
     unique = list(dict.fromkeys(skipped))
+    skipped.clear()  # warned once
     for file in unique:
         typer.echo(f"warning: {file.warning()}", err=True)
     return {"skipped_unreadable": [file.to_dict() for file in unique]}
+
+
+@contextlib.contextmanager
+def _warning_skipped_on_failure() -> Iterator[None]:
+    """A command that fails after passing over unreadable files says which, before its error line."""
+    try:
+        yield
+    except BaseException:
+        _warn_skipped(_SKIPPED)
+        raise
+    finally:
+        _SKIPPED.clear()
 
 
 # Options shared by several commands.
@@ -242,7 +263,7 @@ def bootstrap_command(
     from gatedv_stats.pairing import load_paired
     from gatedv_stats.stats.comparison import compare
 
-    skipped = [] if skip_unreadable else None
+    skipped = _skipped_files(skip_unreadable)
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
                          variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
                          **_pairing(allow_unpaired, allow_mismatch, unit))
@@ -283,7 +304,7 @@ def analyze_command(
     from gatedv_stats.analysis.pair import analyze
     from gatedv_stats.pairing import load_paired
 
-    skipped = [] if skip_unreadable else None
+    skipped = _skipped_files(skip_unreadable)
     paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
                          variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
                          **_pairing(allow_unpaired, allow_mismatch, unit))
@@ -318,7 +339,7 @@ def arms_command(
     from gatedv_stats.runs import select_runs
     from gatedv_stats.stats.multiple import compare_arms
 
-    skipped = [] if skip_unreadable else None
+    skipped = _skipped_files(skip_unreadable)
     runs = select_runs(read_loss_inputs(files, skipped=skipped), eval_set=eval_set)
     pairs = pair_with_reference(runs, reference, **_pairing(allow_unpaired, allow_mismatch, unit))
     result = compare_arms(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed, sesoi=sesoi, cluster=cluster)
@@ -351,7 +372,7 @@ def plan_command(
     from gatedv_stats.pairing import pilot_pair
     from gatedv_stats.stats.planning import plan_from_pilot
 
-    skipped = [] if skip_unreadable else None
+    skipped = _skipped_files(skip_unreadable)
     paired = pilot_pair(read_loss_inputs(pilot_files, skipped=skipped), baseline_arm=baseline_arm,
                         variant_arm=variant_arm, eval_set=eval_set, **_pairing(allow_unpaired, allow_mismatch, unit))
     plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
@@ -787,7 +808,7 @@ def report_command(
     from gatedv_stats.analysis.experiment import AnalysisSettings
     from gatedv_stats.report import write_report
 
-    skipped = [] if skip_unreadable else None
+    skipped = _skipped_files(skip_unreadable)
     path = write_report([Path(given) for given in inputs], out, fmt,
                         AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed), skipped=skipped)
     _warn_skipped(skipped)

@@ -255,3 +255,20 @@ def test_a_missing_domain_is_refused_naming_its_row(tmp_path):
     for options in (["--cluster", "domain"], []):
         assert_input_error(invoke("--baseline", str(tmp_path / "bad.parquet"), "--variant", str(tmp_path / "good.parquet"),
                                   *options), "bad.parquet", "row 3: domain is missing")
+
+
+def test_a_file_named_and_also_found_in_a_directory_given_is_read_once(run_files, tmp_path):
+    baseline, variant = run_files
+    args = ["--baseline-arm", "baseline", "--variant-arm", "gatedv", "--samples", "100", "--json"]
+    once = invoke(str(tmp_path), *args)
+    twice = invoke(str(tmp_path), baseline[0], *args)
+    assert once.exit_code == 0 and twice.exit_code == 0, (once.stderr, twice.stderr)
+    assert json.loads(twice.stdout) == json.loads(once.stdout)
+    named_twice = invoke(baseline[0], baseline[0], *args)
+    assert named_twice.exit_code == 2 and "given twice among the inputs" in named_twice.stderr
+
+
+def test_the_same_runs_on_both_sides_are_refused(run_files, tmp_path):
+    baseline, variant = run_files
+    result = invoke("--baseline", *baseline, "--variant", baseline[0], *variant[1:])
+    assert_input_error(result, baseline[0], "is both a baseline and a variant run")

@@ -387,3 +387,19 @@ def test_a_usage_error_is_one_line_naming_the_help(args, line):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [result.stderr.strip()] and result.stderr.startswith(line), result.stderr
     assert result.stdout == ""
+
+
+def test_a_failure_after_skipping_unreadable_files_still_names_them(tmp_path, monkeypatch):
+    """The error that ends the command comes after the warnings of the files it passed over, which may be why."""
+    write_runs(tmp_path)
+    unreadable = tmp_path / "gatedv" / "seed2" / "dev.parquet"
+    unreadable.write_bytes(b"not parquet")
+    result, _ = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv",
+                       "--skip-unreadable")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"warning: skipped unreadable {unreadable}: ")
+    assert lines[1].startswith("error: seeds present in one arm only: baseline 2")
+    result, _ = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv",
+                       "--skip-unreadable", "--allow-unpaired", "--samples", "100")
+    assert result.exit_code == 0 and result.stderr.count("warning: skipped unreadable") == 1, result.stderr

@@ -106,7 +106,7 @@ def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...], *,
 
     A file found in a directory that looks like a loss file (*.parquet, *.csv) but cannot be read is an error
     naming it; when a `skipped` list is given, it is appended there instead and the search goes on. A path
-    given twice is an error naming it.
+    given twice is an error naming it; a file reached twice (named, and in a directory also given) is read once.
     """
     named: dict[Path, str | Path] = {}
     for given in paths:
@@ -116,22 +116,30 @@ def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...], *,
             raise InputError(f"{given}: given twice among the inputs{also}")
         named[resolved] = given
     runs: list[LossRun] = []
+    read: set[Path] = set()
     for given in paths:
         path = Path(given)
         if not path.is_dir():
-            runs.extend(_read_runs(path))
+            if path.resolve() not in read:
+                read.add(path.resolve())
+                runs.extend(_read_runs(path))
             continue
-        found, unreadable = len(runs), 0
+        held, unreadable = False, 0
         for candidate in _loss_file_candidates(path):
+            if candidate.resolve() in read:  # named as well, or under another directory given
+                held = True
+                continue
             try:
                 if _has_loss_column(candidate):
+                    read.add(candidate.resolve())
                     runs.extend(_read_runs(candidate))
+                    held = True
             except UnreadableFileError as error:
                 if skipped is None:
                     raise
                 skipped.append(SkippedFile(error.path, error.reason))
                 unreadable += 1
-        if len(runs) == found:
+        if not held:
             also = f"; {unreadable} unreadable file(s) skipped" if unreadable else ""
             raise InputError(f"{path}: no loss files (*.parquet / *.csv with a loss_sum column) found{also}")
     return runs
