@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -81,3 +82,15 @@ def eval_set_name(eval_set: str | None) -> str:
 def format_lr(lr: float | None) -> str:
     """A learning rate as the paper prints it: 0.0048, 0.00001; "unrecorded" when absent."""
     return "unrecorded" if lr is None else np.format_float_positional(float(lr), trim="-")
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    """Lines of a plain-text table whose columns are as wide as their widest cell, two spaces apart; `align`
+    holds "l" (left) or "r" (right) per column."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) if side == "l" else cell.rjust(width)
+                         for cell, width, side in zip(cells, widths, align)).rstrip()
+
+    return [line(header)] + [line(row) for row in rows]

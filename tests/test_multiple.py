@@ -134,3 +134,27 @@ def test_arms_on_two_evaluation_sets_are_two_families_with_holm_adjusted_verdict
         assert arm.verdict == expected
     assert on_heldout[0].verdict == "better" and "held-out set:" in result.summary()
     assert "development set:" in result.summary()
+
+
+def test_the_arms_table_keeps_its_columns_apart_whatever_the_widths():
+    """A long arm name, a five-digit ΔP and tiny p-values widen their columns instead of running into the next."""
+    import re
+
+    runs = synthetic_runs({"baseline": [30.0, 30.5, 29.8], "a-long-arm-name-of-thirty-chars": [29.4, 29.9, 29.6],
+                           "far-worse": [3e4, 3.1e4, 2.9e4]}, n_docs=30, seed=9, seeds=[1, 2, 3])
+    result = compare_arms(pair_with_reference(runs, "baseline"), n_resamples=500)
+    lines = result.summary().splitlines()
+    header = next(index for index, line in enumerate(lines) if line.startswith("arm "))
+    table = lines[header : header + 3]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in table]
+    assert [len(row) for row in cells] == [14, 14, 14], table
+    assert cells[2][0] == "far-worse" and cells[2][3].startswith("+") and cells[2][3].endswith("%")
+    pairs_end = table[0].index("pairs") + len("pairs")  # right-aligned: each row's 3 pairs end under the header
+    assert [row[pairs_end - 2 : pairs_end] for row in table[1:]] == [" 3", " 3"]
+
+
+def test_text_table_sizes_columns_to_their_widest_cell():
+    from gatedv_stats.formatting import text_table
+
+    assert text_table(("a", "b"), [("long cell", "1"), ("x", "12345")], "lr") == [
+        "a              b", "long cell      1", "x          12345"]

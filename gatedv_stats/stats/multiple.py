@@ -87,29 +87,29 @@ class ArmsComparison:
         lines = [f"every arm against {self.reference} ({len(self.arms)} comparisons; p-values two-sided, adjusted "
                  f"within each evaluation set with Holm (FWER) and Benjamini–Hochberg (FDR); * marks adjusted "
                  f"p ≤ {self.alpha:g}; verdicts use the Holm-adjusted seed-and-document p)"]
+        header = ("arm", "pairs", "PPL", "ΔP", "improved", "ΔP interval (seeds, docs)", "verdict", "p", "Holm", "BH",
+                  "t p", "Holm", "perm p", "Holm")
         for eval_set in dict.fromkeys(arm.eval_set for arm in self.arms):
-            lines += ["", f"{fmt.eval_set_name(eval_set)}:",
-                      f"{'arm':<16}{'pairs':>6}{'PPL':>10}{'ΔP':>9}{'improved':>10}  {'ΔP interval (seeds, docs)':<28}"
-                      f"{'verdict':<26}{'p':>9}{'Holm':>9}{'BH':>9}{'t p':>9}{'Holm':>9}{'perm p':>9}{'Holm':>9}"]
-            lines += [self._row(arm) for arm in self.arms if arm.eval_set == eval_set]
+            rows = [self._row(arm) for arm in self.arms if arm.eval_set == eval_set]
+            lines += ["", f"{fmt.eval_set_name(eval_set)}:", *fmt.text_table(header, rows, "lrrrrllrrrrrrr")]
         lines += ["", "p: seeds and documents sampled; t p: new seeds on these documents; perm p: models fixed"]
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
-    def _row(self, arm: ArmTest) -> str:
+    def _row(self, arm: ArmTest) -> tuple[str, ...]:
         interval = "—" if arm.delta_p_seed_document_ci is None else \
             fmt.format_delta_p_interval(arm.delta_p_seed_document_ci)
-        return (f"{arm.arm:<16}{arm.n_pairs:>6}{fmt.format_ppl(arm.ppl_mean):>10}{fmt.format_delta_p(arm.delta_p):>9}"
-                f"{fmt.format_pairs(arm.improved_pairs, arm.n_pairs):>10}  {interval:<28}{arm.verdict:<26}"
-                f"{self._p(arm.seed_document_p_value)}{self._p(arm.seed_document_p_holm, True)}"
-                f"{self._p(arm.seed_document_p_bh, True)}{self._p(arm.t_p_value)}{self._p(arm.t_p_holm, True)}"
-                f"{self._p(arm.permutation_p_value)}{self._p(arm.permutation_p_holm, True)}")
+        return (arm.arm, str(arm.n_pairs), fmt.format_ppl(arm.ppl_mean), fmt.format_delta_p(arm.delta_p),
+                fmt.format_pairs(arm.improved_pairs, arm.n_pairs), interval, arm.verdict,
+                self._p(arm.seed_document_p_value), self._p(arm.seed_document_p_holm, True),
+                self._p(arm.seed_document_p_bh, True), self._p(arm.t_p_value), self._p(arm.t_p_holm, True),
+                self._p(arm.permutation_p_value), self._p(arm.permutation_p_holm, True))
 
     def _p(self, value: float | None, mark: bool = False) -> str:
+        """A p-value, "*" after an adjusted one at most alpha (a space keeps the digits aligned)."""
         if value is None:
-            return f"{'n/a':>9}"
-        star = "*" if mark and value <= self.alpha else " "
-        return f"{value:>8.3g}{star}"
+            return "n/a "
+        return f"{value:.3g}{'*' if mark and value <= self.alpha else ' '}"
 
 
 def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0,
