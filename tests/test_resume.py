@@ -49,3 +49,32 @@ def test_resume_refuses_a_different_run(straight_and_resumed, prepared_data):
     assert result.exit_code == 2
     assert result.stderr.strip() == (f"error: {resumed / 'checkpoint.pt'}: the checkpoint's run differs "
                                      "(lr 0.01 != 0.02)")
+
+
+def test_a_run_resumes_only_in_the_precision_it_was_trained_in(prepared_data, tmp_path):
+    """bf16 autocast changes the numbers: half a run in bf16 and half in FP32 would be neither."""
+    from trainer.device import Precision
+
+    bf16 = Runtime(device="cpu", progress=False, precision=Precision(bf16=True))
+    assert train(_spec(prepared_data), tmp_path, runtime=bf16, stop_after=2).update == 2
+    assert load_checkpoint(tmp_path / "checkpoint.pt").extra["precision"] == {"tf32": False, "bf16": True}
+    result = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--variant",
+                                          "gatedv", "--seed", "3", "--lr", "0.01", "--updates", "6", "--eval-every",
+                                          "2", "--batch-size", "2", "--device", "cpu", "--out", str(tmp_path),
+                                          "--resume"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"error: {tmp_path / 'checkpoint.pt'}: trained in bf16 autocast, resumed in "
+                                     "FP32; resume with the precision it was trained with (--bf16, --tf32 as before) "
+                                     "so that one run is not two")
+    assert train(_spec(prepared_data), tmp_path, runtime=bf16, resume=True).status == "finished"
+
+
+def test_a_moved_copy_of_the_data_directory_resumes_the_run(prepared_data, tmp_path):
+    """The data a run trained on is identified by its manifest, not by its path."""
+    import shutil
+
+    run = tmp_path / "run"
+    assert train(_spec(prepared_data), run, runtime=QUIET, stop_after=3).update == 3
+    moved = shutil.copytree(prepared_data, tmp_path / "moved-data")
+    resumed = train(_spec(moved), run, runtime=QUIET, resume=True)
+    assert resumed.status == "finished" and load_checkpoint(run / "checkpoint.pt").extra["run"]["data"] == str(moved)

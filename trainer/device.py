@@ -120,6 +120,10 @@ class Precision:
     def to_dict(self) -> dict:
         return {"tf32": self.tf32, "bf16": self.bf16}
 
+    def describe(self) -> str:
+        """In words, for a message: "FP32", "bf16 autocast", "... with TF32 matmuls"."""
+        return ("bf16 autocast" if self.bf16 else "FP32") + (" with TF32 matmuls" if self.tf32 else "")
+
 
 # glibc's mallopt parameters (malloc.h) and the values `retain_freed_memory` sets.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3

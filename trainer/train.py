@@ -127,7 +127,8 @@ def recorded_spec(record: dict) -> dict:
 
 @dataclass(frozen=True)
 class Runtime:
-    """How a run executes; none of it changes the numbers on a given device in FP32."""
+    """How a run executes; on a given device, only `precision` changes the numbers (it is recorded, and a run is
+    resumed only with the precision it was trained with)."""
 
     device: str = "auto"
     precision: Precision = Precision()
@@ -391,7 +392,8 @@ class _Loop:
         if self.where.main:
             _write_run_record(self.run_dir, self.spec, status="running", update=0,
                               model_config=self.model.config.to_dict(), parameters=count_parameters(self.model),
-                              data_manifest_sha256=self.data.manifest_sha256)
+                              data_manifest_sha256=self.data.manifest_sha256,
+                              precision=self.runtime.precision.to_dict())
         self.optimizer = make_optimizer(self.model, self.spec.lr, self.device)
         self.update = 0
         self._record()
@@ -400,12 +402,18 @@ class _Loop:
         loaded = load_checkpoint(self.checkpoint_path, device=self.device)
         extra = loaded.extra
         saved = recorded_spec(extra.get("run", {}))
-        differing = [key for key, value in self.spec.to_dict().items() if saved[key] != value]
+        # the data directory is identified by its manifest, so a moved copy of it resumes
+        differing = [key for key, value in self.spec.to_dict().items() if saved[key] != value and key != "data"]
         if differing:
             shown = ", ".join(f"{key} {saved[key]!r} != {getattr(self.spec, key)!r}" for key in differing)
             raise InputError(f"{self.checkpoint_path}: the checkpoint's run differs ({shown})")
         if extra["data_manifest_sha256"] != self.data.manifest_sha256:
             raise InputError(f"{self.spec.data}: data manifest differs from the one the checkpoint was trained on")
+        trained_with = Precision(**extra.get("precision", self.runtime.precision.to_dict()))
+        if trained_with != self.runtime.precision:
+            raise InputError(f"{self.checkpoint_path}: trained in {trained_with.describe()}, resumed in "
+                             f"{self.runtime.precision.describe()}; resume with the precision it was trained with "
+                             "(--bf16, --tf32 as before) so that one run is not two")
         bad = non_finite_state(loaded.model.state_dict(), extra["optimizer"])
         if bad is not None:
             raise InputError(f"{self.checkpoint_path}: {bad} holds non-finite values (update {extra['update']}); "
@@ -468,6 +476,7 @@ class _Loop:
                              "peak_lr": self.spec.lr},
                 "sampler": {"seed": self.sampler.seed, "n_windows": self.sampler.n_windows, "update": self.update},
                 "rng": _rng_state(),
+                "precision": self.runtime.precision.to_dict(),
                 "curve": self.curve,
                 "train_loss_window": self.window,
                 "gatedv_version": __version__,
