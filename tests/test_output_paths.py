@@ -212,3 +212,17 @@ def test_a_report_never_replaces_a_file_it_reads(tmp_path):
         _assert_output_error(result, "--out", f"{out} is one of the inputs")
     assert loss_file.read_bytes() == before
     assert not list(tmp_path.glob("*_figures"))
+
+
+@pytest.mark.parametrize("command", ["evaluate", "moments", "report", "bench"])
+def test_an_output_inside_a_prepared_data_directory_is_refused(command, tmp_path):
+    """A prepared data directory's files (manifest, tokenizer, evaluation sets) are every run's inputs."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("manifest.json", "tokenizer.json"):
+        (data / name).write_text("{}")
+    make_args, flag, _ = COMMANDS[command]
+    out = data / ("dev.parquet" if command == "evaluate" else "manifest.json" if command == "moments" else "out.md")
+    before = {path: path.read_bytes() for path in data.iterdir()}
+    _assert_output_error(_invoke(make_args(tmp_path, out)), flag, f"{out} is inside the prepared data directory")
+    assert {path: path.read_bytes() for path in data.iterdir()} == before

@@ -16,6 +16,9 @@ from pathlib import Path
 from gatedv_stats.errors import InputError
 
 
+PREPARED_DATA_FILES = ("manifest.json", "tokenizer.json")  # what makes a directory one `gatedv prepare` wrote
+
+
 def check_path_given(path: str | os.PathLike, flag: str) -> None:
     """`path` is not empty (an empty path would silently mean the current directory)."""
     if not os.fspath(path).strip():
@@ -34,7 +37,11 @@ def check_output_file(path: str | os.PathLike, flag: str, suffix: str | None = N
                          "path")
     if suffix is not None and path.suffix.lower() != suffix:
         raise InputError(f"{flag}: {path}: the file is written as {suffix[1:].capitalize()}; name it *{suffix}")
-    _check_creatable(Path(os.path.realpath(path)), flag)  # a symbolic link is written through
+    target = Path(os.path.realpath(path))  # a symbolic link is written through
+    if all((target.parent / name).is_file() for name in PREPARED_DATA_FILES):
+        raise InputError(f"{flag}: {path} is inside the prepared data directory {path.parent}, whose files every run "
+                         "reads; write it elsewhere")
+    _check_creatable(target, flag)
 
 
 def check_not_an_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str) -> None:
