@@ -73,3 +73,9 @@ def test_affine_match_run_stores_its_seed_coefficients(prepared_data, tmp_path):
     buffers = torch.stack([block.attn.moments for block in model.layers]).double().numpy()
     np.testing.assert_allclose(buffers, np.array(stored["coefficients"]), rtol=1e-6)
     assert all(not name.endswith("moments") for name, _ in model.named_parameters())
+
+
+def test_an_unknown_size_is_named_by_its_flag(prepared_data):
+    result = CliRunner().invoke(cli.app, ["moments", "--data", str(prepared_data), "--config", "huge", "--seed", "1"])
+    assert result.exit_code == 2
+    assert result.stderr == "error: --config: unknown size 'huge' (choose from tiny, small, medium)\n"

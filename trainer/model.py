@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 
 # --- configuration -------------------------------------------------------------------------------------
 
@@ -179,9 +179,9 @@ VARIANTS: dict[str, dict] = {
 def model_config(size: str = "small", variant: str = "baseline", **overrides) -> ModelConfig:
     """The preset `size` with the knobs of `variant`, then `overrides` (any ModelConfig field)."""
     if size not in CONFIGS:
-        raise InputError(f"config: unknown size {size!r} (choose from {', '.join(CONFIGS)})")
+        raise ParameterError("config", f"unknown size {size!r} (choose from {', '.join(CONFIGS)})")
     if variant not in VARIANTS:
-        raise InputError(f"variant: unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
+        raise ParameterError("variant", f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
