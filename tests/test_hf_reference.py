@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import torch
 from transformers import LlamaForCausalLM
@@ -45,6 +47,10 @@ def test_export_hf_round_trips_through_from_pretrained(tmp_path):
     result = CliRunner().invoke(app, ["export-hf", str(tmp_path / "checkpoint.pt"), str(out)])
     assert result.exit_code == 0, result.output
     assert {"config.json", "model.safetensors"} <= {p.name for p in out.iterdir()}
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~mask  # shareable like any directory, not owner-only
+    assert {stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {0o666 & ~mask}
     config = json.loads((out / "config.json").read_text())
     assert config["tie_word_embeddings"] is True and config["rms_norm_eps"] == 1e-6
     llama = LlamaForCausalLM.from_pretrained(out, local_files_only=True, attn_implementation="sdpa").eval()

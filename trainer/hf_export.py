@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.atomic import current_umask
 from gatedv_stats.io.fileio import file_sha256
 from trainer.data import MANIFEST, TOKENIZER
 from trainer.model import ModelConfig, Transformer
@@ -143,6 +144,10 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *,
             config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": loaded.config.seq_len,
                       "clean_up_tokenization_spaces": False}
             (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        mask = current_umask()  # the modes a plain mkdir and open() would give, not mkdtemp's owner-only ones
+        for path in tmp.iterdir():
+            os.chmod(path, 0o666 & ~mask)
+        os.chmod(tmp, 0o777 & ~mask)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

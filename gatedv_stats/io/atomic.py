@@ -33,7 +33,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_path = _locked_temp_file(target)
     try:
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
+        os.chmod(tmp_path, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
         yield tmp_path
         with open(tmp_path, "rb") as handle:
             os.fsync(handle.fileno())
@@ -101,7 +101,8 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
