@@ -335,3 +335,15 @@ def test_a_schedulers_save_signal_reaches_its_handler_after_a_checkpoint_of_the_
         monkeypatch.undo()
         resumed = train(spec, run_dir, runtime=Runtime(device="cpu", progress=False), resume=True)
         assert (resumed.status, resumed.update) == ("finished", 6)
+
+
+def test_a_batch_too_large_for_the_hosts_memory_is_a_run_failure(prepared_data, tmp_path):
+    """NumPy refuses the sampler's index array (terabytes) before torch sees a tensor: one line, exit 4."""
+    result = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
+                                          "--updates", "4", "--batch-size", str(10**12), "--device", "cpu", "--out",
+                                          str(tmp_path / "run")])
+    assert result.exit_code == 4, result.output
+    error = result.stderr.splitlines()[-1]  # after the progress bar
+    assert error.startswith(f"error: {tmp_path / 'run'}: out of memory on cpu after update 0 (host memory: Unable to "
+                            "allocate ")
+    assert "Traceback" not in result.stderr

@@ -75,14 +75,16 @@ def out_of_memory_cause(error: RuntimeError) -> str:
 
 @contextlib.contextmanager
 def out_of_memory_as(failure: Callable[[str], Exception]) -> Iterator[None]:
-    """Raise `failure(cause)` in place of torch running out of memory inside the block (one line, no
-    traceback: the machine's limit, not a bug); every other error passes through."""
+    """Raise `failure(cause)` in place of torch (or NumPy, for the host's arrays) running out of memory inside
+    the block (one line, no traceback: the machine's limit, not a bug); every other error passes through."""
     try:
         yield
     except RuntimeError as error:
         if not is_out_of_memory(error):
             raise
         raise failure(out_of_memory_cause(error)) from None
+    except MemoryError as error:  # NumPy: "Unable to allocate 7.63 TiB for an array with shape ..."
+        raise failure(f"host memory: {error}") from None
 
 
 _CPU_ALLOCATION_FAILED = "can't allocate memory"
