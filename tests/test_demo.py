@@ -59,3 +59,16 @@ def test_bad_demo_options_are_one_line(tmp_path):
     idle = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--jobs", "0", "--device", "cpu"])
     assert idle.exit_code == 2 and idle.stderr.strip() == "error: --jobs: must be at least 1, got 0"
     assert not (tmp_path / "data").exists()
+
+
+def test_a_demo_with_fewer_seeds_than_an_earlier_one_in_its_directory_uses_only_its_own(prepared_data, tmp_path):
+    out = tmp_path / "demo"
+    shutil.copytree(prepared_data, out / "data")
+    args = ["demo", "--out", str(out), "--updates", "2", "--device", "cpu", "--jobs", "1", "--json"]
+    assert CliRunner().invoke(cli.app, [*args, "--seeds", "3"]).exit_code == 0
+    result = CliRunner().invoke(cli.app, [*args, "--seeds", "2"])
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["seeds"] == [1, 2]
+    assert [summary["comparisons"][name]["n_pairs"] for name in ("dev", "heldout")] == [2, 2]
+    assert "seed3" not in (out / "report.md").read_text()

@@ -109,7 +109,9 @@ def run_demo(out: str | Path = "gatedv-demo", *, updates: int | None = None, see
     with _stage(stages, "evaluation"):  # the dev and held-out loss files of every run
         run_experiment(experiment, jobs=jobs, runtime=runtime)
     with _stage(stages, "analysis"):
-        analysis = analyse_experiment(discover_inputs([experiment.out]), AnalysisSettings(reference=ARMS[0]))
+        # the grid's own runs only: OUT may also hold the runs of an earlier demo with more seeds
+        analysis = analyse_experiment(discover_inputs([Path(run.run_dir) for run in experiment.runs()]),
+                                      AnalysisSettings(reference=ARMS[0]))
         comparisons = {name: _demo_comparison(analysis, name) for name in EVAL_SET_NAMES}
     with _stage(stages, "report"):
         report = build_report(analysis)
