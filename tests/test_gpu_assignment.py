@@ -160,3 +160,14 @@ def test_gpus_per_run_trains_data_parallel_and_matches_one_process(prepared_data
     one, two = pd.read_csv(single / "curve.csv"), pd.read_csv(run_dir / "curve.csv")
     assert list(two["step"]) == [0, 2]
     pd.testing.assert_series_equal(one["dev_nll"], two["dev_nll"], rtol=1e-5, atol=0)
+
+
+def test_a_gpus_per_run_below_one_is_one_line_with_or_without_jobs(prepared_data, tmp_path):
+    with pytest.raises(InputError, match="^--gpus-per-run: must be at least 1, got 0$"):
+        launch.default_jobs([], 0)
+    path = tmp_path / "pool.toml"
+    path.write_text(GRID.format(data=prepared_data, variants='["baseline"]'))
+    for args in ([], ["--jobs", "1"], ["--jobs", "2"]):
+        result = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--gpus-per-run", "0", *args])
+        assert result.exit_code == 2 and result.stderr == "error: --gpus-per-run: must be at least 1, got 0\n", args
+    assert not (tmp_path / "runs").exists()

@@ -51,3 +51,106 @@ def test_bad_tables():
         select_lr(pd.concat([table2(), table2().iloc[:1]]))
     with pytest.raises(InputError, match="selection seed 7 has no runs of baseline, gatedv"):
         select_lr(table2(), selection_seed=7)
+
+
+# --- select-lr over a grid's run directories (hand-written run.json and curve.csv, nothing trained) --------------
+
+SELECTION_GRID = """
+name = "selection"
+data = "data"
+config = "tiny"
+variants = ["baseline"]
+seeds = [1]
+lrs = [0.002, 0.004]
+updates = 8
+eval_every = 4
+batch_size = 2
+eval_sets = ["dev"]
+out = "runs"
+
+[select]
+confirm_seeds = [2, 3]
+"""
+
+
+def _finished_grid(tmp_path, finals=None):
+    """SELECTION_GRID with both runs finished: run.json of each run's spec, a curve at steps 0, 4, 8."""
+    import json
+
+    from trainer.sweep import load_experiment
+
+    path = tmp_path / "grid.toml"
+    path.write_text(SELECTION_GRID)
+    experiment = load_experiment(path)
+    finals = finals or {0.002: 5.5, 0.004: 5.0}
+    for run in experiment.runs():
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "run.json").write_text(json.dumps({**run.spec.to_dict(), "status": "finished", "update": 8}))
+        pd.DataFrame({"arm": run.variant, "seed": run.seed, "lr": run.lr, "step": [0, 4, 8],
+                      "dev_nll": [9.0, 6.0, finals[run.lr]]}).to_csv(run.run_dir / "curve.csv", index=False)
+    return path, experiment
+
+
+def _select(path, *args):
+    from typer.testing import CliRunner
+
+    import cli
+
+    return CliRunner().invoke(cli.app, ["select-lr", str(path), *args])
+
+
+def test_select_lr_refuses_a_curve_that_is_not_its_runs_and_writes_nothing(tmp_path):
+    path, experiment = _finished_grid(tmp_path)
+    out = tmp_path / "confirm.toml"
+    picked = _select(path, "--json", "--out", str(out))
+    assert picked.exit_code == 0, picked.stderr
+    out.unlink()
+    curve = experiment.runs()[1].run_dir / "curve.csv"  # lr 0.004, the rate selected
+    rows = pd.read_csv(curve)
+    for column, value, held in (("lr", 0.002, "arm baseline lr 0.002 seed 1"),
+                                ("arm", "gatedv", "arm gatedv lr 0.004 seed 1"),
+                                ("seed", 7, "arm baseline lr 0.004 seed 7")):
+        rows.assign(**{column: value}).to_csv(curve, index=False)
+        result = _select(path, "--out", str(out))
+        assert result.exit_code == 2 and not out.exists()
+        assert result.stderr == (f"error: {curve}: holds {held}, not the run of its directory "
+                                 "(arm baseline lr 0.004 seed 1)\n")
+
+
+def test_select_lr_refuses_a_curve_without_its_final_update(tmp_path):
+    path, experiment = _finished_grid(tmp_path, finals={0.002: 5.5, 0.004: 5.0})
+    curve = experiment.runs()[0].run_dir / "curve.csv"  # lr 0.002: its last recorded NLL is the lowest
+    rows = pd.read_csv(curve)
+    rows.iloc[:2].assign(dev_nll=[9.0, 4.0]).to_csv(curve, index=False)
+    out = tmp_path / "confirm.toml"
+    result = _select(path, "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == (f"error: {curve}: ends at step 4, not at the run's final update 8; the curve is "
+                             "incomplete\n")
+
+
+def test_select_lr_refuses_a_run_json_of_another_run(tmp_path):
+    import json
+
+    path, experiment = _finished_grid(tmp_path)
+    record_path = experiment.runs()[0].run_dir / "run.json"
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "lr": 0.004}))
+    out = tmp_path / "confirm.toml"
+    result = _select(path, "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == (f"error: {record_path}: records a different run than the experiment asks for here "
+                             "(lr 0.004 != 0.002)\n")
+
+
+def test_select_lr_refuses_a_confirmation_seed_given_twice_and_writes_nothing(tmp_path):
+    path, _ = _finished_grid(tmp_path)
+    out = tmp_path / "confirm.toml"
+    result = _select(path, "--seeds", "1,1", "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == "error: --seeds: lists a value twice\n"
+    written = _select(path, "--seeds", "2,1", "--out", str(out))
+    assert written.exit_code == 0, written.stderr
+    from trainer.sweep import load_experiment
+
+    assert load_experiment(out).seeds == (2, 1) and load_experiment(out).lrs == {"baseline": (0.004,)}

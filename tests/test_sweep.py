@@ -217,3 +217,56 @@ def test_the_paper_study_examples_load():
     assert examples["small-placement-controls"].knobs == {"k-silu": {"key_act": "silu"}}
     assert examples["medium-lr-selection"].confirm_seeds == (20270211, 20270212, 20270213)
     assert examples["small-confirmation"].spec("gatedv", 0.0048, 1).updates == 32_768
+
+
+@pytest.mark.parametrize(("rates", "key"), [
+    ("[0.004, 0.0040000001]", "lrs"),
+    ("{ baseline = [0.001], gatedv = [0.02, 0.0200000004] }", "lrs.gatedv"),
+])
+def test_rates_that_share_a_run_directory_are_refused_by_sweep_status_and_select_lr(prepared_data, tmp_path, rates,
+                                                                                    key):
+    path = tmp_path / "collide.toml"
+    path.write_text(GRID.format(data=prepared_data).replace("[0.001, 0.02]", rates))
+    first, second = ("0.004", "0.0040000001") if key == "lrs" else ("0.02", "0.0200000004")
+    expected = (f"error: {path}: {key}: {first} and {second} share the run directory name lr{first} (rates are "
+                "named to six significant digits); give rates that differ there\n")
+    for args in (["sweep", str(path), "--device", "cpu"], ["sweep", str(path), "--status"], ["select-lr", str(path)]):
+        result = CliRunner().invoke(cli.app, args)
+        assert result.exit_code == 2 and result.stderr == expected, args
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "collide-confirm.toml").exists()
+
+
+@pytest.mark.parametrize("executor", ["pool", "local"])
+def test_a_data_directory_that_is_not_prepared_is_refused_before_any_run_starts(prepared_data, tmp_path, executor):
+    path = tmp_path / "nodata.toml"
+    path.write_text(GRID.format(data=tmp_path / "missing"))
+    result = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--executor", executor])
+    assert result.exit_code == 2 and not (tmp_path / "runs").exists()
+    assert result.stderr == (f"error: {path}: data: {tmp_path / 'missing'}: not a prepared data directory (no "
+                             "manifest.json; run `gatedv prepare`)\n")
+
+
+def test_a_finished_runs_unreadable_or_foreign_loss_file_is_evaluated_again(grid):
+    path, _ = grid
+    runs = path.parent / "runs"
+    truncated = runs / "baseline" / "lr0.001" / "seed1" / "dev.parquet"
+    foreign = runs / "gatedv" / "lr0.02" / "seed1" / "heldout.parquet"
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    foreign.write_bytes((runs / "gatedv" / "lr0.001" / "seed1" / "heldout.parquet").read_bytes())
+    status = CliRunner().invoke(cli.app, ["sweep", str(path), "--status", "--json"])
+    assert status.exit_code == 0, status.stderr
+    states = {(run["variant"], run["lr"]): run["state"] for run in json.loads(status.stdout)["runs"]}
+    assert states == {("baseline", 0.001): "interrupted", ("baseline", 0.02): "finished",
+                      ("gatedv", 0.001): "finished", ("gatedv", 0.02): "interrupted"}
+    actions = {key: run["action"] for key, run in _sweep(path).items()}
+    assert actions == {("baseline", 0.001): "evaluated", ("baseline", 0.02): "skipped",
+                       ("gatedv", 0.001): "skipped", ("gatedv", 0.02): "evaluated"}
+    from gatedv_stats.io.fileio import file_sha256
+    from gatedv_stats.io.lossfiles import read_loss_file
+
+    for loss_file, arm, lr in ((truncated, "baseline", 0.001), (foreign, "gatedv", 0.02)):
+        meta = read_loss_file(loss_file).meta
+        assert (meta["arm"], meta["lr"], meta["step"]) == (arm, lr, 2)
+        assert meta["checkpoint_sha256"] == file_sha256(loss_file.parent / "checkpoint.pt")
+    status = CliRunner().invoke(cli.app, ["sweep", str(path), "--status", "--json"])
+    assert json.loads(status.stdout)["counts"] == {"finished": 4}

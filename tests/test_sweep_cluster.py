@@ -234,3 +234,18 @@ def test_bad_cluster_options_are_one_line(prepared_data, tmp_path, args, message
     result = CliRunner().invoke(cli.app, ["sweep", str(path), *args])
     assert result.exit_code == 2 and result.stderr.startswith(message), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+def test_status_counts_a_finished_run_with_a_corrupt_loss_file_as_not_finished(prepared_data, tmp_path):
+    path = tmp_path / "cluster.toml"
+    path.write_text(GRID.format(data=prepared_data, updates=2, eval_every=2) + 'eval_sets = ["dev"]\n')
+    run = load_experiment(path).runs()[0]
+    train(run.spec, run.run_dir, runtime=Runtime(device="cpu", progress=False))
+    assert _status(path)["baseline"]["state"] == "interrupted"  # no loss file yet
+    from trainer.grid_run import run_one
+
+    run_one(run, Runtime(device="cpu", progress=False))
+    assert _status(path)["baseline"]["state"] == "finished"
+    loss_file = run.run_dir / "dev.parquet"
+    loss_file.write_bytes(loss_file.read_bytes()[:100])
+    assert _status(path)["baseline"]["state"] == "interrupted"  # submittable again: its job evaluates it

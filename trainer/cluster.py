@@ -21,7 +21,7 @@ from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
 from gatedv_stats.errors import InputError
 from trainer import launch
-from trainer.grid_run import GridRun, grid_columns, loss_file_path, run_one
+from trainer.grid_run import GridRun, grid_columns, run_one, stale_loss_files
 from trainer.sweep import Experiment
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
@@ -48,8 +48,7 @@ class ClusterOptions:
     def check(self) -> None:
         if self.executor not in ("local", "slurm"):
             raise InputError(f"--executor: unknown executor {self.executor!r} (choose pool, local or slurm)")
-        if self.gpus_per_run < 1:
-            raise InputError(f"--gpus-per-run: must be at least 1, got {self.gpus_per_run}")
+        launch.check_gpus_per_run(self.gpus_per_run)
         if self.array_parallelism is not None and self.array_parallelism < 1:
             raise InputError(f"--array-parallelism: must be at least 1, got {self.array_parallelism}")
         if self.executor == "local":
@@ -164,6 +163,7 @@ class SubmitResult:
 def submit_experiment(experiment: Experiment, options: ClusterOptions, runtime: Runtime = Runtime()) -> SubmitResult:
     """Submit one job per run that is not finished, diverged, pending or running; write RUN_DIR/job.json."""
     options.check()
+    experiment.check_data()
     runs = [replace(run, run_dir=run.run_dir.resolve()) for run in experiment.runs()]
     states = [status.state for status in experiment_status(experiment).runs]
     todo = [run for run, state in zip(runs, states) if state in SUBMITTABLE]
@@ -251,8 +251,9 @@ class ExperimentStatus:
 
 
 def run_state(record_status: str | None, loss_files: bool, job_state: str | None) -> str:
-    """A run's state from run.json's status, whether its loss files exist, and its job's state
-    (pending / running / ended / unknown, or None when no job was submitted)."""
+    """A run's state from run.json's status, whether its loss files are there and readable as its final
+    checkpoint's (grid_run.stale_loss_files), and its job's state (pending / running / ended / unknown, or None
+    when no job was submitted)."""
     if record_status == "diverged":
         return "diverged"
     if record_status == "finished" and loss_files:
@@ -272,7 +273,8 @@ def experiment_status(experiment: Experiment) -> ExperimentStatus:
     rows = []
     for run, job in zip(runs, jobs):
         record = read_run_record(run.run_dir) or {}
-        state = run_state(record.get("status"), all(loss_file_path(run.run_dir, s).is_file() for s in run.eval_sets),
+        finished = record.get("status") == "finished"  # with readable loss files of its final checkpoint
+        state = run_state(record.get("status"), finished and not stale_loss_files(run),
                           job_states[job["job_id"]] if job else None)
         rows.append(RunStatus(run.variant, run.lr, run.seed, str(run.run_dir), state, _last_step(run.run_dir, record),
                               run.spec.updates, job["job_id"] if job else None,

@@ -36,9 +36,16 @@ def visible_gpus(environ: Mapping[str, str], device_count: int) -> list[str]:
     return [str(index) for index in range(device_count)]
 
 
+def check_gpus_per_run(gpus_per_run: int) -> int:
+    """--gpus-per-run: at least 1 (on a CPU, the number of gloo processes of a run)."""
+    if gpus_per_run < 1:
+        raise InputError(f"--gpus-per-run: must be at least 1, got {gpus_per_run}")
+    return gpus_per_run
+
+
 def default_jobs(gpus: Sequence[str], gpus_per_run: int = 1) -> int:
     """Runs at a time when --jobs is not given: one per GPU (K per run), 1 on a machine without GPUs."""
-    return max(1, len(gpus) // gpus_per_run)
+    return max(1, len(gpus) // check_gpus_per_run(gpus_per_run))
 
 
 def gpu_assignment(gpus: Sequence[str], jobs: int, gpus_per_run: int = 1) -> list[dict[str, str]]:
@@ -46,8 +53,7 @@ def gpu_assignment(gpus: Sequence[str], jobs: int, gpus_per_run: int = 1) -> lis
     (more workers than GPUs share them); without GPUs every worker's environment is left as it is."""
     if jobs < 1:
         raise InputError(f"--jobs: must be at least 1, got {jobs}")
-    if gpus_per_run < 1:
-        raise InputError(f"--gpus-per-run: must be at least 1, got {gpus_per_run}")
+    check_gpus_per_run(gpus_per_run)
     if not gpus:
         return [{} for _ in range(jobs)]
     if gpus_per_run > len(gpus):

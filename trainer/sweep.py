@@ -48,17 +48,17 @@ from tqdm import tqdm
 
 from gatedv_stats.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.runrecords import read_run_record
+from gatedv_stats.io.runrecords import read_run_record, run_record_path
 from gatedv_stats.stats.lr_selection import LRSelection, select_lr
 from gatedv_stats.stats.validation import check_rng_seed
 from trainer import launch
-from trainer.data import EVAL_SET_NAMES
-from trainer.grid_run import (GridRun, RunOutcome, divergence_warning, final_dev_nll, grid_columns, run_directory,
-                              run_one)
+from trainer.data import EVAL_SET_NAMES, PreparedData
+from trainer.grid_run import (GridRun, RunOutcome, divergence_warning, final_dev_nll, grid_columns, lr_directory_name,
+                              run_directory, run_one)
 from trainer.knobs import resolve_variant
 from trainer.model import model_config
 from trainer.params import variant_parameters
-from trainer.train import Runtime, RunSpec
+from trainer.train import Runtime, RunSpec, spec_differences
 
 _KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out", "updates", "warmup",
          "eval_every", "batch_size", "select"}
@@ -88,6 +88,7 @@ class Experiment:
     confirm_seeds: tuple[int, ...] = ()
     confirm_out: Path | None = None
     knobs: dict = field(default_factory=dict)  # new variant -> its knobs ([variants.NAME] tables)
+    source: Path | None = None  # the TOML file it was read from, named by errors about its fields
 
     def runs(self) -> list[GridRun]:
         """Every run of the grid, variant-major, then learning rate, then seed."""
@@ -105,6 +106,14 @@ class Experiment:
         described = {variant: variant_parameters(self.size, variant, self.knobs.get(variant))
                      for variant in self.variants}
         return {variant: {"parameters": count, "knobs": knobs} for variant, (count, knobs) in described.items()}
+
+    def check_data(self) -> None:
+        """The data directory is a prepared one (before any run starts); else an InputError naming the `data`
+        field of the experiment file."""
+        try:
+            PreparedData.open(self.data)
+        except InputError as error:
+            raise InputError(f"{self.source or self.name}: data: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,15 @@ def load_experiment(path: str | Path) -> Experiment:
     variants, knobs = _variants(raw["variants"], _typed(raw, "config", str, path), path)
     seeds = _rng_seeds(_list_of(raw, "seeds", int, path), "seeds", path)
     lrs = _learning_rates(raw["lrs"], variants, path)
+    for variant in variants:  # two rates of one variant must not train into one directory
+        directories: dict[str, float] = {}
+        for lr in lrs[variant]:
+            other = directories.setdefault(lr_directory_name(lr), lr)
+            if other != lr:
+                key = "lrs" if isinstance(raw["lrs"], list) else f"lrs.{variant}"
+                raise InputError(f"{path}: {key}: {other!r} and {lr!r} share the run directory name "
+                                 f"{lr_directory_name(lr)} (rates are named to six significant digits); give rates "
+                                 "that differ there")
     select = raw.get("select", {})
     if not isinstance(select, dict) or set(select) - _SELECT_KEYS:
         raise InputError(f"{path}: [select] may hold only {', '.join(sorted(_SELECT_KEYS))}")
@@ -173,6 +191,7 @@ def load_experiment(path: str | Path) -> Experiment:
                        if "confirm_seeds" in select else ()),
         confirm_out=base / _typed(select, "confirm_out", str, path, "select.") if "confirm_out" in select else None,
         knobs=knobs,
+        source=path,
     )
     for variant in variants:  # every spec checks size, variant, lr and lengths before anything trains
         for lr in lrs[variant]:
@@ -297,6 +316,8 @@ def run_experiment(experiment: Experiment, *, jobs: int | None = None, gpus_per_
                    runtime: Runtime = Runtime()) -> SweepResult:
     """Train and evaluate every run of the grid that is not finished, `jobs` runs at a time (default: one per
     visible GPU, else 1), each worker process on its own `gpus_per_run` GPUs (see trainer.launch)."""
+    launch.check_gpus_per_run(gpus_per_run)
+    experiment.check_data()
     gpus = launch.visible_gpus(os.environ, torch.cuda.device_count()) if launch.uses_gpus(runtime.device) else []
     jobs = launch.default_jobs(gpus, gpus_per_run) if jobs is None else jobs
     environments = launch.gpu_assignment(gpus, jobs, gpus_per_run)
@@ -359,7 +380,11 @@ def development_table(experiment: Experiment, seed: int) -> pd.DataFrame:
         status = record.get("status") if record else None
         if status not in ("finished", "diverged"):
             raise InputError(f"{run.run_dir}: run is {status or 'not started'}; finish the grid with `gatedv sweep` first")
-        dev_nll = final_dev_nll(run.run_dir) if status == "finished" else math.inf
+        differing = spec_differences(record, run.spec)
+        if differing:
+            raise InputError(f"{run_record_path(run.run_dir)}: records a different run than the experiment asks for "
+                             f"here ({', '.join(differing)})")
+        dev_nll = final_dev_nll(run.run_dir, run) if status == "finished" else math.inf
         rows.append({"arm": run.variant, "lr": run.lr, "seed": seed, "dev_nll": dev_nll})
     return pd.DataFrame(rows)
 
@@ -383,12 +408,14 @@ def confirmation_experiment(experiment: Experiment, selection: LRSelection, *, s
                             out: Path | None = None) -> Experiment:
     """The confirmation grid: every variant at its selected rate, on the confirmation seeds."""
     seeds = tuple(check_rng_seed(seed, "seeds") for seed in seeds) or experiment.confirm_seeds
+    if len(set(seeds)) != len(seeds):  # refused here, as the grid loader would refuse the file written
+        raise ParameterError("seeds", "lists a value twice")
     if not seeds:
         raise InputError("select-lr: no confirmation seeds (give --seeds or [select] confirm_seeds)")
     out = out or experiment.confirm_out or experiment.out.with_name(experiment.out.name + "-confirm")
     return replace(experiment, name=f"{experiment.name}-confirm", seeds=seeds, out=out,
                    lrs={variant: (selection.selected[variant],) for variant in experiment.variants},
-                   selection_seed=None, confirm_seeds=(), confirm_out=None)
+                   selection_seed=None, confirm_seeds=(), confirm_out=None, source=None)
 
 
 def write_experiment(path: str | Path, experiment: Experiment) -> None:

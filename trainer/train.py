@@ -125,6 +125,14 @@ def recorded_spec(record: dict) -> dict:
     return {key: record.get(key, {} if key == "knobs" else None) for key in RunSpec.__dataclass_fields__}
 
 
+def spec_differences(record: dict, spec: RunSpec) -> list[str]:
+    """How a run record differs from `spec`, as "key recorded != asked". The data directory's path is not
+    compared: its manifest identifies the data, so a moved copy is the same data."""
+    saved = recorded_spec(record)
+    return [f"{key} {saved[key]!r} != {value!r}" for key, value in spec.to_dict().items()
+            if key != "data" and saved[key] != value]
+
+
 @dataclass(frozen=True)
 class Runtime:
     """How a run executes; on a given device, only `precision` changes the numbers (it is recorded, and a run is
@@ -401,12 +409,9 @@ class _Loop:
     def _load(self) -> None:
         loaded = load_checkpoint(self.checkpoint_path, device=self.device)
         extra = loaded.extra
-        saved = recorded_spec(extra.get("run", {}))
-        # the data directory is identified by its manifest, so a moved copy of it resumes
-        differing = [key for key, value in self.spec.to_dict().items() if saved[key] != value and key != "data"]
+        differing = spec_differences(extra.get("run", {}), self.spec)
         if differing:
-            shown = ", ".join(f"{key} {saved[key]!r} != {getattr(self.spec, key)!r}" for key in differing)
-            raise InputError(f"{self.checkpoint_path}: the checkpoint's run differs ({shown})")
+            raise InputError(f"{self.checkpoint_path}: the checkpoint's run differs ({', '.join(differing)})")
         if extra["data_manifest_sha256"] != self.data.manifest_sha256:
             raise InputError(f"{self.spec.data}: data manifest differs from the one the checkpoint was trained on")
         trained_with = Precision(**extra.get("precision", self.runtime.precision.to_dict()))
