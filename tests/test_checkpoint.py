@@ -84,3 +84,14 @@ def test_bad_checkpoints_are_one_line_input_errors(tmp_path):
         with pytest.raises(InputError) as info:
             load_checkpoint(error_path)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("length", [200, 5_000, 20_000, -10])
+def test_a_truncated_checkpoint_is_named_truncated_or_corrupt_at_any_length(tmp_path, length):
+    path = tmp_path / "cut.pt"
+    save_checkpoint(path, _model(), extra={})
+    path.write_bytes(path.read_bytes()[:length])
+    with pytest.raises(InputError) as caught:
+        load_checkpoint(path)
+    assert str(caught.value) == (f"{path}: not a readable checkpoint (truncated or corrupt: the zip archive has no "
+                                 "end record)")

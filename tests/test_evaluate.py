@@ -121,3 +121,98 @@ def test_a_custom_set_with_foreign_token_ids_is_refused(checkpoint, prepared_dat
     write_eval_set(path, "foreign", dev.doc_ids, dev.domains, dev.tokens, dev.n_bytes)
     summary, run = _evaluate(checkpoint, tmp_path / "custom.parquet", "--set", str(path))
     assert run.meta["eval_set"] == "foreign" and summary["n_docs"] == len(dev.doc_ids)
+
+
+def _refused(checkpoint, tmp_path, set_path):
+    """The one `error:` line of an evaluation on the set file `set_path`; no loss file is written."""
+    out = tmp_path / "refused.parquet"
+    result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--set", str(set_path), "--out", str(out),
+                                          "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert not out.exists()
+    return lines[0]
+
+
+def _with_column(table, name, values, kind=None):
+    import pyarrow as pa
+
+    return table.set_column(table.column_names.index(name), name, pa.array(values, kind))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda t, rows: _with_column(t, "tokens", [[float(i) + 0.5 for i in ids] for ids in rows]),
+     "row 0: `tokens` must hold integer token ids (found double)"),
+    (lambda t, rows: _with_column(t, "tokens", [[str(i) for i in ids] for ids in rows]),
+     "row 0: `tokens` must hold integer token ids (found string)"),
+    (lambda t, rows: _with_column(t, "tokens", [ids[0] for ids in rows]),
+     "row 0: `tokens` must be a list of 257 token ids (found int64)"),
+    (lambda t, rows: _with_column(t, "tokens", [[[i] for i in ids] for ids in rows]),
+     "row 0: `tokens` must hold integer token ids (found list<element: int64>)"),
+    (lambda t, rows: _with_column(t, "tokens", [ids if r != 1 else ids[:7] + [None] + ids[8:]
+                                                for r, ids in enumerate(rows)]),
+     "row 1: `tokens` holds a null at position 7"),
+    (lambda t, rows: _with_column(t, "tokens", [ids if r != 2 else [-3] + ids[1:] for r, ids in enumerate(rows)]),
+     "row 2: `tokens` holds a negative token id (-3)"),
+    (lambda t, rows: _with_column(t, "n_bytes", [str(n) for n in t.column("n_bytes").to_pylist()]),
+     "row 0: `n_bytes` must be an integer (found string)"),
+    (lambda t, rows: _with_column(t, "n_bytes", [float(n) for n in t.column("n_bytes").to_pylist()]),
+     "row 0: `n_bytes` must be an integer (found double)"),
+    (lambda t, rows: _with_column(t, "n_bytes", [None if r == 2 else n for r, n in
+                                                 enumerate(t.column("n_bytes").to_pylist())]),
+     "row 2: `n_bytes` is null; it must be a positive integer"),
+    (lambda t, rows: _with_column(t, "doc_id", [None if r == 3 else d for r, d in
+                                                enumerate(t.column("doc_id").to_pylist())]),
+     "row 3: `doc_id` is null; it must be a string"),
+    (lambda t, rows: _with_column(t, "doc_id", [r + 0.5 for r in range(t.num_rows)]),
+     "row 0: `doc_id` must be a string (found double)"),
+    (lambda t, rows: _with_column(t, "domain", [None] * t.num_rows, "string"),
+     "row 0: `domain` is null; it must be a string"),
+], ids=["float-tokens", "string-tokens", "scalar-tokens", "nested-tokens", "null-in-tokens", "negative-token",
+        "string-n_bytes", "float-n_bytes", "null-n_bytes", "null-doc_id", "float-doc_id", "null-domain"])
+def test_a_malformed_set_file_is_one_line_naming_the_row_and_field(checkpoint, prepared_data, tmp_path, change,
+                                                                   message):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(prepared_data / "dev.parquet")
+    path = tmp_path / "bad.parquet"
+    pq.write_table(change(table, table.column("tokens").to_pylist()), path)
+    assert _refused(checkpoint, tmp_path, path) == f"error: {path}: {message}"
+
+
+def _without_metadata(source, target):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source)
+    pq.write_table(table.replace_schema_metadata(None), target)
+    return target
+
+
+def test_a_set_file_tokenized_with_another_tokenizer_is_refused(checkpoint, prepared_data, web_corpus, tmp_path):
+    from trainer.prepare import prepare
+
+    other = prepare(str(web_corpus["jsonl"]), tmp_path / "other", eval_docs=3, vocab_size=320, progress=False)
+    theirs, ours = other.manifest["tokenizer"]["sha256"], PreparedData.open(prepared_data).tokenizer_sha256
+    tokenizer = prepared_data / "tokenizer.json"
+    expected = (f"tokenized with another tokenizer (sha256 {theirs}, per {{}}) than the model's {tokenizer} "
+                f"(sha256 {ours}); evaluate on a set prepared with the model's tokenizer")
+    # the file records its tokenizer
+    copied = tmp_path / "copied.parquet"
+    copied.write_bytes((tmp_path / "other" / "dev.parquet").read_bytes())
+    assert _refused(checkpoint, tmp_path, copied) == f"error: {copied}: " + expected.format("its metadata")
+    # a file without that record, inside the data directory whose manifest lists it
+    listed = _without_metadata(tmp_path / "other" / "dev.parquet", tmp_path / "other" / "dev.parquet")
+    assert _refused(checkpoint, tmp_path, listed) == \
+        f"error: {listed}: " + expected.format(tmp_path / "other" / "manifest.json")
+    # a file that records nothing: its tokens do not spell its window texts under the model's tokenizer
+    bare = _without_metadata(listed, tmp_path / "bare.parquet")
+    assert _refused(checkpoint, tmp_path, bare) == (
+        f"error: {bare}: row 0: `tokens` do not spell the window's text under the model's tokenizer {tokenizer} "
+        f"(sha256 {ours}); the set was tokenized with another tokenizer")
+    # the model's own sets pass every one of these checks
+    own = _without_metadata(prepared_data / "heldout.parquet", tmp_path / "own.parquet")
+    dev = PreparedData.open(prepared_data).eval_set("dev")
+    for path in (prepared_data / "dev.parquet", own):
+        summary, run = _evaluate(checkpoint, tmp_path / f"{path.stem}-loss.parquet", "--set", str(path))
+        assert summary["n_docs"] == len(dev)

@@ -265,3 +265,48 @@ def test_cli_hugging_face_without_network_or_package_is_one_line(tmp_path):
     expected = ("needs the optional `datasets` package" if importlib.util.find_spec("datasets") is None
                 else "cannot load the dataset")
     assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def _snapshot(directory):
+    """{name: bytes} of every entry of `directory`, hidden ones included."""
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+@pytest.mark.parametrize("case, message", [
+    # fails while the corpus is first read
+    ("no-text", r"no-text.jsonl:1: no `text` field"),
+    # fails after a new tokenizer and evaluation sets were made: every document shares one `id`
+    ("shared-ids", r"evaluation documents share `id` values \(5 duplicates\)"),
+])
+def test_a_failed_prepare_leaves_an_existing_data_directory_byte_for_byte(tmp_path, web_corpus, web_data, case,
+                                                                         message):
+    out = tmp_path / "data"
+    out.mkdir()
+    for item in web_data.path.iterdir():
+        (out / item.name).write_bytes(item.read_bytes())
+    before = _snapshot(out)
+    corpus = {
+        "no-text": lambda: _write(tmp_path / "no-text.jsonl", [{"body": "x"}]),
+        "shared-ids": lambda: _write(tmp_path / "shared.jsonl", [{**r, "id": "same"} for r in web_corpus["records"]]),
+    }[case]()
+    result = _cli(corpus, "--out", out, "--eval-docs", 3, "--vocab-size", 300)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(message, lines[0]), result.stderr
+    assert _snapshot(out) == before
+    assert PreparedData.open(out).manifest == web_data.manifest
+
+
+def test_prepare_over_an_existing_directory_replaces_every_file_and_leaves_no_staging(tmp_path, web_corpus, web_data):
+    out = tmp_path / "data"
+    out.mkdir()
+    for item in web_data.path.iterdir():
+        (out / item.name).write_bytes(item.read_bytes())
+    result = prepare(str(web_corpus["jsonl"]), out, **{**WEB_OPTIONS, "vocab_size": 300})
+    assert not result.reused and result.manifest["tokenizer"]["vocab_size"] == 300
+    assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in web_data.path.iterdir())
+    data = PreparedData.open(out)
+    assert data.manifest == result.manifest
+    assert hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest() == result.manifest["tokenizer"]["sha256"]
+    assert data.eval_set("dev").sha256 == result.manifest["eval_sets"]["dev"]["sha256"]
+    assert hashlib.sha256((out / "train.bin").read_bytes()).hexdigest() == result.manifest["train"]["sha256"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import zipfile
 from itertools import chain
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -71,13 +72,21 @@ def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "
     try:
         with path.open("rb") as file:
             is_zip = file.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC
-        payload = torch.load(path, map_location=device, weights_only=True) if is_zip else None
+    except OSError as error:
+        raise InputError(f"{path}: not a readable checkpoint ({error.strerror or error})") from None
+    if not is_zip:
+        raise InputError(f"{path}: not a gatedv checkpoint (not a torch.save zip archive)")
+    # A zip archive ends in its directory: a file cut short has none, and torch's error for it depends on where
+    # the cut falls (a zip message, or an OSError), so it is named here first.
+    if not zipfile.is_zipfile(path):
+        raise InputError(f"{path}: not a readable checkpoint (truncated or corrupt: the zip archive has no end "
+                         "record)")
+    try:
+        payload = torch.load(path, map_location=device, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as error:
         # torch's own message is a paragraph of advice on `weights_only`; its first sentence is the reason
         reason = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
-        raise InputError(f"{path}: not a readable checkpoint ({reason})") from None
-    if not is_zip:
-        raise InputError(f"{path}: not a gatedv checkpoint (not a torch.save zip archive)")
+        raise InputError(f"{path}: not a readable checkpoint (truncated or corrupt: {reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise InputError(f"{path}: not a gatedv checkpoint (format {found!r}, expected {FORMAT!r})")

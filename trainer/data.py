@@ -17,6 +17,7 @@ import torch
 from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.stats.validation import check_rng_seed
+from trainer.tokenizer import load_tokenizer, token_bytes
 
 WINDOW = 257  # 256 inputs + 256 targets
 DATA_FORMAT = "gatedv-data-2"  # 2: evaluation sets carry the text of each window
@@ -42,6 +43,7 @@ class EvalSet:
     sha256: str
     context_texts: list[str] | None = None
     target_texts: list[str] | None = None
+    tokenizer_sha256: str | None = None  # the tokenizer that made `tokens`, where the file records it
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -53,6 +55,8 @@ class EvalSet:
 
 WindowTexts = tuple[list[str], list[str]]  # (context texts, target texts)
 _TEXT_COLUMNS = ("context_text", "target_text")
+_TOKENIZER_KEY = b"tokenizer_sha256"  # Parquet metadata of a set file: the SHA-256 of its tokenizer.json
+_INT64_MAX = 2**63 - 1
 
 
 def window_texts(window_bytes: list[bytes]) -> tuple[str, str] | None:
@@ -78,9 +82,10 @@ def eval_set_sha256(doc_ids: list[str], domains: list[str], tokens: np.ndarray, 
 
 
 def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domains: list[str], tokens: np.ndarray,
-                   n_bytes: np.ndarray, texts: WindowTexts | None = None) -> EvalSet:
+                   n_bytes: np.ndarray, texts: WindowTexts | None = None, *,
+                   tokenizer_sha256: str | None = None) -> EvalSet:
     """Write an evaluation set as Parquet (doc_id, domain, tokens, n_bytes[, context_text, target_text]),
-    atomically."""
+    atomically; `tokenizer_sha256` (the tokenizer that made `tokens`) goes into the file's metadata."""
     tokens = np.asarray(tokens, dtype=np.int64)
     n_bytes = np.asarray(n_bytes, dtype=np.int64)
     columns = {
@@ -92,9 +97,10 @@ def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domai
     if texts is not None:
         _check_texts(path, texts, n_bytes)
         columns |= {column: pa.array(values, pa.string()) for column, values in zip(_TEXT_COLUMNS, texts)}
+    metadata = {_TOKENIZER_KEY: tokenizer_sha256.encode("ascii")} if tokenizer_sha256 is not None else None
     with atomic_path(path) as tmp:
-        pq.write_table(pa.table(columns), tmp)
-    return _eval_set(name, list(doc_ids), list(domains), tokens, n_bytes, texts)
+        pq.write_table(pa.table(columns, metadata=metadata), tmp)
+    return _eval_set(name, list(doc_ids), list(domains), tokens, n_bytes, texts, tokenizer_sha256)
 
 
 def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
@@ -110,32 +116,125 @@ def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
     rows = table.num_rows
     if rows == 0:
         raise InputError(f"{path}: the evaluation set holds no document")
-    token_lists = table.column("tokens").to_pylist()
-    bad = next((row for row, tokens in enumerate(token_lists) if tokens is None or len(tokens) != WINDOW), None)
-    if bad is not None:
-        raise InputError(f"{path}: row {bad}: `tokens` must hold {WINDOW} token ids")
-    tokens = np.asarray(token_lists, dtype=np.int64)
-    n_bytes = table.column("n_bytes").to_numpy(zero_copy_only=False).astype(np.int64)
-    doc_ids = [str(value) for value in table.column("doc_id").to_pylist()]
-    domains = [str(value) for value in table.column("domain").to_pylist()]
+    tokens = _token_windows(path, table.column("tokens"))
+    n_bytes = _byte_counts(path, table.column("n_bytes"))
+    doc_ids = _strings(path, table.column("doc_id"), "doc_id")
+    domains = _strings(path, table.column("domain"), "domain")
     if len(set(doc_ids)) != rows:
         raise InputError(f"{path}: `doc_id` values are not unique")
-    if tokens.min() < 0 or (n_bytes < 1).any():
-        raise InputError(f"{path}: negative token ids or non-positive `n_bytes`")
     texts = None
     if any(column in table.column_names for column in _TEXT_COLUMNS):
         texts = tuple(table.column(column).to_pylist() if column in table.column_names else [None] * rows
                       for column in _TEXT_COLUMNS)
         _check_texts(path, texts, n_bytes)
-    return _eval_set(name or path.stem, doc_ids, domains, tokens, n_bytes, texts)
+    recorded = (table.schema.metadata or {}).get(_TOKENIZER_KEY)
+    tokenizer_sha256 = recorded.decode("ascii", errors="replace") if recorded is not None else None
+    return _eval_set(name or path.stem, doc_ids, domains, tokens, n_bytes, texts, tokenizer_sha256)
+
+
+def _first_set(values: list) -> int:
+    """The first row holding a value (0 when none does): the row an error about a column's type names."""
+    return next((row for row, value in enumerate(values) if value is not None), 0)
+
+
+def _token_windows(path: Path, column: pa.ChunkedArray) -> np.ndarray:
+    """(N, 257) int64: every row of the `tokens` column a list of exactly 257 non-negative integer ids."""
+    kind, values = column.type, column.to_pylist()
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        raise InputError(f"{path}: row {_first_set(values)}: `tokens` must be a list of {WINDOW} token ids "
+                         f"(found {kind})")
+    if not pa.types.is_integer(kind.value_type):
+        row = next((row for row, ids in enumerate(values) if ids and any(i is not None for i in ids)), 0)
+        raise InputError(f"{path}: row {row}: `tokens` must hold integer token ids (found "
+                         f"{kind.value_type})")
+    for row, ids in enumerate(values):
+        if ids is None or len(ids) != WINDOW:
+            raise InputError(f"{path}: row {row}: `tokens` must hold {WINDOW} token ids")
+        if None in ids:
+            raise InputError(f"{path}: row {row}: `tokens` holds a null at position {ids.index(None)}")
+        if min(ids) < 0:
+            raise InputError(f"{path}: row {row}: `tokens` holds a negative token id ({min(ids)})")
+        if max(ids) > _INT64_MAX:
+            raise InputError(f"{path}: row {row}: `tokens` holds token id {max(ids)}, beyond any vocabulary")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _byte_counts(path: Path, column: pa.ChunkedArray) -> np.ndarray:
+    """(N,) int64: every row of the `n_bytes` column a positive integer."""
+    values = column.to_pylist()
+    if not pa.types.is_integer(column.type):
+        raise InputError(f"{path}: row {_first_set(values)}: `n_bytes` must be an integer (found "
+                         f"{column.type})")
+    for row, count in enumerate(values):
+        if count is None:
+            raise InputError(f"{path}: row {row}: `n_bytes` is null; it must be a positive integer")
+        if not 1 <= count <= _INT64_MAX:
+            raise InputError(f"{path}: row {row}: `n_bytes` must be a positive integer, got {count}")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _strings(path: Path, column: pa.ChunkedArray, field: str) -> list[str]:
+    """Every row of a text column (`doc_id`, `domain`) a string (integers are taken as their decimal text), none
+    null."""
+    kind, values = column.type, column.to_pylist()
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)):
+        raise InputError(f"{path}: row {_first_set(values)}: `{field}` must be a string (found {column.type})")
+    if None in values:
+        raise InputError(f"{path}: row {values.index(None)}: `{field}` is null; it must be a string")
+    return [str(value) for value in values]
 
 
 def _eval_set(name: str, doc_ids: list[str], domains: list[str], tokens: np.ndarray, n_bytes: np.ndarray,
-              texts: WindowTexts | None) -> EvalSet:
+              texts: WindowTexts | None, tokenizer_sha256: str | None = None) -> EvalSet:
     sha256 = eval_set_sha256(doc_ids, domains, tokens, n_bytes, texts)
-    if texts is None:
-        return EvalSet(name, doc_ids, domains, tokens, n_bytes, sha256)
-    return EvalSet(name, doc_ids, domains, tokens, n_bytes, sha256, list(texts[0]), list(texts[1]))
+    contexts, targets = (None, None) if texts is None else (list(texts[0]), list(texts[1]))
+    return EvalSet(name, doc_ids, domains, tokens, n_bytes, sha256, contexts, targets, tokenizer_sha256)
+
+
+def check_set_tokenizer(path: str | os.PathLike, eval_set: EvalSet, tokenizer_path: Path, tokenizer_sha256: str,
+                        vocab_size: int) -> None:
+    """An InputError unless the set file `path` was tokenized with the tokenizer `tokenizer_sha256`.
+
+    The tokenizer is the one the file records (in its metadata, or in the manifest of the data directory that
+    lists it with the same content); a file that records none is checked by its tokens spelling out its window
+    texts under that tokenizer; a file with neither cannot be checked.
+    """
+    path = Path(path)
+    recorded, where = eval_set.tokenizer_sha256, "its metadata"
+    if recorded is None:
+        recorded, where = _listed_tokenizer(path, eval_set), str(path.parent / MANIFEST)
+    if recorded is not None:
+        if recorded != tokenizer_sha256:
+            raise InputError(f"{path}: tokenized with another tokenizer (sha256 {recorded}, per {where}) than the "
+                             f"model's {tokenizer_path} (sha256 {tokenizer_sha256}); evaluate on a set prepared with "
+                             "the model's tokenizer")
+        return
+    if eval_set.context_texts is None or eval_set.target_texts is None:
+        return
+    table = token_bytes(load_tokenizer(tokenizer_path, vocab_size), source=str(tokenizer_path))
+    beyond = np.flatnonzero((eval_set.tokens >= len(table)).any(axis=1))
+    if len(beyond):
+        raise InputError(f"{path}: row {beyond[0]}: `tokens` holds token id {eval_set.tokens[beyond[0]].max()}, "
+                         f"outside the tokenizer's {len(table)} entries")
+    for row, ids in enumerate(eval_set.tokens.tolist()):
+        text = (eval_set.context_texts[row] + eval_set.target_texts[row]).encode("utf-8")
+        if b"".join(table[i] for i in ids) != text:
+            raise InputError(f"{path}: row {row}: `tokens` do not spell the window's text under the model's "
+                             f"tokenizer {tokenizer_path} (sha256 {tokenizer_sha256}); the set was tokenized with "
+                             "another tokenizer")
+
+
+def _listed_tokenizer(path: Path, eval_set: EvalSet) -> str | None:
+    """The tokenizer SHA-256 of the data directory holding `path`, when its manifest lists this very set."""
+    try:
+        manifest = json.loads((path.parent / MANIFEST).read_text(encoding="utf-8"))
+        listed = [entry for entry in manifest["eval_sets"].values()
+                  if entry.get("file") == path.name and entry.get("sha256") == eval_set.sha256]
+        return str(manifest["tokenizer"]["sha256"]) if listed else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None  # no manifest of a data directory here: nothing recorded
 
 
 def _check_texts(path: str | os.PathLike, texts: WindowTexts, n_bytes: np.ndarray) -> None:
@@ -276,5 +375,5 @@ def _format_problem(manifest_path: Path, found: object) -> str:
     return f"{manifest_path}: not a {DATA_FORMAT} manifest"
 
 
-__all__ = ["DATA_FORMAT", "WINDOW", "EvalSet", "PreparedData", "WindowSampler", "eval_set_sha256", "read_eval_set",
-           "window_texts", "write_eval_set"]
+__all__ = ["DATA_FORMAT", "WINDOW", "EvalSet", "PreparedData", "WindowSampler", "check_set_tokenizer",
+           "eval_set_sha256", "read_eval_set", "window_texts", "write_eval_set"]

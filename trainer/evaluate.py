@@ -19,7 +19,7 @@ from gatedv_stats.io.fileio import file_sha256
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.stats.metrics import token_nll
 from trainer.checkpoint import load_checkpoint
-from trainer.data import EvalSet, PreparedData
+from trainer.data import EVAL_SET_NAMES, EvalSet, PreparedData, check_set_tokenizer
 from trainer.device import Precision, out_of_memory_as, select_device
 from trainer.knobs import differing_knobs
 
@@ -126,6 +126,8 @@ def evaluate_checkpoint(
     if windows.tokens.max() >= loaded.config.vocab_size:
         raise InputError(f"{eval_set}: token id {windows.tokens.max()} is outside the model's vocabulary of "
                          f"{loaded.config.vocab_size}")
+    if str(eval_set) not in EVAL_SET_NAMES:  # a set file of its own: its tokens must be the model's tokenizer's
+        check_set_tokenizer(eval_set, windows, data.tokenizer_path, data.tokenizer_sha256, data.vocab_size)
     model = loaded.model
     model.set_value_activation(value_act)
     with out_of_memory_as(lambda cause: RunFailure(

@@ -18,10 +18,12 @@ documents (and by default their whole groups) stay out of the training store; un
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -50,6 +52,9 @@ _CANDIDATE_EXTRA = 8
 # An evaluation set takes at most this share of the eligible groups, so that half of them remain for training.
 _MAX_GROUP_SHARE = 4
 _SPLIT_STREAM = 0x53504C54
+# Everything but the manifest is written here first and renamed into place only when all of it is written.
+_STAGING = ".prepare-staging"
+_DATA_FILES = (TOKENIZER, TRAIN_TOKENS, TRAIN_OFFSETS, *(f"{name}.parquet" for name in EVAL_SET_NAMES))
 
 
 class PrepareWarning(UserWarning):
@@ -109,23 +114,59 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
         if previous is not None:
             return PrepareResult(out, previous, reused=True)
 
-    with cleaned_on_failure(out):  # a failed preparation leaves nothing new behind
-        (out / MANIFEST).unlink(missing_ok=True)  # a half-rewritten directory must not look prepared
-        manifest = _prepare_into(out, source, tokenizer_source, fingerprint, eval_docs=eval_docs,
-                                 split_seed=split_seed, vocab_size=vocab_size, remove_eval_groups=remove_eval_groups,
-                                 batch_size=batch_size, progress=progress)
-    return PrepareResult(out, manifest, reused=False)
-
-
-def _prepare_into(out: Path, source: Corpus, tokenizer_source: Path | Corpus | None, fingerprint: str, *,
-                  eval_docs: int, split_seed: int, vocab_size: int, remove_eval_groups: bool, batch_size: int,
-                  progress: bool) -> dict:
-    run = _Preparation(source, out, split_seed, batch_size, progress)
+    _check_replaceable(out)
+    staging = out / _STAGING
+    run = _Preparation(source, staging, split_seed, batch_size, progress)
+    # The corpus is read once before the directory is touched, so a corpus that cannot be read changes nothing.
     run.read_metadata()
     try:
         n_per_set = run.choose_candidates(eval_docs)
     except InputError as error:  # too few documents: what was passed over may be why
         raise InputError("; ".join([str(error), *run.warnings])) from None
+    with cleaned_on_failure(out):  # a failed preparation leaves nothing new behind
+        try:
+            shutil.rmtree(staging, ignore_errors=True)  # the leftover of a killed preparation
+            staging.mkdir()
+            manifest = _prepare_into(run, tokenizer_source, fingerprint, n_per_set, eval_docs=eval_docs,
+                                     vocab_size=vocab_size, remove_eval_groups=remove_eval_groups)
+            _move_into_place(staging, out, manifest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return PrepareResult(out, manifest, reused=False)
+
+
+def _check_replaceable(out: Path) -> None:
+    """Every file `prepare` writes into `out` is absent or a regular file (a directory there is not replaced)."""
+    for name in _DATA_FILES:
+        path = out / name
+        if path.exists() and not path.is_file():
+            raise InputError(f"--out: {path} exists and is not a regular file; it is not replaced")
+
+
+def _move_into_place(staging: Path, out: Path, manifest: dict) -> None:
+    """Rename the files written in `staging` into `out`, the manifest last and atomically.
+
+    The old manifest goes first, so a directory caught between its old and new files never looks prepared.
+    A symbolic link is written through, as `atomic_path` does (copied when it leads to another file system).
+    """
+    (out / MANIFEST).unlink(missing_ok=True)
+    for name in _DATA_FILES:
+        target = Path(os.path.realpath(out / name))
+        try:
+            os.replace(staging / name, target)
+        except OSError as error:
+            if error.errno != errno.EXDEV:
+                raise
+            with atomic_path(target) as tmp:
+                shutil.copyfile(staging / name, tmp)
+    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _prepare_into(run: _Preparation, tokenizer_source: Path | Corpus | None, fingerprint: str, n_per_set: int, *,
+                  eval_docs: int, vocab_size: int, remove_eval_groups: bool) -> dict:
+    """Write the tokenizer, evaluation sets and training store into `run.out` (the staging directory); the
+    manifest."""
+    out = run.out
     if isinstance(tokenizer_source, Path):
         bpe = load_tokenizer(tokenizer_source, vocab_size)
         tokenizer_info = {"source": "given", "file": tokenizer_source.name}
@@ -134,13 +175,11 @@ def _prepare_into(out: Path, source: Corpus, tokenizer_source: Path | Corpus | N
         tokenizer_info = {"source": tokenizer_source.spec if tokenizer_source else "training split",
                           "documents": trained_on}
     tokenizer_sha256 = save_tokenizer(bpe, out / TOKENIZER)
-    manifest = run.tokenize_and_split(bpe, n_per_set, eval_docs, remove_eval_groups)
+    manifest = run.tokenize_and_split(bpe, tokenizer_sha256, n_per_set, eval_docs, remove_eval_groups)
     manifest["tokenizer"] = {"vocab_size": vocab_size, "sha256": tokenizer_sha256, "file": TOKENIZER,
                              **tokenizer_info}
     manifest["input_fingerprint"] = fingerprint
-    manifest = {"format": DATA_FORMAT, **manifest}
-    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest
+    return {"format": DATA_FORMAT, **manifest}
 
 
 def _tokenizer_source(tokenizer: str | None, on_decode_error: str) -> Path | Corpus | None:
@@ -266,7 +305,8 @@ class _Preparation:
                 index += 1
 
     # pass 3
-    def tokenize_and_split(self, bpe, n_per_set: int, eval_docs: int, remove_eval_groups: bool) -> dict:
+    def tokenize_and_split(self, bpe, tokenizer_sha256: str, n_per_set: int, eval_docs: int,
+                           remove_eval_groups: bool) -> dict:
         """Tokenize the corpus, choose and write the evaluation sets, write the training store; the manifest."""
         side_path = self.out / ".candidate-groups.bin.tmp"
         try:
@@ -281,7 +321,7 @@ class _Preparation:
                     return window_texts([byte_table[token] for token in store.candidate_window(side, index, WINDOW)])
 
                 chosen = self._choose_eval_docs(store.side_docs, n_tokens, n_per_set, eval_docs, window_text)
-                eval_sets = self._write_eval_sets(chosen, side, store, window_text)
+                eval_sets = self._write_eval_sets(chosen, side, store, window_text, tokenizer_sha256)
                 excluded = self._excluded(chosen, remove_eval_groups)
                 store.keep_candidates(side, excluded)
                 del side
@@ -385,7 +425,7 @@ class _Preparation:
         return chosen[:2 * n_per_set]
 
     def _write_eval_sets(self, chosen: list[int], side: np.ndarray, store: SplitStore,
-                         window_text: Callable[[int], tuple[str, str] | None]) -> dict:
+                         window_text: Callable[[int], tuple[str, str] | None], tokenizer_sha256: str) -> dict:
         side_names = store.side_names
         doc_ids = [side_names[index][0] for index in chosen]
         if len(set(doc_ids)) != len(doc_ids):
@@ -400,7 +440,7 @@ class _Preparation:
             eval_sets[name] = write_eval_set(self.out / f"{name}.parquet", name,
                                              [side_names[i][0] for i in members], [side_names[i][1] for i in members],
                                              tokens, [len(target.encode("utf-8")) for target in targets],
-                                             (list(contexts), list(targets)))
+                                             (list(contexts), list(targets)), tokenizer_sha256=tokenizer_sha256)
         return eval_sets
 
     def _excluded(self, chosen: list[int], remove_eval_groups: bool) -> np.ndarray:
