@@ -808,10 +808,13 @@ def report_command(
     from gatedv_stats.analysis.experiment import AnalysisSettings
     from gatedv_stats.report import write_report
 
-    skipped = _skipped_files(skip_unreadable)
+    skipped, left_out = _skipped_files(skip_unreadable), []
     path = write_report([Path(given) for given in inputs], out, fmt,
-                        AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed), skipped=skipped)
+                        AnalysisSettings(reference=reference, n_resamples=n_resamples, seed=seed), skipped=skipped,
+                        left_out=left_out)
     _warn_skipped(skipped)
+    for note in left_out:
+        typer.echo(f"warning: {note}", err=True)
     typer.echo(f"wrote {path}")
 
 

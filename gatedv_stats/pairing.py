@@ -281,10 +281,6 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
         raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and --variant-arm")
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
-    shared = sorted({run.source for run in baseline_runs} & {run.source for run in variant_runs})
-    if shared:
-        raise InputError(f"{shared[0]} is both a baseline and a variant run: runs compared with themselves have no "
-                         "difference to find; give each side its own runs")
     return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch,
                      unit=unit)
 

@@ -267,8 +267,3 @@ def test_a_file_named_and_also_found_in_a_directory_given_is_read_once(run_files
     named_twice = invoke(baseline[0], baseline[0], *args)
     assert named_twice.exit_code == 2 and "given twice among the inputs" in named_twice.stderr
 
-
-def test_the_same_runs_on_both_sides_are_refused(run_files, tmp_path):
-    baseline, variant = run_files
-    result = invoke("--baseline", *baseline, "--variant", baseline[0], *variant[1:])
-    assert_input_error(result, baseline[0], "is both a baseline and a variant run")

@@ -398,3 +398,17 @@ def test_a_rewritten_report_removes_the_figures_it_no_longer_shows(tmp_path):
     assert left == [name for name in shown if "heldout" not in name] and left
     assert all(f"r_figures/{name}" in out.read_text() for name in left)
     assert (figures / "notes.txt").read_text() == "the user's"
+
+
+def test_a_comparison_left_out_is_warned_about_and_the_verdicts_say_why(tmp_path):
+    write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="dev", lr=0.004)
+    variant_file = next((tmp_path / "exp").rglob("gatedv_1.parquet"))
+    run = read_loss_file(variant_file)
+    write_loss_file(variant_file, run.docs.iloc[1:], run.meta)  # one document missing
+    result = runner.invoke(app, ["report", str(tmp_path / "exp"), "-f", "md", "-o", str(tmp_path / "r.md")])
+    assert result.exit_code == 0, result.output
+    warning = result.stderr.strip()
+    assert warning.startswith("warning: development set, gatedv vs baseline, LR 0.004: left out because documents "
+                              "differ between paired runs") and len(warning.splitlines()) == 1
+    verdicts = (tmp_path / "r.md").read_text().split("## Verdicts", 1)[1].split("##", 1)[0]
+    assert "No verdict: every comparison with the reference arm 'baseline' was left out" in verdicts

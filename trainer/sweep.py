@@ -163,15 +163,7 @@ def load_experiment(path: str | Path) -> Experiment:
     variants, knobs = _variants(raw["variants"], _typed(raw, "config", str, path), path)
     seeds = _rng_seeds(_list_of(raw, "seeds", int, path), "seeds", path)
     lrs = _learning_rates(raw["lrs"], variants, path)
-    for variant in variants:  # two rates of one variant must not train into one directory
-        directories: dict[str, float] = {}
-        for lr in lrs[variant]:
-            other = directories.setdefault(lr_directory_name(lr), lr)
-            if other != lr:
-                key = "lrs" if isinstance(raw["lrs"], list) else f"lrs.{variant}"
-                raise InputError(f"{path}: {key}: {other!r} and {lr!r} share the run directory name "
-                                 f"{lr_directory_name(lr)} (rates are named to six significant digits); give rates "
-                                 "that differ there")
+    _check_rate_directories(lrs, isinstance(raw["lrs"], list), path)
     select = raw.get("select", {})
     if not isinstance(select, dict) or set(select) - _SELECT_KEYS:
         raise InputError(f"{path}: [select] may hold only {', '.join(sorted(_SELECT_KEYS))}")
@@ -269,6 +261,19 @@ def _variants(raw: object, size: str, path: Path) -> tuple[tuple[str, ...], dict
         except InputError as error:
             raise InputError(f"{path}: {f'[variants.{name}] ' if raw is tables else ''}{error}") from None
     return tuple(tables), {name: checked for name, checked in knobs.items() if checked}
+
+
+def _check_rate_directories(lrs: dict[str, tuple[float, ...]], shared_list: bool, path: Path) -> None:
+    """No two rates of one variant train into one directory (`shared_list`: the rates are one `lrs` list)."""
+    for variant, rates in lrs.items():
+        directories: dict[str, float] = {}
+        for lr in rates:
+            other = directories.setdefault(lr_directory_name(lr), lr)
+            if other != lr:
+                key = "lrs" if shared_list else f"lrs.{variant}"
+                raise InputError(f"{path}: {key}: {other!r} and {lr!r} share the run directory name "
+                                 f"{lr_directory_name(lr)} (rates are named to six significant digits); give rates "
+                                 "that differ there")
 
 
 def _learning_rates(raw: object, variants: tuple[str, ...], path: Path) -> dict:

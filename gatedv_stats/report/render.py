@@ -22,6 +22,7 @@ from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.io.outputs import check_not_an_input, check_output_file, check_path_given
 from gatedv_stats.report.build import build_report
 from gatedv_stats.report.model import ReportData
+from gatedv_stats.report.sections.comparison import left_out_notes
 
 FORMATS = {"html": ".html", "md": ".md", "latex": ".tex"}
 _FIGURE_SUFFIX = {"md": ".svg", "latex": ".pdf"}
@@ -171,9 +172,11 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
 
 
 def write_report(inputs: list[Path], out: str | Path | None, fmt: str, settings: AnalysisSettings = AnalysisSettings(),
-                 *, skipped: list[SkippedFile] | None = None, workers: int | None = None) -> Path:
+                 *, skipped: list[SkippedFile] | None = None, left_out: list[str] | None = None,
+                 workers: int | None = None) -> Path:
     """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
-    a directory: report.<ext> inside it). `skipped`: see `discover_inputs`; `workers`: see `analyse_experiment`
+    a directory: report.<ext> inside it). `skipped`: see `discover_inputs`; `left_out` (a list) receives a line
+    for each comparison with the reference the report leaves out, and why; `workers`: see `analyse_experiment`
     (default: a large experiment's comparisons on one process per CPU)."""
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
@@ -189,4 +192,6 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str, settings:
     read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
     check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars
     analysis = analyse_experiment(found, settings, workers=workers)
+    if left_out is not None:
+        left_out += left_out_notes(analysis)
     return render_report(build_report(analysis), out, fmt)

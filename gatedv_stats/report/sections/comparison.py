@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gatedv_stats.analysis.experiment import ExperimentAnalysis, PairResult
+from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis, PairResult
 from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p, format_interval, format_level,
                                      format_lr, format_nll_diff, format_pairs, format_percent, format_ppl)
 from gatedv_stats.report import plots
@@ -25,12 +25,9 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
     for eval_set, groups in analysis.by_eval_set():
         row_groups, diffs, per_seed = [], [], []
         for group in groups:
+            notes += _left_out(group, reference)
             if group.holds_reference and group.mixed:
-                notes.append(f"{group.group.label}: left out because {group.mixed}.")
                 continue
-            for variant, why in group.left_out:
-                notes.append(f"{eval_set_name(eval_set)}, {_label(variant, reference, group.group.lr)}: left out "
-                             f"because {why}.")
             for pair in group.pairs:
                 label = _label(pair.variant, reference, group.group.lr)
                 notes += [f"{eval_set_name(eval_set)}, {label}: {warning}" for warning in
@@ -58,6 +55,21 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
                "another arm, so there is nothing to compare.")
         return Section(KEY, TITLE, omitted=why, intro=tuple(notes))
     return Section(KEY, TITLE, intro=tuple(notes), tables=tuple(tables), figures=tuple(figures))
+
+
+def left_out_notes(analysis: ExperimentAnalysis) -> list[str]:
+    """Each comparison with the reference arm that the inputs hold but the report leaves out, and why (also
+    there is no reference arm at all)."""
+    if analysis.reference is None:
+        return [NO_REFERENCE]
+    return [note for group in analysis.groups for note in _left_out(group, analysis.reference)]
+
+
+def _left_out(group: GroupAnalysis, reference: str) -> list[str]:
+    if group.holds_reference and group.mixed:
+        return [f"{group.group.label}: left out because {group.mixed}."]
+    return [f"{eval_set_name(group.group.eval_set)}, {_label(variant, reference, group.group.lr)}: left out because "
+            f"{why}." for variant, why in group.left_out]
 
 
 def _label(variant: str, reference: str, lr: float | None) -> str:

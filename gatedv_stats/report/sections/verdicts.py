@@ -7,6 +7,7 @@ from gatedv_stats.analysis.experiment import ExperimentAnalysis
 from gatedv_stats.formatting import format_delta_p, format_delta_p_interval, format_level, format_percent
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Cell, RowGroup, Section, Table, omitted, row
+from gatedv_stats.report.sections.comparison import left_out_notes
 
 KEY, TITLE = "verdicts", "Verdicts"
 
@@ -29,6 +30,9 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
                              f"{comparison.verdict_explanation}")
             if rows:
                 row_groups.append(RowGroup(group.group.label, tuple(rows)))
+    if not row_groups and left_out_notes(analysis):
+        return omitted(KEY, TITLE, f"No verdict: every comparison with the reference arm {analysis.reference!r} was "
+                                   "left out (the paired comparison below says why).")
     if not row_groups:
         return omitted(KEY, TITLE, f"No evaluation set holds the reference arm {analysis.reference!r} with another "
                                    "arm, so there is no verdict to give.")
