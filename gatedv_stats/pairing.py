@@ -322,6 +322,8 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
     _check_distinct_arms(baseline_arm, variant_arm)
     if variant_arm is None:
         others = [arm for arm in arms if arm != baseline_arm]
+        if not others:
+            raise InputError(f"the pilot holds runs of arm {baseline_arm!r} only; give the variant's loss files too")
         if len(others) != 1:
             raise InputError(f"the pilot needs runs of a baseline and one variant arm; name the variant with "
                              f"--variant-arm (arms found: {', '.join(arms)})")

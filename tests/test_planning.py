@@ -155,3 +155,17 @@ def test_plan_across_tokenizers_says_it_is_per_byte(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stderr == "warning: the arms' tokenizers differ: compared per byte of the same text (bits per byte)\n"
     assert "per byte" in result.stdout and "per-byte log loss" in result.stdout and "token" not in result.stdout
+
+
+def test_a_pilot_without_seed_variation_or_without_a_variant_says_which():
+    from dataclasses import replace
+
+    runs = synthetic_runs({"baseline": [30.0, 30.0], "gatedv": [29.5, 29.5]}, n_docs=10, seed=0)
+    first_seed = {run.arm: run.docs for run in runs if run.seed == 0}
+    same = [replace(run, docs=first_seed[run.arm]) for run in runs]  # both seed pairs give the same losses
+    with pytest.raises(InputError, match=r"no variation in the loss difference across seeds \(every seed pair gives "
+                                         r"the same difference\)"):
+        pl.plan_from_pilot(pilot_pair(same), 0.02)
+    with pytest.raises(InputError, match=r"^the pilot holds runs of arm 'baseline' only; give the variant's loss "
+                                         r"files too$"):
+        pilot_pair([run for run in runs if run.arm == "baseline"])

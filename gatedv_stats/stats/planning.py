@@ -147,7 +147,9 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
     seed_sd = math.sqrt(components.seed_ratio_var)
     doc_sd = math.sqrt(components.doc_diff_var)
     if seed_sd == 0.0 or doc_sd == 0.0:
-        raise InputError("the pilot runs show no variation in the loss difference; planning needs a real pilot")
+        which = "across seeds (every seed pair gives the same difference)" if seed_sd == 0.0 else "across documents"
+        raise InputError(f"the pilot runs show no variation in the loss difference {which}; planning needs a pilot "
+                         "whose differences vary")
     many_docs_sd = math.sqrt(components.seed_var)
     return StudyPlan(
         effect=effect, log_effect=log_effect, alpha=alpha, power=power,
