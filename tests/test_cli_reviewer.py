@@ -179,7 +179,7 @@ def test_plan_prints_a_plan_and_its_json(run_dir):
     (["baseline", "gatedv"], ["--effect", "0"], ["--effect"]),
     (["baseline", "gatedv"], ["--effect", "0.02", "--power", "1.5"], ["--power: must lie strictly between 0 and 1"]),
     (["baseline", "gatedv"], ["--effect", "0.02", "--alpha", "0"], ["--alpha: must lie strictly between 0 and 1"]),
-    (["baseline"], ["--effect", "0.02"], ["a baseline and one variant arm"]),
+    (["baseline"], ["--effect", "0.02"], ["the pilot holds runs of arm 'baseline' only"]),
     (["baseline", "gatedv", "q-silu"], ["--effect", "0.02"], ["--variant-arm", "baseline, gatedv, q-silu"]),
     (["gatedv", "q-silu"], ["--effect", "0.02"], ["--baseline-arm"]),
 ])
