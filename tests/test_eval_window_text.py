@@ -52,7 +52,7 @@ def test_a_target_text_that_disagrees_with_its_byte_count_is_refused(byte_data, 
     texts = table.column("target_text").to_pylist()
     column = table.column_names.index("target_text")
     pq.write_table(table.set_column(column, "target_text", [[texts[0] + "!", *texts[1:]]]), tmp_path / "dev.parquet")
-    with pytest.raises(InputError, match=r"dev.parquet: row 0: `target_text` must hold exactly `n_bytes` \(256\)"):
+    with pytest.raises(InputError, match=r"dev.parquet: row 1: `target_text` must hold exactly `n_bytes` \(256\)"):
         read_eval_set(tmp_path / "dev.parquet")
 
 

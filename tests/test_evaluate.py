@@ -143,32 +143,32 @@ def _with_column(table, name, values, kind=None):
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda t, rows: _with_column(t, "tokens", [[float(i) + 0.5 for i in ids] for ids in rows]),
-     "row 0: `tokens` must hold integer token ids (found double)"),
+     "row 1: `tokens` must hold integer token ids (found double)"),
     (lambda t, rows: _with_column(t, "tokens", [[str(i) for i in ids] for ids in rows]),
-     "row 0: `tokens` must hold integer token ids (found string)"),
+     "row 1: `tokens` must hold integer token ids (found string)"),
     (lambda t, rows: _with_column(t, "tokens", [ids[0] for ids in rows]),
-     "row 0: `tokens` must be a list of 257 token ids (found int64)"),
+     "row 1: `tokens` must be a list of 257 token ids (found int64)"),
     (lambda t, rows: _with_column(t, "tokens", [[[i] for i in ids] for ids in rows]),
-     "row 0: `tokens` must hold integer token ids (found list<element: int64>)"),
+     "row 1: `tokens` must hold integer token ids (found list<element: int64>)"),
     (lambda t, rows: _with_column(t, "tokens", [ids if r != 1 else ids[:7] + [None] + ids[8:]
                                                 for r, ids in enumerate(rows)]),
-     "row 1: `tokens` holds a null at position 7"),
+     "row 2: `tokens` holds a null at position 7"),
     (lambda t, rows: _with_column(t, "tokens", [ids if r != 2 else [-3] + ids[1:] for r, ids in enumerate(rows)]),
-     "row 2: `tokens` holds a negative token id (-3)"),
+     "row 3: `tokens` holds a negative token id (-3)"),
     (lambda t, rows: _with_column(t, "n_bytes", [str(n) for n in t.column("n_bytes").to_pylist()]),
-     "row 0: `n_bytes` must be an integer (found string)"),
+     "row 1: `n_bytes` must be an integer (found string)"),
     (lambda t, rows: _with_column(t, "n_bytes", [float(n) for n in t.column("n_bytes").to_pylist()]),
-     "row 0: `n_bytes` must be an integer (found double)"),
+     "row 1: `n_bytes` must be an integer (found double)"),
     (lambda t, rows: _with_column(t, "n_bytes", [None if r == 2 else n for r, n in
                                                  enumerate(t.column("n_bytes").to_pylist())]),
-     "row 2: `n_bytes` is null; it must be a positive integer"),
+     "row 3: `n_bytes` is null; it must be a positive integer"),
     (lambda t, rows: _with_column(t, "doc_id", [None if r == 3 else d for r, d in
                                                 enumerate(t.column("doc_id").to_pylist())]),
-     "row 3: `doc_id` is null; it must be a string"),
+     "row 4: `doc_id` is null; it must be a string"),
     (lambda t, rows: _with_column(t, "doc_id", [r + 0.5 for r in range(t.num_rows)]),
-     "row 0: `doc_id` must be a string (found double)"),
+     "row 1: `doc_id` must be a string (found double)"),
     (lambda t, rows: _with_column(t, "domain", [None] * t.num_rows, "string"),
-     "row 0: `domain` is null; it must be a string"),
+     "row 1: `domain` is null; it must be a string"),
 ], ids=["float-tokens", "string-tokens", "scalar-tokens", "nested-tokens", "null-in-tokens", "negative-token",
         "string-n_bytes", "float-n_bytes", "null-n_bytes", "null-doc_id", "float-doc_id", "null-domain"])
 def test_a_malformed_set_file_is_one_line_naming_the_row_and_field(checkpoint, prepared_data, tmp_path, change,
@@ -208,7 +208,7 @@ def test_a_set_file_tokenized_with_another_tokenizer_is_refused(checkpoint, prep
     # a file that records nothing: its tokens do not spell its window texts under the model's tokenizer
     bare = _without_metadata(listed, tmp_path / "bare.parquet")
     assert _refused(checkpoint, tmp_path, bare) == (
-        f"error: {bare}: row 0: `tokens` do not spell the window's text under the model's tokenizer {tokenizer} "
+        f"error: {bare}: row 1: `tokens` do not spell the window's text under the model's tokenizer {tokenizer} "
         f"(sha256 {ours}); the set was tokenized with another tokenizer")
     # the model's own sets pass every one of these checks
     own = _without_metadata(prepared_data / "heldout.parquet", tmp_path / "own.parquet")

@@ -133,8 +133,9 @@ def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
 
 
 def _first_set(values: list) -> int:
-    """The first row holding a value (0 when none does): the row an error about a column's type names."""
-    return next((row for row, value in enumerate(values) if value is not None), 0)
+    """The number (from 1) of the first row holding a value (1 when none does): the row an error about a column's
+    type names."""
+    return next((row for row, value in enumerate(values, start=1) if value is not None), 1)
 
 
 def _token_windows(path: Path, column: pa.ChunkedArray) -> np.ndarray:
@@ -145,17 +146,17 @@ def _token_windows(path: Path, column: pa.ChunkedArray) -> np.ndarray:
                          f"(found {kind})")
     if not pa.types.is_integer(kind.value_type):
         row = next((row for row, ids in enumerate(values) if ids and any(i is not None for i in ids)), 0)
-        raise InputError(f"{path}: row {row}: `tokens` must hold integer token ids (found "
+        raise InputError(f"{path}: row {row + 1}: `tokens` must hold integer token ids (found "
                          f"{kind.value_type})")
     for row, ids in enumerate(values):
         if ids is None or len(ids) != WINDOW:
-            raise InputError(f"{path}: row {row}: `tokens` must hold {WINDOW} token ids")
+            raise InputError(f"{path}: row {row + 1}: `tokens` must hold {WINDOW} token ids")
         if None in ids:
-            raise InputError(f"{path}: row {row}: `tokens` holds a null at position {ids.index(None)}")
+            raise InputError(f"{path}: row {row + 1}: `tokens` holds a null at position {ids.index(None)}")
         if min(ids) < 0:
-            raise InputError(f"{path}: row {row}: `tokens` holds a negative token id ({min(ids)})")
+            raise InputError(f"{path}: row {row + 1}: `tokens` holds a negative token id ({min(ids)})")
         if max(ids) > _INT64_MAX:
-            raise InputError(f"{path}: row {row}: `tokens` holds token id {max(ids)}, beyond any vocabulary")
+            raise InputError(f"{path}: row {row + 1}: `tokens` holds token id {max(ids)}, beyond any vocabulary")
     return np.asarray(values, dtype=np.int64)
 
 
@@ -167,9 +168,9 @@ def _byte_counts(path: Path, column: pa.ChunkedArray) -> np.ndarray:
                          f"{column.type})")
     for row, count in enumerate(values):
         if count is None:
-            raise InputError(f"{path}: row {row}: `n_bytes` is null; it must be a positive integer")
+            raise InputError(f"{path}: row {row + 1}: `n_bytes` is null; it must be a positive integer")
         if not 1 <= count <= _INT64_MAX:
-            raise InputError(f"{path}: row {row}: `n_bytes` must be a positive integer, got {count}")
+            raise InputError(f"{path}: row {row + 1}: `n_bytes` must be a positive integer, got {count}")
     return np.asarray(values, dtype=np.int64)
 
 
@@ -182,7 +183,7 @@ def _strings(path: Path, column: pa.ChunkedArray, field: str) -> list[str]:
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)):
         raise InputError(f"{path}: row {_first_set(values)}: `{field}` must be a string (found {column.type})")
     if None in values:
-        raise InputError(f"{path}: row {values.index(None)}: `{field}` is null; it must be a string")
+        raise InputError(f"{path}: row {values.index(None) + 1}: `{field}` is null; it must be a string")
     return [str(value) for value in values]
 
 
@@ -216,12 +217,12 @@ def check_set_tokenizer(path: str | os.PathLike, eval_set: EvalSet, tokenizer_pa
     table = token_bytes(load_tokenizer(tokenizer_path, vocab_size), source=str(tokenizer_path))
     beyond = np.flatnonzero((eval_set.tokens >= len(table)).any(axis=1))
     if len(beyond):
-        raise InputError(f"{path}: row {beyond[0]}: `tokens` holds token id {eval_set.tokens[beyond[0]].max()}, "
+        raise InputError(f"{path}: row {beyond[0] + 1}: `tokens` holds token id {eval_set.tokens[beyond[0]].max()}, "
                          f"outside the tokenizer's {len(table)} entries")
     for row, ids in enumerate(eval_set.tokens.tolist()):
         text = (eval_set.context_texts[row] + eval_set.target_texts[row]).encode("utf-8")
         if b"".join(table[i] for i in ids) != text:
-            raise InputError(f"{path}: row {row}: `tokens` do not spell the window's text under the model's "
+            raise InputError(f"{path}: row {row + 1}: `tokens` do not spell the window's text under the model's "
                              f"tokenizer {tokenizer_path} (sha256 {tokenizer_sha256}); the set was tokenized with "
                              "another tokenizer")
 
@@ -243,9 +244,9 @@ def _check_texts(path: str | os.PathLike, texts: WindowTexts, n_bytes: np.ndarra
         raise InputError(f"{path}: the window texts do not hold one row per document")
     for row, (context, target) in enumerate(zip(*texts, strict=True)):
         if not isinstance(context, str) or not context:
-            raise InputError(f"{path}: row {row}: `context_text` must be a non-empty string")
+            raise InputError(f"{path}: row {row + 1}: `context_text` must be a non-empty string")
         if not isinstance(target, str) or len(target.encode("utf-8")) != n_bytes[row]:
-            raise InputError(f"{path}: row {row}: `target_text` must hold exactly `n_bytes` ({n_bytes[row]}) "
+            raise InputError(f"{path}: row {row + 1}: `target_text` must hold exactly `n_bytes` ({n_bytes[row]}) "
                              "UTF-8 bytes")
 
 
