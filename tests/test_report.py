@@ -412,3 +412,19 @@ def test_a_comparison_left_out_is_warned_about_and_the_verdicts_say_why(tmp_path
                               "differ between paired runs") and len(warning.splitlines()) == 1
     verdicts = (tmp_path / "r.md").read_text().split("## Verdicts", 1)[1].split("##", 1)[0]
     assert "No verdict: every comparison with the reference arm 'baseline' was left out" in verdicts
+
+
+def test_sets_whose_names_differ_only_in_punctuation_get_figures_and_ids_of_their_own(tmp_path):
+    """"a b" and "a-b" make the same key: each table and figure still gets its own id and file."""
+    write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="a b", lr=0.004)
+    write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [21.0, 21.5]}, eval_set="a-b", lr=0.004, seed=2)
+    out = tmp_path / "r.md"
+    assert runner.invoke(app, ["report", str(tmp_path / "exp"), "-f", "md", "-o", str(out)]).exit_code == 0
+    shown = re.findall(r"r_figures/([a-z0-9-]+\.svg)", out.read_text())
+    assert len(shown) == len(set(shown)) and {"doc-differences-a-b.svg", "doc-differences-a-b-2.svg"} <= set(shown)
+    figures = tmp_path / "r_figures"
+    assert (figures / "doc-differences-a-b.svg").read_text() != (figures / "doc-differences-a-b-2.svg").read_text()
+    html = tmp_path / "r.html"
+    assert runner.invoke(app, ["report", str(tmp_path / "exp"), "-o", str(html)]).exit_code == 0
+    ids = re.findall(r'\bid="([^"]+)"', html.read_text())
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)

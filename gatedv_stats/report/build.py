@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from gatedv_stats import __version__
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
@@ -41,4 +42,23 @@ def build_report(analysis: ExperimentAnalysis) -> ReportData:
     subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
-                      reference=analysis.reference, sections=tuple(builder(analysis) for builder in SECTION_BUILDERS))
+                      reference=analysis.reference,
+                      sections=_with_unique_keys(tuple(builder(analysis) for builder in SECTION_BUILDERS)))
+
+
+def _with_unique_keys(sections: tuple[Section, ...]) -> tuple[Section, ...]:
+    """Sections whose tables and figures have keys (HTML ids, LaTeX labels, figure file names) used once each:
+    names that differ only in punctuation ("a b", "a-b") make the same key, and a repeat gets "-2", "-3", ..."""
+    used: set[str] = set()
+
+    def unique(key: str) -> str:
+        candidate, count = key, 1
+        while candidate in used:
+            count += 1
+            candidate = f"{key}-{count}"
+        used.add(candidate)
+        return candidate
+
+    return tuple(replace(section, tables=tuple(replace(table, key=unique(table.key)) for table in section.tables),
+                         figures=tuple(replace(figure, key=unique(figure.key)) for figure in section.figures))
+                 for section in sections)
