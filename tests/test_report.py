@@ -89,7 +89,7 @@ def write_bench(path: Path, **overrides) -> None:
     gib = 1024**3
     result = {"format": "gatedv-bench-1", "baseline_arm": "baseline", "variant_arm": "gatedv", "rounds": 7,
               "warmup": 3, "calls": 10, "batch_size": 8, "seq_len": 256, "device_name": "NVIDIA GB10",
-              "memory_kind": "CUDA peak allocated", "pairs": [{}, {}, {}],
+              "memory_kind": "CUDA peak allocated", "pairs": [{"seed": seed} for seed in (1, 2, 3)],
               "summary": {"forward_ratio": 1.007003, "step_ratio": 1.011433,
                           "peak_memory_baseline_bytes": round(1.7525 * gib), "peak_memory_variant_bytes": round(1.8569 * gib),
                           "peak_memory_ratio": 1.8569 / 1.7525}, **overrides}
@@ -428,3 +428,19 @@ def test_sets_whose_names_differ_only_in_punctuation_get_figures_and_ids_of_thei
     assert runner.invoke(app, ["report", str(tmp_path / "exp"), "-o", str(html)]).exit_code == 0
     ids = re.findall(r'\bid="([^"]+)"', html.read_text())
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"summary": {"forward_ratio": 1.0, "step_ratio": float("nan"), "peak_memory_baseline_bytes": 1,
+                  "peak_memory_variant_bytes": 1}}, "summary.step_ratio: NaN is not a finite positive number"),
+    ({"summary": {"forward_ratio": -1.0, "step_ratio": 1.0, "peak_memory_baseline_bytes": 1,
+                  "peak_memory_variant_bytes": 1}}, "summary.forward_ratio: -1.0 is not a finite positive number"),
+    ({"variant_arm": None}, "variant_arm: null is not a non-empty name"),
+    ({"rounds": 0}, "rounds: 0 is not an integer of at least 1"),
+    ({"pairs": []}, "pairs: [] is not a list of seed pairs (at least one, each an object of its results)"),
+])
+def test_a_bench_result_out_of_range_is_refused_naming_the_field(tmp_path, change, message):
+    write_bench(tmp_path / "bench.json", **change)
+    result = runner.invoke(app, ["report", str(tmp_path / "bench.json"), str(small_input(tmp_path)), "--format", "md",
+                                 "--out", str(tmp_path / "r.md")])
+    assert result.exit_code == 2 and result.stderr == f"error: {tmp_path / 'bench.json'}: {message}\n", result.output

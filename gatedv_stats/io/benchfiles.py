@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 from gatedv_stats.errors import InputError
@@ -15,7 +17,8 @@ SETTING_KEYS = ("baseline_arm", "variant_arm", "rounds", "warmup", "calls", "bat
 
 
 def read_bench_result(path: str | Path) -> dict:
-    """One bench result with its `source`; a wrong format or a missing field is an `InputError` naming it."""
+    """One bench result with its `source`; a wrong format, or a field missing or out of its range (a ratio that is not
+    a finite positive number, a round count of 0, an empty arm name, no seed pairs), is an `InputError` naming it."""
     result = read_json_object(path)
     if result.get("format") != BENCH_FORMAT:
         raise InputError(f"{path}: not a gatedv bench result (format {result.get('format')!r}, expected "
@@ -26,9 +29,24 @@ def read_bench_result(path: str | Path) -> dict:
     for key in SETTING_KEYS:
         if key not in result:
             raise InputError(f"{path}: bench result lacks or mangles {key!r}")
+    for key in ("baseline_arm", "variant_arm", "device_name", "memory_kind"):
+        _check(path, key, result[key], isinstance(result[key], str) and bool(result[key].strip()), "a non-empty name")
+    for key, least in (("rounds", 1), ("warmup", 0), ("calls", 1), ("batch_size", 1), ("seq_len", 1)):
+        value = result[key]
+        _check(path, key, value, isinstance(value, int) and not isinstance(value, bool) and value >= least,
+               f"an integer of at least {least}")
+    pairs = result["pairs"]
+    _check(path, "pairs", pairs, isinstance(pairs, list) and bool(pairs) and
+           all(isinstance(pair, dict) and pair for pair in pairs), "a list of seed pairs (at least one, each an object of its results)")
     for key in SUMMARY_KEYS:
-        try:
-            float(summary[key])
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{path}: bench result lacks or mangles {key!r}") from None
+        value = summary.get(key)
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+        least, what = (0.0, "a finite number of bytes ≥ 0") if key.endswith("bytes") else (
+            math.ulp(0.0), "a finite positive number")
+        _check(path, f"summary.{key}", value, math.isfinite(number) and number >= least, what)
     return {**result, "source": str(path)}
+
+
+def _check(path: str | Path, field: str, value: object, good: bool, what: str) -> None:
+    if not good:
+        raise InputError(f"{path}: {field}: {json.dumps(value, allow_nan=True)[:60]} is not {what}")
