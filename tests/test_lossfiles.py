@@ -191,3 +191,17 @@ def test_a_config_of_the_wrong_kind_names_the_file_and_field(tmp_path, config, m
     (tmp_path / "run.csv.json").write_text(json.dumps({"config": config}))
     with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
         read_loss_file(path)
+
+
+@pytest.mark.parametrize(("key", "value"), [("arm", "  "), ("eval_set", "")])
+def test_a_blank_arm_or_evaluation_set_is_refused(tmp_path, key, value):
+    """Every table names and groups runs by these: a blank one would be an unnamed row or set."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "run.parquet"
+    meta = {"arm": "a", "seed": 1, "eval_set": "dev", key: value}
+    table = pa.Table.from_pandas(docs_frame(), preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({k: json.dumps(v) for k, v in meta.items()}), path)
+    with pytest.raises(InputError, match=f"^{path}: {key} {value!r} is blank; name it$"):
+        read_loss_file(path)

@@ -357,6 +357,9 @@ def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None, l
             if meta.get(key) in (None, ""):
                 raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
         meta["arm"] = str(meta["arm"])
+        for key in ("arm", "eval_set"):  # names shown in every table and used to group runs
+            if key in meta and meta[key] is not None and not str(meta[key]).strip():
+                raise InputError(f"{source}: {key} {meta[key]!r} is blank; name it")
         meta["seed"] = read_seed(meta["seed"], f"{source}: seed")
         if meta.get("config") is not None:
             read_model_config(meta["config"], f"{source}: config")
