@@ -444,3 +444,15 @@ def test_a_bench_result_out_of_range_is_refused_naming_the_field(tmp_path, chang
     result = runner.invoke(app, ["report", str(tmp_path / "bench.json"), str(small_input(tmp_path)), "--format", "md",
                                  "--out", str(tmp_path / "r.md")])
     assert result.exit_code == 2 and result.stderr == f"error: {tmp_path / 'bench.json'}: {message}\n", result.output
+
+
+def test_an_arm_without_the_references_learning_rate_is_named_with_why(tmp_path):
+    """A model scored with evaluate --hf records no learning rate, so it shares no group with the reference."""
+    write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5]}, eval_set="heldout", lr=0.004)
+    write_runs(tmp_path / "exp", {"hfx": [19.0, 19.5]}, eval_set="heldout", lr=None)
+    result = runner.invoke(app, ["report", str(tmp_path / "exp"), "-f", "md", "-o", str(tmp_path / "r.md")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ("warning: held-out set, hfx at LR unrecorded: left out because the reference arm "
+                             "'baseline' has no runs at this learning rate on this set (compare them with gatedv "
+                             "bootstrap, which pairs any two arms).\n")
+    assert "No verdict: every comparison with the reference arm 'baseline' was left out" in (tmp_path / "r.md").read_text()

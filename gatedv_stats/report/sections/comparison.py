@@ -12,6 +12,7 @@ from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p
 from gatedv_stats.report import plots
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
+from gatedv_stats.runs import natural_key
 
 KEY, TITLE = "comparison", "Paired comparison"
 
@@ -24,8 +25,9 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
     tables, figures, notes = [], [], []
     for eval_set, groups in analysis.by_eval_set():
         row_groups, diffs, per_seed = [], [], []
+        compared = _compared_arms(groups)
         for group in groups:
-            notes += _left_out(group, reference)
+            notes += _left_out(group, reference, compared)
             if group.holds_reference and group.mixed:
                 continue
             for pair in group.pairs:
@@ -62,12 +64,25 @@ def left_out_notes(analysis: ExperimentAnalysis) -> list[str]:
     there is no reference arm at all)."""
     if analysis.reference is None:
         return [NO_REFERENCE]
-    return [note for group in analysis.groups for note in _left_out(group, analysis.reference)]
+    return [note for _, groups in analysis.by_eval_set() for group in groups
+            for note in _left_out(group, analysis.reference, _compared_arms(groups))]
 
 
-def _left_out(group: GroupAnalysis, reference: str) -> list[str]:
+def _compared_arms(groups: list[GroupAnalysis]) -> set[str]:
+    """The arms compared with the reference at some learning rate of one evaluation set."""
+    return {pair.variant for group in groups for pair in group.pairs}
+
+
+def _left_out(group: GroupAnalysis, reference: str, compared: set[str]) -> list[str]:
+    """Why comparisons of this group are left out; an arm compared at no learning rate of its set is named too
+    (runs pair within one evaluation set and learning rate)."""
     if group.holds_reference and group.mixed:
         return [f"{group.group.label}: left out because {group.mixed}."]
+    if reference not in group.group.arms:
+        return [f"{eval_set_name(group.group.eval_set)}, {arm} at LR {format_lr(group.group.lr)}: left out because "
+                f"the reference arm {reference!r} has no runs at this learning rate on this set (compare them with "
+                "gatedv bootstrap, which pairs any two arms)."
+                for arm in sorted(set(group.group.arms) - compared, key=natural_key)]
     return [f"{eval_set_name(group.group.eval_set)}, {_label(variant, reference, group.group.lr)}: left out because "
             f"{why}." for variant, why in group.left_out]
 
