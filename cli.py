@@ -791,7 +791,8 @@ def demo_command(
 def report_command(
     inputs: list[str] = typer.Argument(..., help="Experiment directories, loss files, curve.csv, run.json or "
                                         "bench*.json files.", show_default=False),
-    fmt: str = typer.Option("html", "--format", "-f", help="html (one offline file), md or latex."),
+    fmt: str = typer.Option(None, "--format", "-f", help="html (one offline file), md or latex (default: as the "
+                            "--out file is named, else html).", show_default=False),
     reference: str = typer.Option(None, "--reference", help="Reference arm (default: baseline when present).",
                                   show_default=False),
     out: str = typer.Option(None, "--out", "-o", help="Output file (default: report.<ext> in the single input "

@@ -226,3 +226,10 @@ def test_an_output_inside_a_prepared_data_directory_is_refused(command, tmp_path
     before = {path: path.read_bytes() for path in data.iterdir()}
     _assert_output_error(_invoke(make_args(tmp_path, out)), flag, f"{out} is inside the prepared data directory")
     assert {path: path.read_bytes() for path in data.iterdir()} == before
+
+
+def test_a_report_named_for_another_format_is_refused(tmp_path):
+    out = tmp_path / "r.html"
+    result = _invoke(["report", str(tmp_path / "missing"), "--format", "md", "--out", str(out)])
+    _assert_output_error(result, "--out", f"{out} ends in .html, the html format's name, but --format is md; name it "
+                                          "*.md or give --format html")

@@ -456,3 +456,12 @@ def test_an_arm_without_the_references_learning_rate_is_named_with_why(tmp_path)
                              "'baseline' has no runs at this learning rate on this set (compare them with gatedv "
                              "bootstrap, which pairs any two arms).\n")
     assert "No verdict: every comparison with the reference arm 'baseline' was left out" in (tmp_path / "r.md").read_text()
+
+
+def test_without_format_the_report_takes_the_format_its_name_says(tmp_path):
+    write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="dev", lr=0.004)
+    for name, start in (("r.md", "# Paired comparison report"), ("r.tex", "% Paired comparison report"),
+                        ("r.html", "<!DOCTYPE")):
+        result = runner.invoke(app, ["report", str(tmp_path / "exp"), "--samples", "100", "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / name).read_text().lstrip().startswith(start), name

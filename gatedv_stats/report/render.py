@@ -171,20 +171,28 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
     return Path(name)
 
 
-def write_report(inputs: list[Path], out: str | Path | None, fmt: str, settings: AnalysisSettings = AnalysisSettings(),
-                 *, skipped: list[SkippedFile] | None = None, left_out: list[str] | None = None,
-                 workers: int | None = None) -> Path:
+def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
+                 settings: AnalysisSettings = AnalysisSettings(), *, skipped: list[SkippedFile] | None = None,
+                 left_out: list[str] | None = None, workers: int | None = None) -> Path:
     """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
-    a directory: report.<ext> inside it). `skipped`: see `discover_inputs`; `left_out` (a list) receives a line
-    for each comparison with the reference the report leaves out, and why; `workers`: see `analyse_experiment`
-    (default: a large experiment's comparisons on one process per CPU)."""
-    if fmt not in FORMATS:
+    a directory: report.<ext> inside it). `fmt` None: the format `out`'s name ends in (.html, .md, .tex), else
+    html; a format other than the one `out` is named for is refused. `skipped`: see `discover_inputs`; `left_out`
+    (a list) receives a line for each comparison with the reference the report leaves out, and why; `workers`:
+    see `analyse_experiment` (default: a large experiment's comparisons on one process per CPU)."""
+    if fmt is not None and fmt not in FORMATS:
         raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     inputs = [Path(path) for path in inputs]
+    if out is not None:
+        check_path_given(out, "--out")
+        out = Path(out)
+    named = None if out is None else next((name for name, suffix in FORMATS.items()
+                                           if suffix == out.suffix.lower() and not out.is_dir()), None)
+    if fmt is not None and named not in (None, fmt):
+        raise InputError(f"--out: {out} ends in {out.suffix}, the {named} format's name, but --format is {fmt}; "
+                         f"name it *{FORMATS[fmt]} or give --format {named}")
+    fmt = fmt or named or "html"
     if out is None:
         out = default_output(inputs, fmt)
-    check_path_given(out, "--out")
-    out = Path(out)
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
     check_output_file(out, "--out")
