@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -251,3 +252,57 @@ def test_a_cache_snapshot_names_its_repository_and_revision_and_bfloat16_is_reco
     assert half.meta["dtype"] == "bfloat16" and half.meta["model_weights_sha256"] == full.meta["model_weights_sha256"]
     assert half.docs["loss_sum"][0] == pytest.approx(full.docs["loss_sum"][0], rel=2e-2)
     assert half.docs["loss_sum"][0] != full.docs["loss_sum"][0]
+
+
+def test_a_model_that_sees_later_tokens_is_refused(byte_model, tmp_path):
+    from tiny_hf import save_byte_bert
+
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "d", "text": "hello world " * 5}) + "\n")
+    masked = save_byte_bert(tmp_path / "masked-lm")
+    args = ["evaluate", "--hf", masked, "--data", tmp_path / "docs.jsonl"]
+    # float32: the forward pass shows the leak; a half precision could hide this random model's small one in its
+    # rounding, and the config (an encoder's without is_decoder) refuses it.
+    result = _invoke(*args, "--out", tmp_path / "x.parquet")
+    assert result.exit_code == 2 and not (tmp_path / "x.parquet").exists(), result.output
+    assert re.fullmatch(rf"error: {re.escape(str(masked))}: not a causal language model: its prediction at position "
+                        r"1 changes with a later token \(its logits move by up to 0\.0\d+ when token 2 changes; "
+                        r"float noise stays within 0\.0001\)\n", result.stderr), result.stderr
+    _assert_refused([*args, "--dtype", "bfloat16"], tmp_path,
+                    f"error: {masked}: not a causal language model: its config is a bert encoder's without "
+                    "is_decoder, so each position attends to the later tokens too\n")
+    decoder = save_byte_bert(tmp_path / "decoder", decoder=True)
+    result, _ = _evaluate_hf(decoder, tmp_path / "docs.jsonl", tmp_path / "decoder.parquet")
+    assert result["n_docs"] == 1
+
+
+@pytest.mark.parametrize(("n_layer", "message"), [
+    (3, "its weights do not fit its config (GPT2LMHeadModel): 12 of the model's weights are missing from its weight "
+        "files (left random): transformer.h.2.attn.c_attn.bias, transformer.h.2.attn.c_attn.weight, "
+        "transformer.h.2.attn.c_proj.bias, ..."),
+    (1, "its weights do not fit its config (GPT2LMHeadModel): 11 weights in its weight files are not in the model: "
+        "transformer.h.1.attn.c_attn.weight, transformer.h.1.attn.c_proj.bias, transformer.h.1.attn.c_proj.weight, "
+        "..."),
+])
+def test_weights_that_do_not_fill_the_configured_model_are_refused(byte_model, prepared_data, tmp_path, n_layer,
+                                                                  message):
+    model_dir = tmp_path / "model"
+    shutil.copytree(byte_model, model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "n_layer": n_layer}))
+    _assert_refused(["evaluate", "--hf", model_dir, "--data", prepared_data], tmp_path,
+                    f"error: {model_dir}: {message}\n")
+
+
+def test_a_context_past_the_models_positions_is_refused(byte_model, exported, prepared_data, tmp_path):
+    _, exported_hf = exported
+    for model, context, maximum in ((byte_model, 513, "512 positions (n_positions)"),
+                                    (exported_hf, 1000, "256 positions (max_position_embeddings)")):
+        _assert_refused(["evaluate", "--hf", model, "--data", prepared_data, "--context", context], tmp_path,
+                        f"error: --context: {context} exceeds the model's maximum of {maximum}\n")
+
+
+def test_an_empty_arm_is_refused_before_scoring(byte_model, prepared_data, tmp_path):
+    for arm in ("", "  "):
+        _assert_refused(["evaluate", "--hf", byte_model, "--data", prepared_data, "--arm", arm], tmp_path,
+                        "error: --arm: must name the arm (a non-empty name); without --arm it is the model "
+                        "directory's name\n")

@@ -107,3 +107,17 @@ def save_random_llama(path: Path, tokenizer_dir: Path, *, seed: int) -> Path:
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(tokenizer_dir / name, path / name)
     return path
+
+
+def save_byte_bert(path: Path, *, decoder: bool = False, seed: int = 0) -> Path:
+    """A random 2-layer BERT over bytes, saved with its tokenizer: a masked LM (attends both ways), or with
+    `decoder` a causal LM (`is_decoder`)."""
+    from transformers import BertConfig, BertForMaskedLM, BertLMHeadModel
+
+    tokenizer = byte_tokenizer()
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, is_decoder=decoder)
+    (BertLMHeadModel if decoder else BertForMaskedLM)(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

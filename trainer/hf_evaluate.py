@@ -184,6 +184,9 @@ def evaluate_hf(model_dir: str | os.PathLike, data: str | os.PathLike, out: str 
     check_at_least("batch_size", batch_size, 1)
     check_rng_seed(seed, "seed")
     check_dtype(dtype)
+    if arm is not None and not arm.strip():
+        raise ParameterError("arm", "must name the arm (a non-empty name); without --arm it is the model "
+                                    "directory's name")
     for name, value in (("context", context), ("stride", stride)):
         if value is not None:
             check_at_least(name, value, 1)
@@ -196,7 +199,7 @@ def evaluate_hf(model_dir: str | os.PathLike, data: str | os.PathLike, out: str 
     with out_of_memory_as(lambda cause: RunFailure(f"{model_dir}: out of memory on {torch_device} ({cause}); "
                                                    f"free the device's memory or {remedies}")):
         hf = open_hf_model(model_dir, dtype=dtype, device=torch_device)
-        context = hf.default_context() if context is None else context
+        context = hf.default_context() if context is None else _check_context(hf, context)
         stride = max(1, context // 2) if stride is None else stride
         _check_stride(stride, context)
         settings = {"context": context, "stride": stride, "batch_size": batch_size, "progress": progress}
@@ -212,6 +215,15 @@ def evaluate_hf(model_dir: str | os.PathLike, data: str | os.PathLike, out: str 
                         scored_as=meta["scored_as"], n_docs=len(docs), skipped_docs=meta.get("skipped_documents", 0),
                         n_targets=int(docs["n_targets"].sum()), n_bytes=int(docs["n_bytes"].sum()),
                         loss_sum=float(docs["loss_sum"].sum()), tokenizer_sha256=hf.tokenizer_sha256)
+
+
+def _check_context(hf: HFModel, context: int) -> int:
+    """A context within the model's maximum: positions past it were never trained (or have no embedding)."""
+    maximum = hf.max_positions()
+    if maximum is not None and context > maximum[0]:
+        raise ParameterError("context", f"{context} exceeds the model's maximum of {maximum[0]} positions "
+                                        f"({maximum[1]})")
+    return context
 
 
 def _check_stride(stride: int, context: int) -> None:

@@ -23,6 +23,17 @@ SLOW_SETTINGS_FILES = ("added_tokens.json", "special_tokens_map.json", "tokenize
 # The longest window a default --context takes, whatever the model's own maximum (logits grow with it).
 MAX_DEFAULT_CONTEXT = 4096
 _LENGTH_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length")
+# Encoder families whose causal-LM class attends both ways unless the config sets is_decoder.
+_ENCODER_TYPES = frozenset({"bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie",
+                            "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer",
+                            "xlm-roberta", "xlm-roberta-xl", "xmod"})
+# The causality probe: pairs of two-token sequences that differ in their second token. A causal model computes the
+# first position of both rows alike, so its logits there agree up to float noise: at most this fraction of the
+# largest logit (at least 1), a few rounding steps of bfloat16 and float16 and far more than float32's. With two
+# tokens a leak is largest (attention split between fewer tokens).
+_PROBE_PAIRS = 4
+_CAUSAL_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2.0 ** -6, torch.float16: 2.0 ** -8}
+_SHOWN_KEYS = 3
 _SNAPSHOT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -42,11 +53,20 @@ class HFModel:
 
     def default_context(self) -> int:
         """The model's maximum sequence length from its config, at most MAX_DEFAULT_CONTEXT."""
+        maximum = self.max_positions()
+        if maximum is None:
+            raise ParameterError("context", f"{self.path}: the model's config names no maximum length; give one")
+        return min(maximum[0], MAX_DEFAULT_CONTEXT)
+
+    def max_positions(self) -> tuple[int, str] | None:
+        """(the model's maximum sequence length, the config key that holds it), or None when its config names none.
+        The key is the one in config.json (GPT-2's `n_positions`, not its alias `max_position_embeddings`)."""
+        config = self.model.config
         for key in _LENGTH_KEYS:
-            value = getattr(self.model.config, key, None)
+            value = getattr(config, key, None)
             if isinstance(value, int) and value > 1:
-                return min(value, MAX_DEFAULT_CONTEXT)
-        raise ParameterError("context", f"{self.path}: the model's config names no maximum length; give one")
+                return value, getattr(config, "attribute_map", {}).get(key, key)
+        return None
 
 
 def weight_files(model_dir: Path) -> list[Path]:
@@ -111,11 +131,14 @@ def open_hf_model(model_dir: str | os.PathLike, *, dtype: str = "float32",
         raise InputError(f"{path}: holds no tokenizer (tokenizer.json, or a slow tokenizer's tokenizer.model / "
                          "vocab.json + merges.txt / vocab.txt); scoring text needs the model's own tokenizer")
     tokenizer = _load(path, "its tokenizer", "AutoTokenizer")
-    model = _load(path, "a causal language model", "AutoModelForCausalLM", **_dtype_argument(torch_dtype))
+    model, loading = _load(path, "a causal language model", "AutoModelForCausalLM", output_loading_info=True,
+                           **_dtype_argument(torch_dtype))
+    _check_weights_fit(path, model, loading)
     try:
         model.to(device).eval()
     except (RuntimeError, ValueError, TypeError) as error:  # e.g. a quantised model that cannot move
         raise InputError(f"{path}: cannot run the model on {device} ({' '.join(str(error).split())[:200]})") from None
+    check_causal(path, model, device, torch_dtype)
     import transformers
 
     provenance = {
@@ -132,19 +155,63 @@ def open_hf_model(model_dir: str | os.PathLike, *, dtype: str = "float32",
     return HFModel(path, model, tokenizer, device, provenance)
 
 
+def _check_weights_fit(path: Path, model: torch.nn.Module, loading: dict) -> None:
+    """Refuse weight files that do not fill the model its config builds: a weight missing from them would be left
+    random, and weights the model has no place for mean the files hold another architecture. Weights the model
+    ties to others (an LM head tied to the embeddings) are not reported missing by transformers."""
+    found = []
+    for key, what in (("missing_keys", "of the model's weights are missing from its weight files (left random)"),
+                      ("unexpected_keys", "weights in its weight files are not in the model")):
+        names = sorted(loading.get(key) or ())
+        if names:
+            shown = ", ".join(names[:_SHOWN_KEYS]) + (", ..." if len(names) > _SHOWN_KEYS else "")
+            found.append(f"{len(names)} {what}: {shown}")
+    if found:
+        raise InputError(f"{path}: its weights do not fit its config ({type(model).__name__}): {'; '.join(found)}")
+
+
+@torch.inference_mode()
+def check_causal(path: Path, model: torch.nn.Module, device: torch.device, torch_dtype: torch.dtype) -> None:
+    """Refuse a model whose prediction at a position depends on a later token: scoring each token given the ones
+    before it needs a causal (left-to-right) model. One forward pass over `_PROBE_PAIRS` pairs of two-token
+    sequences that differ only in their second token; then, for what float noise could hide in a low precision,
+    the configs that are causal only with is_decoder (an encoder's masked LM loads as its causal-LM class)."""
+    vocabulary = model.get_input_embeddings().num_embeddings
+    ids = torch.randint(vocabulary, (_PROBE_PAIRS, 2), generator=torch.Generator().manual_seed(0))
+    changed = ids.clone()
+    changed[:, 1] = (ids[:, 1] + 1) % vocabulary
+    logits = model(input_ids=torch.cat([ids, changed]).to(device), use_cache=False).logits[:, 0].float()
+    shift = (logits[:_PROBE_PAIRS] - logits[_PROBE_PAIRS:]).abs().max().item()
+    noise = _CAUSAL_TOLERANCE[torch_dtype] * max(1.0, logits.abs().max().item())
+    if shift > noise:  # NaN logits are left to the scores, which show them
+        raise InputError(f"{path}: not a causal language model: its prediction at position 1 changes with a later "
+                         f"token (its logits move by up to {shift:.3g} when token 2 changes; float noise stays "
+                         f"within {noise:.2g})")
+    config = model.config
+    if getattr(config, "is_encoder_decoder", False) or (getattr(config, "model_type", None) in _ENCODER_TYPES
+                                                       and not getattr(config, "is_decoder", False)):
+        kind = ("an encoder-decoder's" if getattr(config, "is_encoder_decoder", False)
+                else f"a {config.model_type} encoder's without is_decoder")
+        raise InputError(f"{path}: not a causal language model: its config is {kind}, so each position attends to "
+                         "the later tokens too")
+
+
 def _load(path: Path, what: str, auto_class: str, **kwargs):
-    """`from_pretrained` offline, without its progress bars (errors stay one line on stderr)."""
+    """`from_pretrained` offline, without its progress bars or load report (errors stay one line on stderr)."""
     import transformers
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
         return getattr(transformers, auto_class).from_pretrained(path, local_files_only=True, **kwargs)
     except Exception as error:  # noqa: BLE001 - transformers raises many types for a directory it cannot read
         reason = " ".join(str(error).split())[:240] or type(error).__name__
         raise InputError(f"{path}: cannot load {what} ({reason})") from None
     finally:
+        hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
 
@@ -157,5 +224,5 @@ def _dtype_argument(torch_dtype: torch.dtype) -> dict:
     return {"dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype": torch_dtype}
 
 
-__all__ = ["DTYPES", "HFModel", "check_dtype", "files_sha256", "model_name", "open_hf_model", "snapshot_revision",
-           "tokenizer_files", "weight_files"]
+__all__ = ["DTYPES", "HFModel", "check_causal", "check_dtype", "files_sha256", "model_name", "open_hf_model",
+           "snapshot_revision", "tokenizer_files", "weight_files"]
