@@ -122,3 +122,31 @@ def test_curve_seeds_are_read_exactly_and_dev_nll_within_the_statistics_range(tm
     with np.errstate(divide="raise", over="raise", invalid="raise"):  # as every command runs
         assert np.isfinite(curve_delta_p(curves, "baseline", "gatedv").delta_p).all()
         assert np.isfinite(final_quarter_ppl(curves)[["ppl_mean", "ppl_sd"]].to_numpy()).all()
+
+
+def test_a_curve_row_of_another_run_than_the_run_json_beside_it_is_an_error(tmp_path):
+    import json
+    import re
+
+    run = tmp_path / "gatedv" / "lr0.004" / "seed1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"variant": "gatedv", "seed": 1, "lr": 0.004, "updates": 400,
+                                              "status": "finished"}))
+    table = curve_table(seeds=(1,), lrs=(0.004,)).query("arm == 'gatedv'").reset_index(drop=True)
+    table.to_csv(run / "curve.csv", index=False)
+    (tmp_path / "loose").mkdir()
+    curve_table(seeds=(1,), lrs=(0.002,)).to_csv(tmp_path / "loose" / "curve.csv", index=False)
+    curves = read_curve_inputs([tmp_path])
+    recorded = curves[["lr", "run_file", "run_status", "run_updates"]].drop_duplicates()
+    assert recorded.to_numpy().tolist() == [[0.002, None, None, pytest.approx(np.nan, nan_ok=True)],
+                                            [0.004, str(run / "run.json"), "finished", 400.0]]
+    for column, value, held in (("lr", 0.003, "arm gatedv lr 0.003 seed 1"),
+                                ("arm", "ghost", "arm ghost lr 0.004 seed 1"),
+                                ("seed", 7, "arm gatedv lr 0.004 seed 7")):
+        changed = table.copy()
+        changed.loc[2, column] = value  # the row of step 200
+        changed.to_csv(run / "curve.csv", index=False)
+        with pytest.raises(InputError, match="^" + re.escape(f"{run / 'curve.csv'}: step 200 holds {held}, not the "
+                                                             f"run of {run / 'run.json'} (arm gatedv lr 0.004 "
+                                                             "seed 1)") + "$"):
+            read_curve_inputs([tmp_path])

@@ -154,3 +154,76 @@ def test_select_lr_refuses_a_confirmation_seed_given_twice_and_writes_nothing(tm
     from trainer.sweep import load_experiment
 
     assert load_experiment(out).seeds == (2, 1) and load_experiment(out).lrs == {"baseline": (0.004,)}
+
+
+def _grid_curves(runs: dict, updates: float | None = 500) -> pd.DataFrame:
+    """Curves of (arm, lr, seed) -> (last step, final NLL, run status or None), one row every 100 steps and the
+    last; each run's record columns as `read_curve_inputs` gives them beside a run.json (or without one)."""
+    rows = []
+    for (arm, lr, seed), (last, final, status) in runs.items():
+        for step in sorted({*range(0, last, 100), last}):
+            rows.append({"arm": arm, "lr": lr, "seed": seed, "step": step,
+                         "dev_nll": final + (last - step) / 100,
+                         **({} if updates is None else {"run_file": f"runs/{arm}-{lr}-{seed}/run.json",
+                                                        "run_status": status, "run_updates": float(updates)})})
+    return pd.DataFrame(rows)
+
+
+def test_report_selection_leaves_out_curves_of_unfinished_runs_and_says_why():
+    from gatedv_stats.analysis.training import analyse_curves, analyse_lr_selection
+
+    finished = {("baseline", 0.002, 1): (500, 5.2, "finished"), ("baseline", 0.004, 1): (500, 5.0, "finished"),
+                ("gatedv", 0.004, 1): (500, 5.9, "finished")}
+    curves = _grid_curves({**finished, ("gatedv", 0.008, 1): (186, 5.4, "running")})
+    result = analyse_lr_selection([], curves)
+    assert result.selection.selected == {"baseline": 0.004, "gatedv": 0.004}
+    assert math.isnan(result.selection.ppl.loc["gatedv"].get(0.008, math.nan))
+    assert result.notes == ("gatedv seed 1 at LR 0.008 is left out of the selection: its run has not finished "
+                            "(runs/gatedv-0.008-1/run.json says status 'running'; its curve ends at step 186 of "
+                            "500).",)
+    at_008 = [analysis for analysis in analyse_curves(curves, "baseline") if analysis.lr == 0.008][0]
+    assert at_008.notes == ("gatedv seed 1 at LR 0.008: its run has not finished (runs/gatedv-0.008-1/run.json says "
+                            "status 'running'; its curve ends at step 186 of 500); it is drawn as far as it goes.",)
+    # No status recorded: the curve must end at the recorded final update.
+    short = analyse_lr_selection([], _grid_curves({**finished, ("gatedv", 0.008, 1): (400, 5.4, None)}))
+    assert short.selection.selected["gatedv"] == 0.004
+    assert short.notes == ("gatedv seed 1 at LR 0.008 is left out of the selection: its curve ends at step 400, not "
+                           "at the run's final update 500 (runs/gatedv-0.008-1/run.json).",)
+    # No run.json: a curve of an arm that stops before the arm's other curves is not compared with them.
+    bare = _grid_curves({**finished, ("gatedv", 0.008, 1): (186, 5.4, None)}, updates=None)
+    unrecorded = analyse_lr_selection([], bare)
+    assert unrecorded.selection.selected["gatedv"] == 0.004
+    assert unrecorded.notes == ("gatedv seed 1 at LR 0.008 is left out of the selection: its curve ends at step 186, "
+                                "before step 500 that another gatedv curve reaches, and no run.json beside it records "
+                                "the run's final update.",)
+    # Left out, the only other rate of every arm: no selection, and the reason says which run and why.
+    alone = analyse_lr_selection([], _grid_curves({("gatedv", 0.004, 1): (500, 5.9, "finished"),
+                                                   ("gatedv", 0.008, 1): (186, 5.4, "running")}))
+    assert alone.selection is None and alone.notes == result.notes
+    assert "curves of finished runs at two or more learning rates" in alone.omitted
+
+
+def test_report_of_a_grid_with_an_unfinished_run_selects_among_finished_ones_with_a_note(tmp_path):
+    import json
+
+    from test_report import report, write_runs
+
+    root = tmp_path / "exp"
+    write_runs(root / "loss", {"baseline": [20.0], "gatedv": [19.5]}, eval_set="heldout", lr=0.004, seeds=[1])
+    runs = {("baseline", 0.002, 1): (500, 5.2, "finished"), ("baseline", 0.004, 1): (500, 5.0, "finished"),
+            ("gatedv", 0.004, 1): (500, 5.9, "finished"), ("gatedv", 0.008, 1): (186, 5.4, "running")}
+    for (arm, lr, seed), (last, _, status) in runs.items():
+        run_dir = root / arm / f"lr{lr}" / f"seed{seed}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps({"variant": arm, "seed": seed, "lr": lr, "updates": 500,
+                                                      "status": status, "update": last}))
+        _grid_curves({(arm, lr, seed): runs[(arm, lr, seed)]}, updates=None).to_csv(run_dir / "curve.csv",
+                                                                                    index=False)
+    md = report([root], tmp_path / "report.md", "md")
+    record = str(root / "gatedv" / "lr0.008" / "seed1" / "run.json").replace("_", "\\_")
+    assert (f"gatedv seed 1 at LR 0.008 is left out of the selection: its run has not finished ({record} says "
+            "status 'running'; its curve ends at step 186 of 500).") in md
+    selection = md[md.index("## Learning-rate selection"):md.index("## Paired comparison")]
+    assert "| Variant | LR 0.002 | LR 0.004 | \n" in selection  # no column of the unfinished run's rate
+    assert "| baseline | 181.272 | **148.413** | \n" in selection and "| gatedv | — | 365.037 | \n" in selection
+    assert f"gatedv seed 1 at LR 0.008: its run has not finished ({record} says status" in md

@@ -10,7 +10,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.formatting import format_lr
 from gatedv_stats.runs import EvalGroup, lr_of, other_arms
 from gatedv_stats.stats.curves import CurveComparison, curve_delta_p, final_quarter_ppl
-from gatedv_stats.stats.lr_selection import LRSelection, select_lr
+from gatedv_stats.stats.lr_selection import LRSelection, final_curve_points, select_lr
 from gatedv_stats.stats.metrics import token_nll
 
 
@@ -21,6 +21,7 @@ class LRSelectionAnalysis:
     selection: LRSelection | None
     source: str | None  # "final development-set loss files" or "the last point of each development curve"
     omitted: str | None  # why there is no selection
+    notes: tuple[str, ...] = ()  # curves left out of the selection, with why
 
 
 @dataclass(frozen=True)
@@ -40,16 +41,22 @@ def analyse_lr_selection(groups: list[EvalGroup], curves: pd.DataFrame) -> LRSel
                            "dev_nll": float(token_nll(run.docs["loss_sum"].to_numpy(), run.docs["n_targets"].to_numpy()))}
                           for run in dev_runs], columns=["arm", "lr", "seed", "dev_nll"])
     source = "final development-set loss files"
+    notes: tuple[str, ...] = ()
+    if not _several_rates(table) and len(curves):
+        # Only a curve that reached its run's final update stands for its final development NLL.
+        table, left_out = final_curve_points(curves)
+        source = "the last point of each development curve"
+        notes = tuple(f"{row.arm} seed {row.seed} at LR {format_lr(row.lr)} is left out of the selection: "
+                      f"{row.why}." for row in left_out.itertuples())
     if not _several_rates(table):
-        table, source = curves, "the last point of each development curve"
-    if not _several_rates(table):
-        return LRSelectionAnalysis(None, None, "No arm has development-set loss files (eval_set = dev) or curves at "
-                                               "two or more learning rates, so there is no learning-rate selection "
-                                               "to show.")
+        finished = " of finished runs" if notes else ""
+        return LRSelectionAnalysis(None, None, "No arm has development-set loss files (eval_set = dev) or curves"
+                                               f"{finished} at two or more learning rates, so there is no "
+                                               "learning-rate selection to show.", notes)
     try:
-        return LRSelectionAnalysis(select_lr(table), source, None)
+        return LRSelectionAnalysis(select_lr(table), source, None, notes)
     except InputError as error:
-        return LRSelectionAnalysis(None, None, f"The learning-rate grid cannot be read: {error}.")
+        return LRSelectionAnalysis(None, None, f"The learning-rate grid cannot be read: {error}.", notes)
 
 
 def _several_rates(table: pd.DataFrame) -> bool:
@@ -59,6 +66,7 @@ def _several_rates(table: pd.DataFrame) -> bool:
 def analyse_curves(curves: pd.DataFrame, reference: str | None) -> tuple[CurveAnalysis, ...]:
     """Per learning rate: each variant's ΔP(t) against the reference (when both have curves) and the final quarter."""
     analyses = []
+    unfinished = final_curve_points(curves)[1] if len(curves) else None
     for lr in sorted(curves["lr"].unique()):
         at_lr = curves[curves["lr"] == lr]
         arms = set(at_lr["arm"])
@@ -70,6 +78,12 @@ def analyse_curves(curves: pd.DataFrame, reference: str | None) -> tuple[CurveAn
                                                                variant_lr=lr)))
                 except InputError as error:
                     notes.append(f"{variant} vs {reference} at LR {format_lr(lr)}: curve left out because {error}.")
+        compared = {arm for variant, _ in comparisons for arm in (variant, reference)}
+        # A curve that stops short of its run's final update is drawn as far as it goes, and said to be so.
+        notes += [f"{row.arm} seed {row.seed} at LR {format_lr(lr)}: {row.why}; it is drawn as far as it goes"
+                  + (", and ΔP(t) is shown only at the steps every paired run recorded." if row.arm in compared
+                     else ".")
+                  for row in unfinished[unfinished["lr"] == lr].itertuples()]
         analyses.append(CurveAnalysis(lr=float(lr), comparisons=tuple(comparisons), notes=tuple(notes),
                                       final_quarter=final_quarter_ppl(at_lr)))
     return tuple(analyses)

@@ -8,13 +8,18 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError
+from gatedv_stats.formatting import format_lr
 from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.io.fileio import paths_under, read_seed
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
+from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file, record_arm
 
 CURVE_FILE_NAME = "curve.csv"
 CURVE_COLUMNS = ("arm", "seed", "lr", "step", "dev_nll")
 OPTIONAL_CURVE_COLUMNS = ("train_loss", "tokens")
+# What the run.json beside a curve file (a trainer's run directory) says of its run, on every row of that file:
+# the record's path, its status ("finished", "running", ...) and the run's final update; None / NaN without one.
+RUN_RECORD_COLUMNS = ("run_file", "run_status", "run_updates")
 RUN_KEY = ["arm", "seed", "lr"]
 
 
@@ -40,7 +45,10 @@ def read_curve_file(path: str | Path) -> pd.DataFrame:
 
 def read_curve_inputs(paths: list[str | Path]) -> pd.DataFrame:
     """Read curve files (directories are searched for `curve.csv`) into one validated table. A file named twice
-    (itself and through its directory) counts once; a run's step recorded by two files is an error naming both."""
+    (itself and through its directory) counts once; a run's step recorded by two files is an error naming both.
+
+    Each row carries `RUN_RECORD_COLUMNS` from the run.json beside its file, when there is one; a curve row of
+    another arm, rate or seed than that run.json's is an error naming both files."""
     files: dict[Path, Path] = {}
     for given in paths:
         path = Path(given)
@@ -50,7 +58,7 @@ def read_curve_inputs(paths: list[str | Path]) -> pd.DataFrame:
             raise InputError(f"{path}: no {CURVE_FILE_NAME} found")
         for candidate in found:
             files.setdefault(candidate.resolve(), candidate)
-    frames = [read_curve_file(path).assign(file=str(path)) for path in files.values()]
+    frames = [with_run_record(read_curve_file(path), path).assign(file=str(path)) for path in files.values()]
     combined = pd.concat(frames, ignore_index=True)
     key = RUN_KEY + ["step"]
     twice = combined.duplicated(key, keep=False).to_numpy()
@@ -60,6 +68,37 @@ def read_curve_inputs(paths: list[str | Path]) -> pd.DataFrame:
         raise InputError(f"step {first['step']} of arm {first['arm']} seed {first['seed']} lr {first['lr']} is "
                          f"recorded twice: {where}")
     return _sorted(combined.drop(columns="file"))
+
+
+def with_run_record(curve: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """`curve` (read from `path`) with `RUN_RECORD_COLUMNS` from the run.json beside it. A row that is not the
+    recorded run (its arm, lr or seed, where recorded) is an `InputError`: which of the two files is right cannot
+    be told, and a curve filed under another run's record would be selected and drawn as that run."""
+    path = Path(path)
+    record_path = path.parent / RUN_FILE_NAME
+    if not record_path.is_file():
+        return curve.assign(run_file=None, run_status=None, run_updates=np.nan)
+    record = read_run_file(record_path)
+    arm, lr, seed = record_arm(record), record.get("lr"), record.get("seed")
+    other = np.zeros(len(curve), dtype=bool)
+    if arm is not None:
+        other |= (curve["arm"] != arm).to_numpy()
+    if lr is not None:
+        other |= ~np.isclose(curve["lr"].to_numpy(dtype=np.float64), float(lr), rtol=1e-9, atol=0.0)
+    if seed is not None:
+        other |= (curve["seed"] != seed).to_numpy()
+    if other.any():
+        row = curve[other].iloc[0]
+        recorded = " ".join(f"{name} {format_lr(value) if name == 'lr' else value}"
+                            for name, value in (("arm", arm), ("lr", lr), ("seed", seed)) if value is not None)
+        raise InputError(f"{path}: step {row['step']} holds arm {row['arm']} lr {format_lr(row['lr'])} "
+                         f"seed {row['seed']}, not the run of {record_path} ({recorded})")
+    status = record.get("status")
+    if status is not None and not isinstance(status, str):
+        raise InputError(f"{record_path}: status: {status!r} is not text")
+    updates = record.get("updates")
+    return curve.assign(run_file=str(record_path), run_status=status,
+                        run_updates=np.nan if updates is None else float(updates))
 
 
 def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:

@@ -42,6 +42,48 @@ class LRSelection:
         return "\n".join(lines)
 
 
+def final_curve_points(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The last point of each run of a curve table that may stand for its final development NLL, and the runs
+    that may not, each with why: (arm, lr, seed, step, dev_nll) and (arm, lr, seed, step, why).
+
+    With a run record (`curvefiles.RUN_RECORD_COLUMNS`), a run stands when its status, where recorded, is
+    "finished" and its curve ends at its final update, where recorded; when both are recorded it stands whatever
+    the other runs' lengths. A run whose record does not give both stands only when its curve reaches the last
+    step of every other standing curve of its arm: the rates of one arm are compared after the same training.
+    """
+    ordered = curves.sort_values("step", kind="stable")
+    last = ordered.groupby(["arm", "lr", "seed"], as_index=False, sort=True).last()
+    status = last["run_status"] if "run_status" in last.columns else pd.Series(None, index=last.index, dtype=object)
+    updates = (last["run_updates"].to_numpy(dtype=np.float64) if "run_updates" in last.columns
+               else np.full(len(last), np.nan))
+    files = last["run_file"] if "run_file" in last.columns else pd.Series(None, index=last.index, dtype=object)
+    why = pd.Series(None, index=last.index, dtype=object)
+    for index in last.index:
+        where = files[index]
+        recorded_status, final = status[index], updates[index]
+        step = int(last.at[index, "step"])
+        if isinstance(recorded_status, str) and recorded_status != "finished":
+            of = "" if np.isnan(final) else f" of {int(final)}"
+            why[index] = (f"its run has not finished ({where} says status {recorded_status!r}; its curve ends at "
+                          f"step {step}{of})")
+        elif not np.isnan(final) and step != int(final):
+            why[index] = f"its curve ends at step {step}, not at the run's final update {int(final)} ({where})"
+    confirmed = status.eq("finished").to_numpy() & ~np.isnan(updates) & why.isna().to_numpy()
+    standing = why.isna().to_numpy()
+    longest = last[standing].groupby("arm")["step"].max()
+    for index in last.index[standing & ~confirmed]:
+        arm, step = last.at[index, "arm"], int(last.at[index, "step"])
+        if step < longest[arm]:
+            record = ("no run.json beside it records the run's final update" if pd.isna(files[index])
+                      else f"{files[index]} does not record both the run's status and its final update")
+            why[index] = (f"its curve ends at step {step}, before step {int(longest[arm])} that another {arm} curve "
+                          f"reaches, and {record}")
+    kept = why.isna().to_numpy()
+    left_out = last.loc[~kept, ["arm", "lr", "seed", "step"]].assign(why=why[~kept].to_numpy())
+    return (last.loc[kept, ["arm", "lr", "seed", "step", "dev_nll"]].reset_index(drop=True),
+            left_out.reset_index(drop=True))
+
+
 def select_lr(table: pd.DataFrame, selection_seed: int | None = None) -> LRSelection:
     """Select each arm's learning rate from final development NLLs.
 

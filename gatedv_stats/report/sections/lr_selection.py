@@ -18,7 +18,7 @@ def lr_selection_section(analysis: ExperimentAnalysis) -> Section:
     """The grid of the selection seed with each arm's parameter count (Table 7 shows sizes beside the grid)."""
     result = analysis.lr_selection
     if result.selection is None:
-        return omitted(KEY, TITLE, result.omitted)
+        return omitted(KEY, TITLE, " ".join((result.omitted, *result.notes)))
     selection = result.selection
     lrs = list(selection.ppl.columns)
     parameters = _parameters_by_arm(analysis)
@@ -38,7 +38,7 @@ def lr_selection_section(analysis: ExperimentAnalysis) -> Section:
                   "l" + "r" * (len(size_column) + len(lrs)),
                   (RowGroup(None, tuple(rows)),),
                   ("Each arm selects the rate with the lowest final development NLL on the selection seed; ties "
-                   "favour the lower rate.",))
+                   "favour the lower rate.", *result.notes))
     return Section(KEY, TITLE, tables=(table,))
 
 
