@@ -356,6 +356,16 @@ def test_latex_escape():
     assert latex_escape("a_b & 50% #1 {x} ~ ^") == r"a\_b \& 50\% \#1 \{x\} \textasciitilde{} \textasciicircum{}"
     assert latex_escape("−2.03% ± ΔP P̄ \\") == r"$-$2.03\% $\pm$ $\Delta_P$ $\overline{P}$ \textbackslash{}"
     assert latex_escape("1.2 → 1.1 × 2 ≥ 1") == r"1.2 $\rightarrow$ 1.1 $\times$ 2 $\geq$ 1"
+    assert latex_escape("λ-σ Σ Α `x` --seed") == r"$\lambda$-$\sigma$ $\Sigma$ A \textasciigrave{}x\textasciigrave{} -{}-seed"
+
+
+def test_a_report_of_greek_arm_names_compiles_with_pdflatex(tmp_path, pdflatex):
+    write_runs(tmp_path, {"baseline": [30.0, 30.4], "λ-σ`gate`--v2": [29.9, 30.2]}, eval_set="heldout", lr=0.004)
+    tex = tmp_path / "report.tex"
+    report([tmp_path], tex, "latex")
+    done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_latex_reports_compile_with_pdflatex(small, medium, tmp_path, pdflatex):

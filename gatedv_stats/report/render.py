@@ -47,8 +47,18 @@ _LATEX_SYMBOLS = {
     "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}", "\u2212": "$-$", "±": r"$\pm$", "×": r"$\times$", "Δ": r"$\Delta$",
     "≥": r"$\geq$", "≤": r"$\leq$", "<": r"\textless{}", ">": r"\textgreater{}", "→": r"$\rightarrow$",
-    "≈": r"$\approx$", "·": r"$\cdot$",
+    "≈": r"$\approx$", "·": r"$\cdot$", "`": r"\textasciigrave{}", "--": "-{}-",
 }
+# Greek letters (σ-gate, λ-sweep), which pdflatex's text fonts lack, as math; a capital without a LaTeX command of
+# its own is its Latin twin (Α → A).
+_GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu",
+          "xi", "omicron", "pi", "rho", "varsigma", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega")
+_LATIN_CAPITALS = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K",
+                   "mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+for _offset, _name in enumerate(_GREEK):
+    _LATEX_SYMBOLS.setdefault(chr(0x3B1 + _offset), "$o$" if _name == "omicron" else f"$\\{_name}$")
+    if _name != "varsigma":  # U+03A2 is unassigned
+        _LATEX_SYMBOLS.setdefault(chr(0x391 + _offset), _LATIN_CAPITALS.get(_name, f"$\\{_name.capitalize()}$"))
 
 
 def latex_escape(value: object) -> str:
