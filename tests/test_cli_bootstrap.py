@@ -253,8 +253,9 @@ def test_a_missing_domain_is_refused_naming_its_row(tmp_path):
     frame.to_parquet(tmp_path / "bad.parquet")
     good_frame(1, "gatedv").assign(domain=frame["domain"].fillna("d2")).to_parquet(tmp_path / "good.parquet")
     for options in (["--cluster", "domain"], []):
-        assert_input_error(invoke("--baseline", str(tmp_path / "bad.parquet"), "--variant", str(tmp_path / "good.parquet"),
-                                  *options), "bad.parquet", "row 3: domain is missing")
+        result = invoke("--baseline", str(tmp_path / "bad.parquet"), "--variant", str(tmp_path / "good.parquet"),
+                        *options)
+        assert_input_error(result, "bad.parquet", "row 3: domain is missing")
 
 
 def test_a_file_named_and_also_found_in_a_directory_given_is_read_once(run_files, tmp_path):

@@ -99,6 +99,14 @@ def _select(path, *args):
     return CliRunner().invoke(cli.app, ["select-lr", str(path), *args])
 
 
+def _assert_refused(path, tmp_path, message, *options):
+    """select-lr exits 2 with `error: message` and writes no confirmation grid."""
+    out = tmp_path / "confirm.toml"
+    result = _select(path, *options, "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == f"error: {message}\n"
+
+
 def test_select_lr_refuses_a_curve_that_is_not_its_runs_and_writes_nothing(tmp_path):
     path, experiment = _finished_grid(tmp_path)
     out = tmp_path / "confirm.toml"
@@ -111,10 +119,8 @@ def test_select_lr_refuses_a_curve_that_is_not_its_runs_and_writes_nothing(tmp_p
                                 ("arm", "gatedv", "arm gatedv lr 0.004 seed 1"),
                                 ("seed", 7, "arm baseline lr 0.004 seed 7")):
         rows.assign(**{column: value}).to_csv(curve, index=False)
-        result = _select(path, "--out", str(out))
-        assert result.exit_code == 2 and not out.exists()
-        assert result.stderr == (f"error: {curve}: holds {held}, not the run of its directory "
-                                 "(arm baseline lr 0.004 seed 1)\n")
+        _assert_refused(path, tmp_path, f"{curve}: holds {held}, not the run of its directory (arm baseline lr 0.004 "
+                                        "seed 1)")
 
 
 def test_select_lr_refuses_a_curve_without_its_final_update(tmp_path):
@@ -122,11 +128,8 @@ def test_select_lr_refuses_a_curve_without_its_final_update(tmp_path):
     curve = experiment.runs()[0].run_dir / "curve.csv"  # lr 0.002: its last recorded NLL is the lowest
     rows = pd.read_csv(curve)
     rows.iloc[:2].assign(dev_nll=[9.0, 4.0]).to_csv(curve, index=False)
-    out = tmp_path / "confirm.toml"
-    result = _select(path, "--out", str(out))
-    assert result.exit_code == 2 and not out.exists()
-    assert result.stderr == (f"error: {curve}: ends at step 4, not at the run's final update 8; the curve is "
-                             "incomplete\n")
+    _assert_refused(path, tmp_path, f"{curve}: ends at step 4, not at the run's final update 8; the curve is "
+                                    "incomplete")
 
 
 def test_select_lr_refuses_a_run_json_of_another_run(tmp_path):
@@ -136,19 +139,14 @@ def test_select_lr_refuses_a_run_json_of_another_run(tmp_path):
     record_path = experiment.runs()[0].run_dir / "run.json"
     record = json.loads(record_path.read_text())
     record_path.write_text(json.dumps({**record, "lr": 0.004}))
-    out = tmp_path / "confirm.toml"
-    result = _select(path, "--out", str(out))
-    assert result.exit_code == 2 and not out.exists()
-    assert result.stderr == (f"error: {record_path}: records a different run than the experiment asks for here "
-                             "(lr 0.004 != 0.002)\n")
+    _assert_refused(path, tmp_path, f"{record_path}: records a different run than the experiment asks for here (lr "
+                                    "0.004 != 0.002)")
 
 
 def test_select_lr_refuses_a_confirmation_seed_given_twice_and_writes_nothing(tmp_path):
     path, _ = _finished_grid(tmp_path)
+    _assert_refused(path, tmp_path, "--seeds: lists a value twice", "--seeds", "1,1")
     out = tmp_path / "confirm.toml"
-    result = _select(path, "--seeds", "1,1", "--out", str(out))
-    assert result.exit_code == 2 and not out.exists()
-    assert result.stderr == "error: --seeds: lists a value twice\n"
     written = _select(path, "--seeds", "2,1", "--out", str(out))
     assert written.exit_code == 0, written.stderr
     from trainer.sweep import load_experiment

@@ -356,7 +356,8 @@ def test_latex_escape():
     assert latex_escape("a_b & 50% #1 {x} ~ ^") == r"a\_b \& 50\% \#1 \{x\} \textasciitilde{} \textasciicircum{}"
     assert latex_escape("−2.03% ± ΔP P̄ \\") == r"$-$2.03\% $\pm$ $\Delta_P$ $\overline{P}$ \textbackslash{}"
     assert latex_escape("1.2 → 1.1 × 2 ≥ 1") == r"1.2 $\rightarrow$ 1.1 $\times$ 2 $\geq$ 1"
-    assert latex_escape("λ-σ Σ Α `x` --seed") == r"$\lambda$-$\sigma$ $\Sigma$ A \textasciigrave{}x\textasciigrave{} -{}-seed"
+    assert latex_escape("λ-σ Σ Α `x` --seed") == (r"$\lambda$-$\sigma$ $\Sigma$ A \textasciigrave{}x\textasciigrave{} "
+                                                  r"-{}-seed")
 
 
 def test_a_report_of_greek_arm_names_compiles_with_pdflatex(tmp_path, pdflatex):
@@ -465,7 +466,8 @@ def test_an_arm_without_the_references_learning_rate_is_named_with_why(tmp_path)
     assert result.stderr == ("warning: held-out set, hfx at LR unrecorded: left out because the reference arm "
                              "'baseline' has no runs at this learning rate on this set (compare them with gatedv "
                              "bootstrap, which pairs any two arms).\n")
-    assert "No verdict: every comparison with the reference arm 'baseline' was left out" in (tmp_path / "r.md").read_text()
+    verdicts = (tmp_path / "r.md").read_text()
+    assert "No verdict: every comparison with the reference arm 'baseline' was left out" in verdicts
 
 
 def test_without_format_the_report_takes_the_format_its_name_says(tmp_path):
