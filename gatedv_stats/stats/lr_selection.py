@@ -64,7 +64,8 @@ def final_curve_points(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
         step = int(last.at[index, "step"])
         if isinstance(recorded_status, str) and recorded_status != "finished":
             of = "" if np.isnan(final) else f" of {int(final)}"
-            why[index] = (f"its run has not finished ({where} says status {recorded_status!r}; its curve ends at "
+            state = "diverged" if recorded_status == "diverged" else "has not finished"
+            why[index] = (f"its run {state} ({where} says status {recorded_status!r}; its curve ends at "
                           f"step {step}{of})")
         elif not np.isnan(final) and step != int(final):
             why[index] = f"its curve ends at step {step}, not at the run's final update {int(final)} ({where})"
