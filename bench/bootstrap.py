@@ -19,6 +19,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Any
 
 SAMPLES = 2000
 CASES = [(2048, "percentile", False), (2048, "percentile", True), (2048, "bca", False),
@@ -53,7 +54,7 @@ def measure(which: str, n_docs: int, method: str, varying_targets: bool) -> dict
                                  method="BCa" if method == "bca" else "percentile", rng=np.random.default_rng(0))
         interval, threads = tuple(result.confidence_interval), 1
     else:
-        result = resampling.document_bootstrap(d, n_targets, n_resamples=SAMPLES, seed=0, method=method)
+        result = resampling.document_bootstrap(d, n_targets, n_resamples=SAMPLES, rng_seed=0, method=method)
         interval, threads = result.confidence_interval, resampling._thread_count()
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -120,7 +121,7 @@ def main(as_json: bool) -> None:
     print(f"{'N':>9} {'targets':>8} {'method':>10} {'ours s':>8} {'1 CPU s':>8} {'scipy s':>8} {'ratio':>7} "
           f"{'1 CPU':>7} {'ours cpu':>8} {'scipy cpu':>9} {'ratio':>7} {'ours MiB':>8} {'scipy MiB':>9}  "
           "intervals (ours | scipy)")
-    results = []
+    results: list[dict[str, Any]] = []
     for n_docs, method, varying in CASES:
         runs = {which: in_subprocess(which, n_docs, method, varying) for which in ("ours", "ours-1cpu", "scipy")}
         print_case(n_docs, method, varying, runs["ours"], runs["ours-1cpu"], runs["scipy"])

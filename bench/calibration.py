@@ -1,6 +1,6 @@
 """Slow calibration of the reviewer statistics on simulated loss files (the fast version is tests/test_calibration.py).
 
-Draws many paired studies from `gatedv_stats.stats.simulation.PopulationModel` (known population effect; seed
+Draws many paired studies from `gatedv_stats.testing.PopulationModel` (known population effect; seed
 effects, document effects and residuals normal with the stated SDs) and prints, per design:
 
 * coverage of the 95% paired t interval (target: the evaluation-set effect) and of the 95% two-level
@@ -24,8 +24,9 @@ from tqdm import tqdm
 
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.simulation import PopulationModel, simulate
-from gatedv_stats.stats.seed_uncertainty import paired_t_interval, percentile_seed_coverage, seed_document_bootstrap
+from gatedv_stats.stats.seed_tests import paired_t_interval
+from gatedv_stats.stats.two_level_bootstrap import percentile_seed_coverage, two_level_bootstrap
+from gatedv_stats.testing import PopulationModel, simulate
 from timing import best_of
 
 DESIGNS = {
@@ -55,8 +56,8 @@ def coverage(replications: int, samples: int, seed: int) -> None:
             r = metrics.token_nll(study.variant, study.n_targets) - metrics.token_nll(study.baseline, study.n_targets)
             t = paired_t_interval(r)
             t_hits += t.confidence_interval.low <= study.eval_set_log_ratio <= t.confidence_interval.high
-            boot = seed_document_bootstrap(study.baseline, study.variant, study.n_targets, n_resamples=samples,
-                                           seed=replication)
+            boot = two_level_bootstrap(study.baseline, study.variant, study.n_targets, n_resamples=samples,
+                                       rng_seed=replication)
             boot_hits += boot.confidence_interval.low <= model.delta_p <= boot.confidence_interval.high
         print(f"{name:<26}{t_hits / replications:>14.3f}{boot_hits / replications:>22.3f}"
               f"{percentile_seed_coverage(n_seeds):>18.3f}  {region(replications, 0.95)}")
@@ -71,7 +72,8 @@ def false_positives(replications: int, seed: int) -> None:
         for replication in tqdm(range(replications), desc=label, leave=False):
             study = simulate(model, 3, n_docs, rng)
             d = metrics.document_differences(study.baseline, study.variant)
-            rejections += sign_flip_test(d, study.n_targets, n_resamples=resamples, seed=replication).p_value <= 0.05
+            test = sign_flip_test(d, study.n_targets, n_resamples=resamples, rng_seed=replication)
+            rejections += test.p_value <= 0.05
         print(f"  {label:<36} rate {rejections / replications:.4f}  region around 0.05 {region(replications, 0.05)}")
 
 
@@ -81,7 +83,7 @@ def speed(seed: int) -> None:
     for label, n_docs, resamples in (("exact, N = 18", 18, 2 ** 18), ("Monte Carlo, N = 2048, 10,000", 2048, 10_000)):
         d = rng.normal(-5.0, 40.0, n_docs)
         n = np.full(n_docs, 256)
-        ours = best_of(lambda: sign_flip_test(d, n, n_resamples=resamples, seed=0))
+        ours = best_of(lambda: sign_flip_test(d, n, n_resamples=resamples, rng_seed=0))
         peer = best_of(lambda: stats.permutation_test((d,), lambda x, axis: x.sum(axis=axis) / n.sum(), vectorized=True,
                                                     permutation_type="samples", n_resamples=resamples, random_state=0))
         print(f"  {label:<32} ours {ours:.3f} s   scipy {peer:.3f} s   scipy/ours {peer / ours:.1f}×")

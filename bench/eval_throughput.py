@@ -1,8 +1,8 @@
 """Evaluation throughput: per-document loss sums over 2,048 windows, our baseline vs `transformers` Llama.
 
-Both models go through `trainer.evaluate.document_loss_sums` (what `gatedv evaluate` runs), on the same
+Both models go through `trainer.run.evaluate.document_loss_sums` (what `gatedv evaluate` runs), on the same
 weights and the same fixed synthetic windows (2,048 × 257 tokens, as a paper-sized evaluation set), under
-the alternating protocol of `trainer.bench` (one timed pass per model per round, order alternating). It
+the alternating protocol of `trainer.run.bench` (one timed pass per model per round, order alternating). It
 also prints the largest difference between the two models' loss sums, which must be float noise.
 
     python bench/eval_throughput.py            # 2,048 windows, 3 rounds
@@ -21,11 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from kernel_floor import kernel_floor_line, kernel_seconds
-from trainer.bench import synthetic_batch, time_calls
-from trainer.device import select_device
-from trainer.evaluate import EVAL_BATCH_SIZE, document_loss_sums
-from trainer.hf_export import to_llama
-from trainer.model import build_model, model_config
+from trainer.hf.export import to_llama
+from trainer.model.transformer import build_model, model_config
+from trainer.run.bench import synthetic_batch, time_calls
+from trainer.run.device import select_device
+from trainer.run.evaluate import EVAL_BATCH_SIZE, WindowScorer, document_loss_sums
 
 
 class LlamaLoss(torch.nn.Module):
@@ -62,7 +62,7 @@ def main() -> None:
     cfg = model_config(args.config)
     windows = synthetic_batch(cfg.vocab_size, args.windows, cfg.seq_len, torch.device("cpu")).numpy()
     ours = build_model(cfg, 20270211, device)
-    models = {"ours": ours, "hf": LlamaLoss(to_llama(build_model(cfg, 20270211, device)))}
+    models: dict[str, WindowScorer] = {"ours": ours, "hf": LlamaLoss(to_llama(build_model(cfg, 20270211, device)))}
     sums = {}
 
     def evaluate(name: str):

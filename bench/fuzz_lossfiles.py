@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, seed, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the strategies and the property
-import test_fuzz_lossfiles as fuzz  # noqa: E402
+import test_fuzz_lossfiles as fuzz  # type: ignore[import-not-found]  # noqa: E402
 
 
 def main() -> None:

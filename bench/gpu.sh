@@ -31,8 +31,8 @@ python - "$OUT" <<'EOF'
 import sys
 from pathlib import Path
 
-from trainer.checkpoint import save_checkpoint
-from trainer.model import build_model, model_config
+from trainer.model.transformer import build_model, model_config
+from trainer.run.checkpoint import save_checkpoint
 
 out = Path(sys.argv[1])
 for variant in ("baseline", "gatedv"):

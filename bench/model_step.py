@@ -1,7 +1,7 @@
 """Training-step and forward throughput: our baseline vs `transformers` LlamaForCausalLM, and GatedV vs baseline.
 
 One run alternates the three models (same weights for ours and Llama; GatedV with the same seed) under the
-cost protocol (docs/method.md §7) of `trainer.bench` (rounds, warm-up calls, timed calls, median per round). The
+cost protocol (docs/method.md §7) of `trainer.run.bench` (rounds, warm-up calls, timed calls, median per round). The
 step is forward with next-token cross-entropy (ours: `model(inputs, targets)`, the chunked fused readout loss; Llama:
 its logits and `F.cross_entropy`), backward, gradient clipping at 1.0 and the AdamW of `gatedv train` for both.
 Ratios are taken per round (both models ran back to back) and summarised by their median, which keeps them
@@ -19,17 +19,17 @@ import json
 import os
 import sys
 import time
+from typing import cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from kernel_floor import kernel_floor_line, kernel_seconds
-from trainer.bench import mode_calls, synthetic_batch, time_calls
-from trainer.device import Precision, select_device
-from trainer.hf_export import to_llama
-from trainer.model import build_model, count_parameters, model_config
-
+from trainer.hf.export import to_llama
+from trainer.model.transformer import build_model, count_parameters, model_config
+from trainer.run.bench import mode_calls, synthetic_batch, time_calls
+from trainer.run.device import Precision, select_device
 
 # Dense peak TFLOPS (FP32, TF32) by GPU name, from the vendors' data sheets; --peak-tflops overrides.
 PEAK_TFLOPS = {"H200": (67.0, 494.7), "H100 PCIe": (51.2, 378.0), "H100": (67.0, 494.7), "A100": (19.5, 156.0)}
@@ -75,7 +75,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tf32", action="store_true", help="TF32 matmuls (CUDA only)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="cpu: this process's CPU time, steadier than wall time on a busy machine (use with --threads 1)")
+                        help="cpu: this process's CPU time, steadier than wall time on a busy machine "
+                             "(use with --threads 1)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--seed", type=int, default=20270211)
     parser.add_argument("--compile", action="store_true",
@@ -98,7 +99,8 @@ def build_models(args: argparse.Namespace, device: torch.device, batch: torch.Te
     }
     if not args.compile:
         return models, None
-    compiled = torch.compile(build_model(model_config(args.config), args.seed, device))
+    # torch.compile of a module returns an OptimizedModule (a Module), which its stub types as a plain callable.
+    compiled = cast(torch.nn.Module, torch.compile(build_model(model_config(args.config), args.seed, device)))
     with torch.no_grad():
         eager_loss, compiled_loss = baseline(batch[:, :-1], batch[:, 1:]), compiled(batch[:, :-1], batch[:, 1:])
     difference = abs(eager_loss.item() - compiled_loss.item())
@@ -137,7 +139,8 @@ def summarise(args: argparse.Namespace, device: torch.device, medians: dict, loa
     step_tokens_per_s = {name: tokens / float(np.median(per["step"])) for name, per in medians.items()}
     return {
         "config": args.config, "batch": args.batch, "seq_len": cfg.seq_len, "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads",
+        "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                        else f"CPU, {torch.get_num_threads()} threads"),
         "precision": "tf32" if args.tf32 else "fp32", "torch": torch.__version__, "clock": args.clock,
         "rounds": args.rounds, "warmup": args.warmup, "calls": args.calls,
         "load_average_before_after": [load["before"], load["after"]],
@@ -153,7 +156,8 @@ def summarise(args: argparse.Namespace, device: torch.device, medians: dict, loa
         "compiled_vs_eager_loss_diff": compiled_loss_diff,
         "training_flops_per_token": flops_per_token,
         "peak_tflops": peak,
-        "mfu": {name: rate * flops_per_token / (peak * 1e12) for name, rate in step_tokens_per_s.items()} if peak else None,
+        "mfu": ({name: rate * flops_per_token / (peak * 1e12) for name, rate in step_tokens_per_s.items()}
+                if peak else None),
         "per_round_s": {name: {mode: t.tolist() for mode, t in per.items()} for name, per in medians.items()},
     }
 
@@ -168,7 +172,8 @@ def print_result(result: dict, medians: dict) -> None:
     for name, rates in result["tokens_per_s"].items():
         print(f"{name:22}{rates['step']:>12,.0f}{rates['forward']:>15,.0f}")
     s, o = result["ours_vs_hf_speedup"], result["gatedv_overhead"]
-    print(f"ours / transformers throughput: step {s['step']:.3f}×, forward {s['forward']:.3f}× (median per-round ratio)")
+    print(f"ours / transformers throughput: step {s['step']:.3f}×, forward {s['forward']:.3f}× "
+          "(median per-round ratio)")
     print(f"GatedV overhead vs ours:        step {o['step']:+.2%}, forward {o['forward']:+.2%}")
     if result["ours_step_kernel_s"]:
         print(kernel_floor_line("ours (step)", result["ours_step_kernel_s"], float(np.median(medians["ours"]["step"])),

@@ -22,7 +22,7 @@ import numpy as np
 from scipy import stats
 from tqdm import tqdm
 
-from gatedv_stats.stats.simulation import CrossedModel, domain_labels, simulated_fits
+from gatedv_stats.testing import CrossedModel, domain_labels, simulated_fits
 
 LEVELS = (1.0, 0.5, 0.25, 0.1)
 DOC_SDS = (0.0, 0.02, 0.04, 0.06, 0.1)
@@ -44,7 +44,7 @@ def exclusion_rates(studies: int, seed: int) -> dict[float, list[float]]:
         for level in LEVELS:
             fit = simulated_fits(model, n_seeds, n_targets, np.random.default_rng([seed, index, 1]),
                                  n_studies=studies, clusters=labels, pooling_level=level)
-            excluded = np.abs(fit.d) > stats.t.ppf(0.975, fit.df) * np.sqrt(fit.var_d)
+            excluded = np.abs(fit.nll_diff_mean) > stats.t.ppf(0.975, fit.df) * np.sqrt(fit.var_d)
             rates[level].append(float(excluded.mean()))
     return rates
 

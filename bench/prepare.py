@@ -19,8 +19,9 @@ import warnings
 
 from tokenizers import Tokenizer
 
-from trainer.corpus import BUILTIN_STDLIB, open_corpus
-from trainer.prepare import PrepareWarning, prepare
+from trainer.data.corpus import BUILTIN_STDLIB, open_corpus
+from trainer.data.prepare import prepare
+from trainer.data.split import PrepareWarning
 
 
 def main() -> None:

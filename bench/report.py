@@ -31,10 +31,10 @@ def build_experiment(root: Path) -> None:
     import pandas as pd
 
     from gatedv_stats.io.lossfiles import write_loss_file
-    from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
+    from gatedv_stats.testing import ppls_with_moments, synthetic_runs
 
     runs = synthetic_runs({arm: ppls_with_moments(ppl, 0.5, len(SEEDS)) for arm, ppl in ARMS.items()},
-                          n_docs=N_DOCS, seed=0, seeds=SEEDS)
+                          n_docs=N_DOCS, rng_seed=0, seeds=SEEDS)
     for run in runs:
         run_dir = root / f"{run.arm}-seed{run.seed}"
         write_loss_file(run_dir / "heldout.parquet", run.docs, {**run.meta, "eval_set": "heldout", "lr": 0.0048})

@@ -1,14 +1,14 @@
 """Calibration of the seed-and-document interval against the document and two-level bootstraps (the fast
 version is tests/test_seed_calibration.py), and its speed.
 
-Simulated studies from gatedv_stats.stats.simulation (per-token differences y_si = δ + a_s + b_i + u_c + e_si,
+Simulated studies from gatedv_stats.testing (per-token differences y_si = δ + a_s + b_i + u_c + e_si,
 document lengths 32–1,023 targets, domains of geometric size with mean 5 when clustered). Per scenario,
 seeds S and documents N, with δ = 0 (the arms are one population of models):
 
 * the rate at which each method's 95% interval excludes 0 (its false-positive rate; for the seed-and-document
   interval, 1 − its coverage, exactly, since D's interval moves with D): ours, ours with plain
   Satterthwaite df (no few-seed guard), the paper's document bootstrap (over domain sums when clustered: the
-  cluster bootstrap) and the two-level seed × document bootstrap of gatedv_stats.stats.seed_uncertainty;
+  cluster bootstrap) and the two-level seed × document bootstrap of gatedv_stats.stats.two_level_bootstrap;
 * the power of the verdict ("better") at a true ΔP of −2% (δ = log 0.98).
 
 Before the table: the coverage of plain Satterthwaite df and of the few-seed guard when the document part is
@@ -29,11 +29,11 @@ from scipy import integrate, stats
 from tqdm import tqdm
 
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.stats.seed_uncertainty import seed_document_bootstrap
 from gatedv_stats.stats.crossed import cluster_sums
+from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.simulation import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
+from gatedv_stats.stats.two_level_bootstrap import two_level_bootstrap
+from gatedv_stats.testing import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
 from timing import best_of
 
 SCENARIOS = {  # per-token SDs at δ = 0: seed, document, interaction, domain
@@ -49,7 +49,7 @@ POWER_DELTA = math.log(0.98)  # ΔP = −2%
 
 
 def excludes(fit, truth: float, df: np.ndarray) -> np.ndarray:
-    return np.abs(fit.d - truth) > stats.t.ppf(0.975, df) * np.sqrt(fit.var_d)
+    return np.abs(fit.nll_diff_mean - truth) > stats.t.ppf(0.975, df) * np.sqrt(fit.var_d)
 
 
 def our_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, studies: int) -> tuple[float, float, float]:
@@ -58,7 +58,7 @@ def our_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, studies
     shifted = CrossedModel(POWER_DELTA, model.seed_sd, model.doc_sd, model.interaction_sd, model.cluster_sd,
                            model.length_scaled)
     power_fit = simulated_fits(shifted, n_seeds, n_targets, rng, n_studies=studies, clusters=labels)
-    better = power_fit.d + stats.t.ppf(0.975, power_fit.df) * np.sqrt(power_fit.var_d) < 0
+    better = power_fit.nll_diff_mean + stats.t.ppf(0.975, power_fit.df) * np.sqrt(power_fit.var_d) < 0
     return (float(excludes(fit, 0.0, fit.df).mean()), float(excludes(fit, 0.0, fit.satterthwaite_df).mean()),
             float(better.mean()))
 
@@ -73,10 +73,10 @@ def bootstrap_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, s
         d, n = metrics.document_differences(baseline[b], variant[b]), n_targets
         if labels is not None:
             sums = cluster_sums(d, n_targets, labels)
-            d, n = sums.values, sums.n_targets
-        low, high = document_bootstrap(d, n, n_resamples=resamples, seed=b).confidence_interval
+            d, n = sums.values, sums.n_units
+        low, high = document_bootstrap(d, n, n_resamples=resamples, rng_seed=b).confidence_interval
         document += high < 0 or low > 0
-        interval = seed_document_bootstrap(baseline[b], variant[b], n_targets, n_resamples=resamples, seed=b)
+        interval = two_level_bootstrap(baseline[b], variant[b], n_targets, n_resamples=resamples, rng_seed=b)
         two_level += interval.confidence_interval.high < 0 or interval.confidence_interval.low > 0
     return document / studies, two_level / studies
 
@@ -98,7 +98,7 @@ def calibration(args: argparse.Namespace) -> None:
         ours, plain, power = our_rates(model, n_seeds, n_targets, labels, rng, args.studies)
         document, two_level = bootstrap_rates(model, n_seeds, n_targets, labels, rng, args.bootstrap_studies,
                                               args.resamples)
-        domains = f"{int(labels.max()) + 1}" if clustered else "—"
+        domains = f"{int(labels.max()) + 1}" if labels is not None else "—"
         print(f"| {name} | {n_seeds} | {n_docs:,} | {domains} | {ours:.3f} | {plain:.3f} | {document:.3f} "
               f"| {two_level:.3f} | {power:.3f} |", flush=True)
 
@@ -151,7 +151,7 @@ def speed(args: argparse.Namespace) -> None:
     d = metrics.document_differences(baseline, variant)
     ours = best_of(lambda: seed_document_interval(baseline, variant, n_targets))
     clustered = best_of(lambda: seed_document_interval(baseline, variant, n_targets, clusters=labels))
-    peer = best_of(lambda: document_bootstrap(d, n_targets, n_resamples=2000, seed=0))
+    peer = best_of(lambda: document_bootstrap(d, n_targets, n_resamples=2000, rng_seed=0))
     print(f"\nspeed, S = {n_seeds}, N = {n_docs:,} (best of 3): seed-and-document interval {ours * 1e3:.0f} ms, "
           f"with 5,000 domains {clustered * 1e3:.0f} ms; document bootstrap (B = 2,000) {peer * 1e3:.0f} ms "
           f"= {peer / ours:.0f}× ours")

@@ -9,7 +9,7 @@ domains of unequal size, n_bytes; arms baseline, v1 … v11 (natural order matte
 seed × document structure (document difficulty, a seed effect shared by the arms and one per arm and seed, a
 per-run document noise, an arm × document interaction) with small true effects for some arms. Then times, each
 in a fresh subprocess, with its CPU time and peak memory: the largest process's `ru_maxrss` (from `os.wait4`)
-and the summed RSS of the process and its workers (`gatedv report` analyses a large study's comparisons on one
+and the summed RSS of the process and its workers (`gatedv report` analyzes a large study's comparisons on one
 process per CPU), sampled every 0.1 s from /proc:
 
 * `gatedv arms DIR --reference baseline --json` (stdout to a file, read back for the agreement check);
@@ -98,6 +98,7 @@ def timed(command: list[str], stdout_path: Path | None = None) -> dict:
         tree_peak = [0]
         sampler = threading.Thread(target=_sample_tree_rss, args=(process, tree_peak), daemon=True)
         sampler.start()
+        assert process.stderr is not None  # stderr=PIPE
         stderr = process.stderr.read().decode(errors="replace")
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
@@ -266,8 +267,8 @@ def main() -> None:
     written = write_study(study)
     setup = time.perf_counter() - start
     load = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
         arms = timed([sys.executable, "cli.py", "arms", str(study), "--reference", "baseline", "--json"],
                      tmp / "arms.json")
         report = timed([sys.executable, "cli.py", "report", str(study), "--format", "html", "--out",
@@ -295,8 +296,8 @@ def text(figures: dict) -> str:
     for key, name in (("arms", "gatedv arms --json"), ("report", "gatedv report --format html"),
                       ("peer", "plain pandas + scipy pipeline")):
         run = figures[key]
-        goal = "" if key == "peer" else (" ✔" if run["wall_s"] < GOAL_SECONDS and run["peak_tree_rss_bytes"] < GOAL_BYTES
-                                         else " ✘") + " (goal < 60 s, < 4 GiB)"
+        met = run["wall_s"] < GOAL_SECONDS and run["peak_tree_rss_bytes"] < GOAL_BYTES
+        goal = "" if key == "peer" else (" ✔" if met else " ✘") + " (goal < 60 s, < 4 GiB)"
         lines.append(f"{name:<32} wall {run['wall_s']:7.2f} s  CPU {run['cpu_s']:7.2f} s  peak RSS "
                      f"{run['peak_rss_bytes'] / 2**20:6.0f} MiB (all its processes: "
                      f"{run['peak_tree_rss_bytes'] / 2**20:6.0f} MiB){goal}")

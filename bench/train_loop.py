@@ -20,10 +20,11 @@ import time
 
 import torch
 
-from trainer.data import PreparedData
-from trainer.device import select_device
-from trainer.model import build_model, model_config
-from trainer.train import CLIP_NORM, RunSpec, Runtime, make_optimizer, next_token_loss, train
+from trainer.data.prepared import PreparedData
+from trainer.model.transformer import build_model, model_config
+from trainer.run.device import select_device
+from trainer.run.recipe import CLIP_NORM, RunSpec, Runtime, make_optimizer
+from trainer.run.train import next_token_loss, train
 
 
 def bare_loop(data: PreparedData, size: str, updates: int, batch: int, device: torch.device) -> float:

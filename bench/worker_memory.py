@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from trainer import launch
+from trainer.grid import launch
 
 COUNTERS = ("faults", "user", "sys", "wall")
 
@@ -32,8 +32,9 @@ def one_run(data: str, updates: int) -> dict:
     import pandas as pd
     import torch
 
-    from trainer.evaluate import evaluate_checkpoint
-    from trainer.train import RunSpec, Runtime, train
+    from trainer.run.evaluate import evaluate_checkpoint
+    from trainer.run.recipe import RunSpec, Runtime
+    from trainer.run.train import train
 
     torch.set_num_threads(1)
     spec = RunSpec.make(data, "tiny", "baseline", 1, updates=updates, eval_every=max(1, updates // 8))
@@ -52,6 +53,7 @@ def one_run(data: str, updates: int) -> dict:
 
 
 def run_in(kind: str, data: str, updates: int) -> dict:
+    pool: ProcessPoolExecutor
     if kind == "worker":
         pool = launch.worker_pool([{}], threads=1)
     else:
@@ -68,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     data = str(Path(args.data).resolve())
     load_before = os.getloadavg()[0]
-    runs = {"plain": [], "worker": []}
+    runs: dict[str, list[dict]] = {"plain": [], "worker": []}
     for _ in range(args.rounds):
         for kind in runs:
             runs[kind].append(run_in(kind, data, args.updates))

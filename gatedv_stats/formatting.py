@@ -55,7 +55,7 @@ def format_percent_interval(interval: tuple[float, float], digits: int = 1) -> s
     return f"[{format_percent(low, digits)}, {format_percent(high, digits)}]"
 
 
-def format_count(count: int) -> str:
+def format_count(count: float) -> str:
     """An integer with thousands separators: "1,672"."""
     return _minus(f"{int(count):,}")
 

@@ -23,20 +23,21 @@ class PairedLosses:
     variant_arm: str
     seeds: np.ndarray  # (S,) int64, sorted
     doc_ids: np.ndarray  # (N,) object, sorted
-    n_targets: np.ndarray  # (N,) int64
+    n_units: np.ndarray  # (N,) int64: each document's targets, or its UTF-8 bytes when `unit` is "byte"
     baseline: np.ndarray  # (S, N) float64 loss sums
     variant: np.ndarray  # (S, N) float64
     doc_columns: pd.DataFrame  # N rows aligned with doc_ids: domain / n_bytes when present
-    sources: dict  # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
+    # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
+    sources: dict
     dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
     mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
-    unit: str = "token"  # per token or word (the files' targets); "byte": `n_targets` holds each document's UTF-8
-    # bytes and every statistic is per byte
+    unit: str = "token"  # what `n_units` counts: "token" or "word" (the files' targets), or "byte" (UTF-8 bytes:
+    # every statistic is per byte)
     eval_set: str | None = None  # the evaluation set every run was scored on (the runs agree; see check_provenance)
 
     @property
     def n_docs(self) -> int:
-        return int(self.n_targets.shape[0])
+        return int(self.n_units.shape[0])
 
     @property
     def n_pairs(self) -> int:
@@ -47,6 +48,19 @@ class PairedLosses:
         """What the pairing dropped or accepted, for the output's warnings."""
         dropped = (f"dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}",) if self.dropped_seeds else ()
         return dropped + self.mismatches
+
+
+def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
+                  n_units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Loss sums of both arms and the unit counts (targets or bytes) as float64 (S, N), (S, N), (N,) arrays,
+    shapes checked."""
+    baseline = np.asarray(baseline, dtype=np.float64)
+    variant = np.asarray(variant, dtype=np.float64)
+    n = np.asarray(n_units, dtype=np.float64)
+    if baseline.ndim != 2 or baseline.shape != variant.shape or n.shape != (baseline.shape[1],):
+        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_units {n.shape} "
+                         "must be (S, N), (S, N), (N,)")
+    return baseline, variant, n
 
 
 def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allow_unpaired: bool = False,
@@ -78,14 +92,14 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
         raise InputError(f"seeds present in one arm only: {'; '.join(parts)} (--allow-unpaired drops them)")
 
     runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
-    doc_ids, losses, n_targets, doc_columns = _aligned(runs, unit)
+    doc_ids, losses, n_units, doc_columns = _aligned(runs, unit)
     half = len(seeds)
     return PairedLosses(
         baseline_arm=baseline_arm,
         variant_arm=variant_arm,
         seeds=np.array(seeds, dtype=np.int64),
         doc_ids=doc_ids,
-        n_targets=n_targets,
+        n_units=n_units,
         baseline=losses[:half],
         variant=losses[half:],
         doc_columns=doc_columns,
@@ -114,6 +128,7 @@ def _aligned(runs: list[LossRun], unit: str) -> tuple[np.ndarray, np.ndarray, np
     per_document = {column: _agreed_column(column, runs, rows, doc_ids) for column in columns}
     losses = np.stack([run.docs["loss_sum"].to_numpy(dtype=np.float64)[index] for run, index in zip(runs, rows)])
     denominator = per_document["n_bytes"] if unit == "byte" else per_document.pop("n_targets")
+    assert denominator is not None  # every loss file has n_targets; every run has n_bytes, checked above
     if unit == "byte" and not np.all(denominator > 0):
         raise InputError(f"document {doc_ids[int(np.argmin(denominator))]}: n_bytes is 0; a per-byte comparison needs "
                          "the bytes of every document's target text")
@@ -166,7 +181,9 @@ def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = 
                 notes.append("the arms' tokenizers differ: compared per byte of the same text (bits per byte)")
             continue
         carrying = [run for run in runs if run.meta.get(name) not in (None, "")]
-        first = carrying[0] if carrying else None
+        if not carrying:
+            continue
+        first = carrying[0]
         other = next((run for run in carrying if str(run.meta[name]) != str(first.meta[name])), None)
         if other is None:
             continue
@@ -268,7 +285,8 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
         raise InputError("give either long tables / directories holding both arms, or --baseline and --variant files")
     _check_distinct_arms(baseline_arm, variant_arm)
     if tables:
-        missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm)) if arm is None]
+        missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm))
+                   if arm is None]
         runs = read_loss_inputs(tables, skipped=skipped)
         if missing:
             arms = ", ".join(sorted({run.arm for run in runs}))
@@ -278,7 +296,8 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
         baseline_runs = read_loss_inputs(baseline, skipped=skipped)
         variant_runs = read_loss_inputs(variant, skipped=skipped)
     else:
-        raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and --variant-arm")
+        raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and "
+                         "--variant-arm")
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
     return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch,

@@ -17,18 +17,20 @@ from gatedv_stats.io.lossfiles import LossRun
 
 GATEDV = "gatedv"
 DEFAULT_REFERENCE = "baseline"
-EVAL_SET_ORDER = {"heldout": 0, "dev": 1}
+EVAL_SET_ORDER: dict[str | None, int] = {"heldout": 0, "dev": 1}
 NATIVE_VALUE_ACT = {"baseline": "linear", "gatedv": "silu"}
 
 
 def select_runs(runs: list[LossRun], *, arm: str | None = None, eval_set: str | None = None,
                 what: str = "inputs") -> list[LossRun]:
     """Keep the runs of one arm and/or one evaluation set; an empty selection is an error naming what exists."""
-    selected = [run for run in runs if (arm is None or run.arm == arm) and (eval_set is None or run.eval_set == eval_set)]
+    selected = [run for run in runs
+                if (arm is None or run.arm == arm) and (eval_set is None or run.eval_set == eval_set)]
     if not selected:
         arms = sorted({run.arm for run in runs})
         sets = sorted({str(run.eval_set) for run in runs})
-        wanted = ", ".join(f"{key} {value!r}" for key, value in (("arm", arm), ("eval_set", eval_set)) if value is not None)
+        wanted = ", ".join(f"{key} {value!r}" for key, value in (("arm", arm), ("eval_set", eval_set))
+                           if value is not None)
         raise InputError(f"{what}: no run with {wanted or 'any metadata'} (arms found: {', '.join(arms) or 'none'}; "
                          f"eval sets found: {', '.join(sets) or 'none'})")
     return selected
@@ -40,7 +42,7 @@ class EvalGroup:
 
     eval_set: str | None
     lr: float | None
-    arms: dict  # arm -> list[LossRun]
+    arms: dict[str, list[LossRun]]  # by arm
 
     @property
     def label(self) -> str:

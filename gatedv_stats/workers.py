@@ -25,6 +25,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import cast
 
 from tqdm import tqdm
 
@@ -53,7 +54,9 @@ class WorkerPool(ProcessPoolExecutor):
         """Cancel the tasks not started and end the workers now; the tasks they were running are lost."""
         # shutdown() forgets the processes and the thread that manages them, so they are taken first (Python
         # 3.14's terminate_workers() does the same).
-        processes, manager = list((self._processes or {}).values()), self._executor_manager_thread
+        processes = list((self._processes or {}).values())
+        # The manager thread, or None before the first task (typeshed mistypes the attribute as _ThreadWakeup).
+        manager = cast("threading.Thread | None", self._executor_manager_thread)
         self.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             if process.is_alive():

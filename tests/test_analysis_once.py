@@ -1,4 +1,4 @@
-"""A report analyses each comparison exactly once: one pairing and one document bootstrap per variant and group."""
+"""A report analyzes each comparison exactly once: one pairing and one document bootstrap per variant and group."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from gatedv_stats.analysis import experiment
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.report import write_report
 from gatedv_stats.stats import comparison
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
 
 
 def counting(monkeypatch, module, name: str) -> list:
@@ -22,8 +22,9 @@ def counting(monkeypatch, module, name: str) -> list:
 
 
 def test_a_report_with_one_variant_pairs_and_bootstraps_it_once(tmp_path, monkeypatch):
-    for run in synthetic_runs({"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6]}, n_docs=40, seed=3):
-        write_loss_file(tmp_path / "runs" / f"{run.arm}_{run.seed}.parquet", run.docs, {**run.meta, "eval_set": "heldout"})
+    for run in synthetic_runs({"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6]}, n_docs=40, rng_seed=3):
+        write_loss_file(tmp_path / "runs" / f"{run.arm}_{run.seed}.parquet", run.docs,
+                        {**run.meta, "eval_set": "heldout"})
     pairings = counting(monkeypatch, experiment, "pair_runs")
     bootstraps = counting(monkeypatch, comparison, "document_bootstrap")
     for fmt in ("md", "html"):

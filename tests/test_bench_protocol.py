@@ -12,9 +12,9 @@ import torch
 from typer.testing import CliRunner
 
 from cli import app
-from trainer.bench import BenchResult, ModeResult, PairResult, time_calls
-from trainer.checkpoint import save_checkpoint
-from trainer.model import build_model, model_config
+from trainer.model.transformer import build_model, model_config
+from trainer.run.bench import BenchResult, ModeResult, PairResult, time_calls
+from trainer.run.checkpoint import save_checkpoint
 
 
 class FakeClock:
@@ -115,6 +115,7 @@ def checkpoints(tmp_path_factory):
     return paths
 
 
+@pytest.mark.slow
 def test_bench_cli_on_tiny_checkpoints_writes_table6_json(checkpoints, tmp_path):
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(app, [
@@ -173,7 +174,7 @@ def test_bench_out_of_memory_is_one_line_naming_batch(checkpoints):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_bench_on_cuda_measures_peak_allocated_memory(checkpoints):
-    from trainer.bench import run_bench
+    from trainer.run.bench import run_bench
 
     result = run_bench([checkpoints["baseline", 1]], [checkpoints["gatedv", 1]], rounds=1, warmup=1, calls=2,
                        batch_size=2, device=torch.device("cuda"), progress=False)

@@ -15,18 +15,15 @@ from scipy.special import ndtri
 
 from gatedv_stats.stats import resampling
 from gatedv_stats.stats.resampling import bootstrap_ratio_distribution, document_bootstrap
+from helpers import ratio
 
 Z = 4.5  # tolerances below are Z Monte Carlo standard errors: a false alarm has probability below 1e-5
-
-
-def ratio(d, n, axis=-1):
-    return np.sum(d, axis=axis) / np.sum(n, axis=axis)
 
 
 def document_counts(n_docs: int, samples: int, seed: int) -> np.ndarray:
     """(samples, n_docs) times each document was drawn: the draws do not depend on d, so d = e_j reads column j."""
     ones = np.ones(n_docs)
-    columns = [bootstrap_ratio_distribution(np.eye(1, n_docs, j)[0], ones, n_resamples=samples, seed=seed) * n_docs
+    columns = [bootstrap_ratio_distribution(np.eye(1, n_docs, j)[0], ones, n_resamples=samples, rng_seed=seed) * n_docs
                for j in range(n_docs)]
     return np.rint(columns).astype(np.int64).T
 
@@ -64,7 +61,7 @@ def test_distribution_equals_a_loop_over_the_same_draws(sample, constant_targets
     if constant_targets:
         n_targets = np.full_like(n_targets, 256.0)
     samples = 60
-    ours = bootstrap_ratio_distribution(d, n_targets, n_resamples=samples, seed=5)
+    ours = bootstrap_ratio_distribution(d, n_targets, n_resamples=samples, rng_seed=5)
     counts = document_counts(d.size, samples, seed=5)
     for b in range(samples):
         index = np.repeat(np.arange(d.size), counts[b])
@@ -78,9 +75,9 @@ def test_a_seed_fixes_the_distribution_bit_for_bit_whatever_the_thread_count(sam
     runs = {}
     for threads in (1, 3):
         monkeypatch.setattr(resampling, "_thread_count", lambda threads=threads: threads)
-        runs[threads] = bootstrap_ratio_distribution(d, n_targets, n_resamples=700, seed=9, progress=threads == 3)
+        runs[threads] = bootstrap_ratio_distribution(d, n_targets, n_resamples=700, rng_seed=9, progress=threads == 3)
     np.testing.assert_array_equal(runs[1], runs[3])
-    assert not np.array_equal(runs[1], bootstrap_ratio_distribution(d, n_targets, n_resamples=700, seed=10))
+    assert not np.array_equal(runs[1], bootstrap_ratio_distribution(d, n_targets, n_resamples=700, rng_seed=10))
 
 
 @pytest.mark.parametrize("equal_targets", [True, False])
@@ -89,7 +86,7 @@ def test_bootstrap_sd_matches_its_analytic_value(sample, block_size, equal_targe
     if equal_targets:
         n_targets = np.full_like(n_targets, 256.0)
     samples = 4000
-    distribution = bootstrap_ratio_distribution(d, n_targets, n_resamples=samples, seed=2)
+    distribution = bootstrap_ratio_distribution(d, n_targets, n_resamples=samples, rng_seed=2)
     statistic = d.sum() / n_targets.sum()
     # Resampling N documents: Var*(Σ d*) = N · plug-in variance of d, exactly, which is the ratio's variance when
     # Σ n* is constant; otherwise the delta method (residuals d - D·n, which sum to zero) is first order in 1/N:
@@ -108,7 +105,7 @@ def test_bootstrap_sd_with_many_full_blocks():
     rng = np.random.default_rng(4)
     d = rng.standard_t(5, size=70_001)
     samples = 1000
-    distribution = bootstrap_ratio_distribution(d, np.ones_like(d), n_resamples=samples, seed=1)
+    distribution = bootstrap_ratio_distribution(d, np.ones_like(d), n_resamples=samples, rng_seed=1)
     analytic_sd = np.std(d) / np.sqrt(d.size)
     assert np.std(distribution, ddof=1) == pytest.approx(analytic_sd, rel=Z / np.sqrt(2 * (samples - 1)))
 
@@ -137,7 +134,7 @@ def test_intervals_agree_with_scipy_within_monte_carlo_error(sample, block_size,
     if equal_targets:
         n_targets = np.full_like(n_targets, 256.0)
     samples, level = 4000, 0.95
-    ours = document_bootstrap(d, n_targets, n_resamples=samples, confidence_level=level, seed=6, method=method)
+    ours = document_bootstrap(d, n_targets, n_resamples=samples, confidence_level=level, rng_seed=6, method=method)
     reference = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=samples,
                                 confidence_level=level, method=scipy_method, rng=np.random.default_rng(60))
     sd = reference.standard_error

@@ -6,17 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gatedv_stats.stats import metrics
-from gatedv_stats.stats.breakdowns import OTHER, breakdown
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import pair_runs
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.breakdowns import OTHER, breakdown
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
 
 
 def paired_with_domains(domains, n_docs=None, seed=0):
     n_docs = n_docs or len(domains)
-    runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.7, 30.0]}, n_docs=n_docs, seed=seed)
+    runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.7, 30.0]}, n_docs=n_docs, rng_seed=seed)
     for run in runs:
         run.docs["domain"] = list(domains)
     return pair_runs([r for r in runs if r.arm == "baseline"], [r for r in runs if r.arm == "gatedv"])
@@ -25,20 +25,20 @@ def paired_with_domains(domains, n_docs=None, seed=0):
 def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
     domains = ["news"] * 8 + ["code"] * 7 + ["wiki"] * 9
     paired = paired_with_domains(domains)
-    result = breakdown(paired, "domain", n_resamples=300, seed=4, min_docs=5)
+    result = breakdown(paired, "domain", n_resamples=300, rng_seed=4, min_docs=5)
     assert [group.group for group in result.groups] == ["code", "news", "wiki"]
     d = metrics.document_differences(paired.baseline, paired.variant)
     labels = paired.doc_columns["domain"].to_numpy()
     for index, group in enumerate(result.groups):
         members = labels == group.group
         assert group.n_docs == members.sum()
-        assert group.nll_diff == pytest.approx(d[members].sum() / paired.n_targets[members].sum(), rel=1e-12)
-        expected = document_bootstrap(d[members], paired.n_targets[members], n_resamples=300, seed=4 + index)
+        assert group.nll_diff_mean == pytest.approx(d[members].sum() / paired.n_units[members].sum(), rel=1e-12)
+        expected = document_bootstrap(d[members], paired.n_units[members], n_resamples=300, rng_seed=4 + index)
         assert group.confidence_interval == pytest.approx(expected.confidence_interval, rel=1e-12)
         assert group.bootstrap_seed == 4 + index
     # the token-weighted group D's average back to the overall D
-    total = sum(group.nll_diff * group.n_targets for group in result.groups) / paired.n_targets.sum()
-    assert total == pytest.approx(d.sum() / paired.n_targets.sum(), rel=1e-12)
+    total = sum(group.nll_diff_mean * group.n_units for group in result.groups) / paired.n_units.sum()
+    assert total == pytest.approx(d.sum() / paired.n_units.sum(), rel=1e-12)
     assert result.pooled_groups == 0 and result.left_out_docs == 0
 
 
@@ -67,7 +67,7 @@ def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents
     constant = breakdown(paired, "n_targets", n_resamples=100)  # every document has 256 targets
     assert [group.group for group in constant.groups] == ["256"] and constant.groups[0].n_docs == 40
     frame = result.to_frame()
-    assert list(frame.columns)[:7] == ["group", "n_docs", "n_targets", "nll_diff", "low", "high", "bootstrap_seed"]
+    assert list(frame.columns)[:7] == ["group", "n_docs", "n_units", "nll_diff_mean", "low", "high", "bootstrap_seed"]
 
 
 def test_bad_breakdown_requests():
@@ -95,10 +95,11 @@ def test_groups_get_bonferroni_seed_and_document_intervals_and_holm_p_values():
     raw = []
     for group in result.groups:
         members = labels == group.group
-        fit = seed_document_interval(paired.baseline[:, members], paired.variant[:, members], paired.n_targets[members])
+        fit = seed_document_interval(paired.baseline[:, members], paired.variant[:, members], paired.n_units[members])
         half = stats.t.ppf(1 - 0.05 / 6, fit.df) * fit.se
-        assert group.seed_document_interval == pytest.approx((fit.d - half, fit.d + half), rel=1e-9)
-        assert group.p_value == pytest.approx(2 * stats.t.sf(abs(fit.d) / fit.se, fit.df), rel=1e-9)
+        assert group.seed_document_interval == pytest.approx((fit.nll_diff_mean - half, fit.nll_diff_mean + half),
+                                                             rel=1e-9)
+        assert group.p_value == pytest.approx(2 * stats.t.sf(abs(fit.nll_diff_mean) / fit.se, fit.df), rel=1e-9)
         raw.append(group.p_value)
     assert [group.p_holm for group in result.groups] == pytest.approx(list(multipletests(raw, method="holm")[1]))
     single = pair_runs([r for r in synthetic_runs({"baseline": [30.0], "gatedv": [29.5]}, n_docs=24)[:1]],

@@ -1,4 +1,4 @@
-"""Calibration on simulated loss files with a known population effect (gatedv_stats.stats.simulation.PopulationModel).
+"""Calibration on simulated loss files with a known population effect (gatedv_stats.testing.PopulationModel).
 
 Per-token losses: x_b = 3 + b_i + g_s, x_v = x_b + δ + e_s + h_i + ε_si, all normal: document difficulty
 b_i ~ N(0, 0.3²), a shared seed offset g_s ~ N(0, 0.01²), and the stated SDs of the seed effect e_s, the
@@ -15,8 +15,9 @@ from scipy import stats
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.planning import required_pairs
-from gatedv_stats.stats.simulation import PopulationModel, simulate
-from gatedv_stats.stats.seed_uncertainty import paired_t_interval, percentile_seed_coverage, seed_document_bootstrap
+from gatedv_stats.stats.seed_tests import paired_t_interval
+from gatedv_stats.stats.two_level_bootstrap import percentile_seed_coverage, two_level_bootstrap
+from gatedv_stats.testing import PopulationModel, simulate
 
 REPLICATIONS = 400
 
@@ -41,13 +42,14 @@ def coverage_count(model, n_seeds, rng, interval_of, truth_of) -> int:
 
 
 def two_level_interval(study, replication):
-    return seed_document_bootstrap(study.baseline, study.variant, study.n_targets, n_resamples=300, seed=replication)
+    return two_level_bootstrap(study.baseline, study.variant, study.n_targets, n_resamples=300, rng_seed=replication)
 
 
 def test_t_interval_covers_the_evaluation_set_effect_at_95_percent_with_three_seeds():
     """r_s − (δ + mean h) = e_s + mean_i ε_si is normal and independent over seeds: t is exact here."""
     model = PopulationModel(log_ratio=-0.02, seed_sd=0.01, doc_sd=0.02, residual_sd=0.05)
-    covered = coverage_count(model, 3, np.random.default_rng(100), lambda study, _: paired_t_interval(log_ratios(study)),
+    covered = coverage_count(model, 3, np.random.default_rng(100),
+                             lambda study, _: paired_t_interval(log_ratios(study)),
                              lambda study: study.eval_set_log_ratio)
     assert accepts(covered, REPLICATIONS, 0.95), covered
 
@@ -78,7 +80,7 @@ def test_sign_flip_false_positive_rate_is_five_percent_exact_and_monte_carlo():
         for method, n_docs in (("exact", 12), ("monte-carlo", 40)):
             study = simulate(model, 3, n_docs, rng)
             d = metrics.document_differences(study.baseline, study.variant)
-            result = sign_flip_test(d, study.n_targets, n_resamples=199, seed=replication)
+            result = sign_flip_test(d, study.n_targets, n_resamples=199, rng_seed=replication)
             assert result.method == method
             rejections[method] += result.p_value <= 0.05
     for method, count in rejections.items():

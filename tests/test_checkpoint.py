@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from gatedv_stats.errors import InputError
-from trainer.checkpoint import FORMAT, load_checkpoint, save_checkpoint
-from trainer.model import build_model, model_config
+from trainer.model.transformer import build_model, model_config
+from trainer.run.checkpoint import FORMAT, load_checkpoint, save_checkpoint
 
 
 def _model(variant="baseline", seed=0):

@@ -50,6 +50,7 @@ def test_a_lock_held_through_another_descriptor_protects_the_file(tmp_path):
     assert remove_stale_temp_files(tmp_path, "x") == [leftover] and not leftover.exists()
 
 
+@pytest.mark.slow
 def test_resume_removes_the_partial_files_of_a_killed_write(prepared_data, tmp_path):
     run_dir = tmp_path / "run"
     args = ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1", "--batch-size", "2",

@@ -9,11 +9,10 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
+from helpers import assert_input_error, invoke
 
 # The paper's keys, then the verdict and its seed-and-document interval, standard errors and notes.
 JSON_KEYS = {"baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean", "nll_diff_ci",
@@ -29,7 +28,7 @@ N_DOCS = 40
 @pytest.fixture
 def run_files(tmp_path):
     """Three paired seeds of baseline and gatedv as Parquet loss files; returns (baseline paths, variant paths)."""
-    runs = synthetic_runs({"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6]}, n_docs=N_DOCS, seed=3,
+    runs = synthetic_runs({"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6]}, n_docs=N_DOCS, rng_seed=3,
                           seeds=[11, 12, 13])
     paths: dict[str, list[str]] = {"baseline": [], "gatedv": []}
     for run in runs:
@@ -37,19 +36,6 @@ def run_files(tmp_path):
         write_loss_file(path, run.docs, {**run.meta, "eval_set": "dev"})
         paths[run.arm].append(str(path))
     return paths["baseline"], paths["gatedv"]
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, ["bootstrap", *args])
-
-
-def assert_input_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    assert result.stderr.startswith("error: ")
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in result.stderr + result.stdout
-    for fragment in fragments:
-        assert fragment in result.stderr, (fragment, result.stderr)
 
 
 def write_csv(path, frame: pd.DataFrame) -> str:
@@ -65,7 +51,7 @@ def good_frame(seed: int, arm: str = "baseline", n_docs: int = 6) -> pd.DataFram
 
 def test_json_has_exactly_the_issue_keys_and_matches_the_text_table(run_files):
     baseline, variant = run_files
-    result = invoke("--baseline", *baseline, "--variant", *variant, "--samples", "300", "--json")
+    result = invoke("bootstrap", "--baseline", *baseline, "--variant", *variant, "--samples", "300", "--json")
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
     assert set(payload) == JSON_KEYS
@@ -80,7 +66,7 @@ def test_json_has_exactly_the_issue_keys_and_matches_the_text_table(run_files):
     assert low <= payload["nll_diff_mean"] <= high
     assert payload["win_rate"] == payload["wins"] / N_DOCS
 
-    text = invoke("--baseline", *baseline, "--variant", *variant, "--samples", "300")
+    text = invoke("bootstrap", "--baseline", *baseline, "--variant", *variant, "--samples", "300")
     assert text.exit_code == 0
     assert "30.100 ± 0.361" in text.stdout  # mean and SD of 30.0, 30.5, 29.8
     assert "3/3" in text.stdout and "\u2212" in text.stdout
@@ -92,18 +78,20 @@ def test_long_table_mode_equals_file_mode(run_files, tmp_path):
               for arm, paths in (("baseline", baseline), ("gatedv", variant))
               for seed, path in zip((11, 12, 13), paths)]
     table = write_csv(tmp_path / "long.csv", pd.concat(frames).sample(frac=1.0, random_state=0))
-    by_files = json.loads(invoke("--baseline", *baseline, "--variant", *variant, "--samples", "200", "--json").stdout)
-    by_table = invoke(table, "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--samples", "200", "--json")
+    by_files = json.loads(invoke("bootstrap", "--baseline", *baseline, "--variant", *variant, "--samples", "200",
+                                 "--json").stdout)
+    by_table = invoke("bootstrap", table, "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--samples", "200",
+                      "--json")
     assert by_table.exit_code == 0, by_table.stderr
     assert json.loads(by_table.stdout) == by_files  # CSV keeps every digit of a float64
 
 
 def test_repeated_options_and_directories_are_accepted(run_files, tmp_path):
     baseline, variant = run_files
-    repeated = invoke("--baseline", baseline[0], "--baseline", baseline[1], "--baseline", baseline[2],
+    repeated = invoke("bootstrap", "--baseline", baseline[0], "--baseline", baseline[1], "--baseline", baseline[2],
                       "--variant", *variant, "--samples", "100", "--json")
-    directory = invoke(str(tmp_path), "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--eval-set", "dev",
-                       "--samples", "100", "--json")
+    directory = invoke("bootstrap", str(tmp_path), "--baseline-arm", "baseline", "--variant-arm", "gatedv",
+                       "--eval-set", "dev", "--samples", "100", "--json")
     assert repeated.exit_code == 0 and directory.exit_code == 0, (repeated.stderr, directory.stderr)
     assert json.loads(repeated.stdout) == json.loads(directory.stdout)
 
@@ -124,16 +112,16 @@ def test_bad_cells_name_file_row_and_field(tmp_path, cell_column, value, message
     frame.loc[2, cell_column] = value
     bad = write_csv(tmp_path / "bad.csv", frame)
     good = write_csv(tmp_path / "good.csv", good_frame(1, "gatedv"))
-    assert_input_error(invoke("--baseline", bad, "--variant", good), "bad.csv", message)
+    assert_input_error(invoke("bootstrap", "--baseline", bad, "--variant", good), "bad.csv", message)
 
 
 def test_missing_or_misnamed_column(tmp_path):
     good = write_csv(tmp_path / "good.csv", good_frame(1, "gatedv"))
     misnamed = write_csv(tmp_path / "misnamed.csv", good_frame(1).rename(columns={"loss_sum": "losssum"}))
-    assert_input_error(invoke("--baseline", misnamed, "--variant", good), "misnamed.csv",
+    assert_input_error(invoke("bootstrap", "--baseline", misnamed, "--variant", good), "misnamed.csv",
                        "missing column 'loss_sum' (did you mean 'losssum'?)")
     missing = write_csv(tmp_path / "missing.csv", good_frame(1).drop(columns=["n_targets"]))
-    assert_input_error(invoke("--baseline", missing, "--variant", good), "missing.csv",
+    assert_input_error(invoke("bootstrap", "--baseline", missing, "--variant", good), "missing.csv",
                        "missing column 'n_targets'; its per-document columns are doc_id, loss_sum")
 
 
@@ -142,35 +130,39 @@ def test_duplicate_doc_id(tmp_path):
     frame.loc[4, "doc_id"] = "d1"
     bad = write_csv(tmp_path / "dup.csv", frame)
     good = write_csv(tmp_path / "good.csv", good_frame(1, "gatedv"))
-    assert_input_error(invoke("--baseline", bad, "--variant", good), "dup.csv", "duplicate doc_id 'd1'", "rows 2, 5")
+    assert_input_error(invoke("bootstrap", "--baseline", bad, "--variant", good), "dup.csv", "duplicate doc_id 'd1'",
+                       "rows 2, 5")
 
 
 def test_empty_unreadable_and_absent_files(tmp_path):
     good = write_csv(tmp_path / "good.csv", good_frame(1, "gatedv"))
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    assert_input_error(invoke("--baseline", str(empty), "--variant", good), "empty.csv", "empty file")
+    assert_input_error(invoke("bootstrap", "--baseline", str(empty), "--variant", good), "empty.csv", "empty file")
     header_only = tmp_path / "header.csv"
     header_only.write_text("doc_id,n_targets,loss_sum,arm,seed\n")
-    assert_input_error(invoke("--baseline", str(header_only), "--variant", good), "header.csv", "no rows")
+    assert_input_error(invoke("bootstrap", "--baseline", str(header_only), "--variant", good), "header.csv", "no rows")
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"this is not parquet at all")
-    assert_input_error(invoke("--baseline", str(garbage), "--variant", good), "garbage.parquet", "cannot read")
-    assert_input_error(invoke("--baseline", str(tmp_path / "absent.csv"), "--variant", good), "absent.csv",
+    assert_input_error(invoke("bootstrap", "--baseline", str(garbage), "--variant", good), "garbage.parquet",
+                       "cannot read")
+    assert_input_error(invoke("bootstrap", "--baseline", str(tmp_path / "absent.csv"), "--variant", good), "absent.csv",
                        "no such file")
 
 
 def test_missing_arm_or_seed_metadata(tmp_path):
     good = write_csv(tmp_path / "good.csv", good_frame(1, "gatedv"))
     no_seed = write_csv(tmp_path / "noseed.csv", good_frame(1).drop(columns=["seed"]))
-    assert_input_error(invoke("--baseline", no_seed, "--variant", good), "noseed.csv", "no 'seed' recorded")
+    assert_input_error(invoke("bootstrap", "--baseline", no_seed, "--variant", good), "noseed.csv",
+                       "no 'seed' recorded")
 
 
 def test_documents_that_differ_between_paired_runs(tmp_path):
     base = write_csv(tmp_path / "base.csv", good_frame(1, n_docs=12))
     fewer = write_csv(tmp_path / "fewer.csv", good_frame(1, "gatedv", n_docs=12).iloc[:9])
-    assert_input_error(invoke("--baseline", base, "--variant", fewer), "documents differ between paired runs",
-                       "3 doc_ids missing from", "fewer.csv", "(first: d10, d11, d9)")
+    assert_input_error(invoke("bootstrap", "--baseline", base, "--variant", fewer),
+                       "documents differ between paired runs", "3 doc_ids missing from", "fewer.csv",
+                       "(first: d10, d11, d9)")
 
 
 def test_n_targets_that_disagree(tmp_path):
@@ -178,16 +170,17 @@ def test_n_targets_that_disagree(tmp_path):
     other = good_frame(1, "gatedv")
     other.loc[3, "n_targets"] = 255
     variant = write_csv(tmp_path / "variant.csv", other)
-    assert_input_error(invoke("--baseline", base, "--variant", variant), "n_targets disagrees for 1 documents",
-                       "d3: 256 vs 255")
+    assert_input_error(invoke("bootstrap", "--baseline", base, "--variant", variant),
+                       "n_targets disagrees for 1 documents", "d3: 256 vs 255")
 
 
 def test_seeds_in_one_arm_only_and_allow_unpaired(tmp_path):
     baseline = [write_csv(tmp_path / f"b{seed}.csv", good_frame(seed)) for seed in (1, 2, 3)]
     variant = [write_csv(tmp_path / f"v{seed}.csv", good_frame(seed, "gatedv")) for seed in (1, 2, 4)]
-    assert_input_error(invoke("--baseline", *baseline, "--variant", *variant),
+    assert_input_error(invoke("bootstrap", "--baseline", *baseline, "--variant", *variant),
                        "seeds present in one arm only: baseline 3; gatedv 4")
-    result = invoke("--baseline", *baseline, "--variant", *variant, "--allow-unpaired", "--samples", "50", "--json")
+    result = invoke("bootstrap", "--baseline", *baseline, "--variant", *variant, "--allow-unpaired", "--samples", "50",
+                    "--json")
     assert result.exit_code == 0, result.stderr
     assert "warning: dropped unpaired seeds 3, 4" in result.stderr
     assert json.loads(result.stdout)["baseline"]["seeds"] == [1, 2]
@@ -196,7 +189,7 @@ def test_seeds_in_one_arm_only_and_allow_unpaired(tmp_path):
 def test_one_seed_reports_everything_but_the_sd(tmp_path):
     baseline = write_csv(tmp_path / "b.csv", good_frame(1))
     variant = write_csv(tmp_path / "v.csv", good_frame(2, "gatedv").assign(seed=1))
-    result = invoke("--baseline", baseline, "--variant", variant, "--samples", "50", "--json")
+    result = invoke("bootstrap", "--baseline", baseline, "--variant", variant, "--samples", "50", "--json")
     assert result.exit_code == 0, result.stderr
     assert "standard deviation over seeds is undefined" in result.stderr
     payload = json.loads(result.stdout)
@@ -212,35 +205,36 @@ def test_one_seed_reports_everything_but_the_sd(tmp_path):
 ])
 def test_bad_options(run_files, option, value, message):
     baseline, variant = run_files
-    assert_input_error(invoke("--baseline", *baseline, "--variant", *variant, option, value), message)
+    assert_input_error(invoke("bootstrap", "--baseline", *baseline, "--variant", *variant, option, value), message)
 
 
 def test_bca_needs_two_documents(tmp_path):
     baseline = write_csv(tmp_path / "b.csv", good_frame(1, n_docs=1))
     variant = write_csv(tmp_path / "v.csv", good_frame(1, "gatedv", n_docs=1))
-    assert_input_error(invoke("--baseline", baseline, "--variant", variant, "--method", "bca"),
+    assert_input_error(invoke("bootstrap", "--baseline", baseline, "--variant", variant, "--method", "bca"),
                        "the BCa interval needs at least two documents")
 
 
 def test_long_table_needs_the_arm_names(run_files, tmp_path):
-    assert_input_error(invoke(str(tmp_path), "--baseline-arm", "baseline"),
+    assert_input_error(invoke("bootstrap", str(tmp_path), "--baseline-arm", "baseline"),
                        "--variant-arm", "arms found: baseline, gatedv")
-    assert_input_error(invoke(str(tmp_path), "--baseline-arm", "baseline", "--variant-arm", "nope"),
+    assert_input_error(invoke("bootstrap", str(tmp_path), "--baseline-arm", "baseline", "--variant-arm", "nope"),
                        "variant: no run with arm 'nope'")
 
 
 def test_a_file_or_directory_given_twice_is_refused_naming_it(run_files, tmp_path):
     baseline, variant = run_files
-    assert_input_error(invoke("--baseline", baseline[0], baseline[0], "--variant", *variant[:2]),
+    assert_input_error(invoke("bootstrap", "--baseline", baseline[0], baseline[0], "--variant", *variant[:2]),
                        f"error: {baseline[0]}: given twice among the inputs")
-    assert_input_error(invoke(str(tmp_path), f"{tmp_path}/.", "--baseline-arm", "baseline", "--variant-arm", "gatedv"),
+    assert_input_error(invoke("bootstrap", str(tmp_path), f"{tmp_path}/.", "--baseline-arm", "baseline",
+                              "--variant-arm", "gatedv"),
                        f"error: {tmp_path}/.: given twice among the inputs (also as {tmp_path})")
 
 
 @pytest.mark.parametrize(("level", "shown"), [("0.999", "99.9%"), ("1e-9", "0.0000001%"), ("0.95", "95%")])
 def test_the_confidence_level_is_printed_one_way_everywhere(run_files, level, shown):
     baseline, variant = run_files
-    result = invoke("--baseline", *baseline, "--variant", *variant, "--samples", "100", "--level", level)
+    result = invoke("bootstrap", "--baseline", *baseline, "--variant", *variant, "--samples", "100", "--level", level)
     assert result.exit_code == 0, result.output
     levels = re.findall(r"(\S+%) (?:Wilson )?interval", result.stdout)
     assert len(levels) == 5 and set(levels) == {shown}, levels  # verdict, ΔP, two intervals for D, wins
@@ -253,18 +247,18 @@ def test_a_missing_domain_is_refused_naming_its_row(tmp_path):
     frame.to_parquet(tmp_path / "bad.parquet")
     good_frame(1, "gatedv").assign(domain=frame["domain"].fillna("d2")).to_parquet(tmp_path / "good.parquet")
     for options in (["--cluster", "domain"], []):
-        result = invoke("--baseline", str(tmp_path / "bad.parquet"), "--variant", str(tmp_path / "good.parquet"),
-                        *options)
+        result = invoke("bootstrap", "--baseline", str(tmp_path / "bad.parquet"), "--variant",
+                        str(tmp_path / "good.parquet"), *options)
         assert_input_error(result, "bad.parquet", "row 3: domain is missing")
 
 
 def test_a_file_named_and_also_found_in_a_directory_given_is_read_once(run_files, tmp_path):
     baseline, variant = run_files
     args = ["--baseline-arm", "baseline", "--variant-arm", "gatedv", "--samples", "100", "--json"]
-    once = invoke(str(tmp_path), *args)
-    twice = invoke(str(tmp_path), baseline[0], *args)
+    once = invoke("bootstrap", str(tmp_path), *args)
+    twice = invoke("bootstrap", str(tmp_path), baseline[0], *args)
     assert once.exit_code == 0 and twice.exit_code == 0, (once.stderr, twice.stderr)
     assert json.loads(twice.stdout) == json.loads(once.stdout)
-    named_twice = invoke(baseline[0], baseline[0], *args)
+    named_twice = invoke("bootstrap", baseline[0], baseline[0], *args)
     assert named_twice.exit_code == 2 and "given twice among the inputs" in named_twice.stderr
 

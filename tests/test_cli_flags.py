@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from cli import app
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
+from helpers import assert_input_error, invoke
 
 runner = CliRunner()
 
@@ -18,7 +19,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def runs_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("runs")
-    for run in synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.9, 29.6]}, n_docs=12, seed=2):
+    for run in synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.9, 29.6]}, n_docs=12, rng_seed=2):
         write_loss_file(folder / f"{run.arm}_{run.seed}.parquet", run.docs, {**run.meta, "eval_set": "dev"})
     return folder
 
@@ -90,7 +91,7 @@ def test_invalid_trainer_flag_is_one_line_naming_it(tmp_path, monkeypatch, befor
 
 
 def test_a_parameter_error_survives_a_process_boundary():
-    """Report comparisons may be analysed on worker processes; their errors come back whole."""
+    """Report comparisons may be analyzed on worker processes; their errors come back whole."""
     import pickle
 
     from gatedv_stats.errors import ParameterError
@@ -98,3 +99,17 @@ def test_a_parameter_error_survives_a_process_boundary():
     error = pickle.loads(pickle.dumps(ParameterError("n_resamples", "must be at least 2 (got 1)")))
     assert (error.parameter, error.detail, str(error)) == ("n_resamples", "must be at least 2 (got 1)",
                                                            "n_resamples: must be at least 2 (got 1)")
+
+
+def test_evaluate_takes_set_as_a_hidden_old_name_of_eval_set(tmp_path):
+    """`evaluate --set` is still read as `--eval-set` (it is refused where a set is not allowed, as --eval-set is),
+    is not listed in --help, and the two together are one error."""
+    help_text = invoke("evaluate", "--help").stdout
+    assert "--eval-set" in help_text and "--set " not in help_text
+    out = tmp_path / "out.parquet"
+    for flag in ("--eval-set", "--set"):
+        result = invoke("evaluate", "--hf", tmp_path / "no-model", "--data", "builtin:python-stdlib", flag, "heldout",
+                        "--out", out)
+        assert result.exit_code == 2 and "no such option" not in result.stderr, result.stderr
+    assert_input_error(invoke("evaluate", tmp_path / "ck.pt", "--eval-set", "dev", "--set", "dev", "--out", out),
+                       "--eval-set, --set", "give it once")

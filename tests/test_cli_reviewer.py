@@ -7,16 +7,15 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.pairing import load_paired
+from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
+from helpers import assert_input_error, invoke
 
 N_DOCS = 30
 PPLS = {"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6], "q-silu": [30.4, 30.9, 30.1]}
@@ -25,7 +24,7 @@ PPLS = {"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6], "q-silu": 
 @pytest.fixture
 def run_dir(tmp_path):
     """Three arms × three seeds as Parquet loss files with domain and n_bytes columns."""
-    for run in synthetic_runs(PPLS, n_docs=N_DOCS, seed=3, seeds=[11, 12, 13]):
+    for run in synthetic_runs(PPLS, n_docs=N_DOCS, rng_seed=3, seeds=[11, 12, 13]):
         docs = run.docs.assign(domain=[f"site{i % 3}.org" for i in range(N_DOCS)])
         write_loss_file(tmp_path / f"{run.arm}_{run.seed}.parquet", docs, {**run.meta, "eval_set": "dev"})
     return tmp_path
@@ -33,18 +32,6 @@ def run_dir(tmp_path):
 
 def files(run_dir, arm):
     return sorted(str(path) for path in run_dir.glob(f"{arm}_*.parquet"))
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
-
-
-def assert_input_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in result.stderr + result.stdout
-    for fragment in fragments:
-        assert fragment in result.stderr, (fragment, result.stderr)
 
 
 def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistics(run_dir):
@@ -60,17 +47,17 @@ def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistic
 
     paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
     d = metrics.document_differences(paired.baseline, paired.variant)
-    bca = document_bootstrap(d, paired.n_targets, n_resamples=300, seed=7, method="bca")
+    bca = document_bootstrap(d, paired.n_units, n_resamples=300, rng_seed=7, method="bca")
     assert payload["bca_interval"] == pytest.approx(list(bca.confidence_interval), rel=1e-12)
-    permutation = sign_flip_test(d, paired.n_targets, n_resamples=10_000, seed=7)
+    permutation = sign_flip_test(d, paired.n_units, n_resamples=10_000, rng_seed=7)
     assert payload["permutation_test"]["p_value"] == permutation.p_value
-    assert payload["permutation_test"]["method"] == "monte-carlo" and payload["permutation_test"]["seed"] == 7
+    assert payload["permutation_test"]["method"] == "monte-carlo" and payload["permutation_test"]["rng_seed"] == 7
 
     seed_level = payload["seed_uncertainty"]
     r = np.log(PPLS["gatedv"]) - np.log(PPLS["baseline"])
-    assert seed_level["t_interval"]["mean_log_ratio"] == pytest.approx(r.mean(), rel=1e-9)
+    assert seed_level["t_interval"]["nll_diff_mean"] == pytest.approx(r.mean(), rel=1e-9)
     assert seed_level["sign_test"]["improved"] == 3 and seed_level["sign_test"]["p_value"] == pytest.approx(0.125)
-    assert seed_level["two_level_bootstrap"]["seed"] == 7 and len(seed_level["limits"]) == 3
+    assert seed_level["two_level_bootstrap"]["rng_seed"] == 7 and len(seed_level["limits"]) == 3
     assert seed_level["seed_permutation_test"]["min_attainable_p"] == 0.25
 
     n_bytes = paired.doc_columns["n_bytes"].to_numpy()
@@ -85,7 +72,7 @@ def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistic
 
 def test_analyze_text_and_long_table_mode(run_dir, tmp_path):
     frames = []
-    for run in synthetic_runs(PPLS, n_docs=N_DOCS, seed=3, seeds=[11, 12, 13]):
+    for run in synthetic_runs(PPLS, n_docs=N_DOCS, rng_seed=3, seeds=[11, 12, 13]):
         frames.append(run.docs.assign(arm=run.arm, seed=run.seed))
     table = tmp_path / "long.csv"
     pd.concat(frames).to_csv(table, index=False)
@@ -194,21 +181,22 @@ def test_plan_with_one_seed_is_an_input_error(run_dir):
 
 
 def test_reviewer_report_section_renders_through_the_report_templates(run_dir, tmp_path):
-    from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experiment
+    from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
     from gatedv_stats.analysis.pair import analyze
     from gatedv_stats.io.discovery import discover_inputs
     from gatedv_stats.report import render_report
     from gatedv_stats.report.model import ReportData
     from gatedv_stats.report.sections.reviewer import reviewer_section
 
-    analysis = analyse_experiment(discover_inputs([run_dir]), AnalysisSettings(reference=None, n_resamples=200, seed=3))
+    analysis = analyze_experiment(discover_inputs([run_dir]),
+                                  AnalysisSettings(reference=None, n_resamples=200, rng_seed=3))
     section = reviewer_section(analysis)
     assert [table.key for table in section.tables] == ["reviewer-dev", "reviewer-arms-dev"]
     assert [figure.key for figure in section.figures] == ["forest-dev"]
     report = ReportData(title="t", subtitle="s", version="0", reference=analysis.reference, sections=(section,))
     text = render_report(report, tmp_path / "report.md", "md").read_text(encoding="utf-8")
     paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
-    expected = analyze(paired, n_resamples=200, seed=3, by=("domain",))
+    expected = analyze(paired, n_resamples=200, rng_seed=3, by=("domain",))
     gatedv_row = next(line for line in text.splitlines() if line.startswith("| gatedv |"))
     interval = expected.seed_level.bootstrap.confidence_interval
     assert f"[{fmt.format_delta_p(interval.low)}, {fmt.format_delta_p(interval.high)}]" in gatedv_row
@@ -221,14 +209,15 @@ def test_reviewer_report_section_renders_through_the_report_templates(run_dir, t
 
 def test_reviewer_section_without_document_groups_has_no_forest_plot(tmp_path):
     """Two documents: every domain is below the smallest group, so there is nothing to plot, and that is fine."""
-    from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experiment
+    from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
     from gatedv_stats.io.discovery import discover_inputs
     from gatedv_stats.report.sections.reviewer import reviewer_section
 
-    for run in synthetic_runs(PPLS, n_docs=2, seed=3, seeds=[11, 12, 13]):
+    for run in synthetic_runs(PPLS, n_docs=2, rng_seed=3, seeds=[11, 12, 13]):
         docs = run.docs.assign(domain=["a.org", "b.org"])
         write_loss_file(tmp_path / f"{run.arm}_{run.seed}.parquet", docs, {**run.meta, "eval_set": "dev"})
-    analysis = analyse_experiment(discover_inputs([tmp_path]), AnalysisSettings(reference=None, n_resamples=50, seed=3))
+    analysis = analyze_experiment(discover_inputs([tmp_path]),
+                                  AnalysisSettings(reference=None, n_resamples=50, rng_seed=3))
     section = reviewer_section(analysis)
     assert [table.key for table in section.tables] == ["reviewer-dev", "reviewer-arms-dev"]
     assert section.figures == ()

@@ -9,17 +9,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.pairing import load_paired
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.crossed import cluster_sums
+from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import seed_document_interval
+from helpers import invoke
 
-runner = CliRunner()
 N_DOCS, N_SEEDS = 48, 4
 
 
@@ -41,10 +39,6 @@ def write_study(folder, *, delta=-0.03, meta=None, variant_meta=None, n_targets=
     return paths
 
 
-def invoke(*args):
-    return runner.invoke(app, [*map(str, args)])
-
-
 def pair_args(paths):
     return ["--baseline", *paths["baseline"], "--variant", *paths["variant"]]
 
@@ -55,7 +49,7 @@ def test_bootstrap_json_carries_the_verdict_and_the_seed_and_document_interval(t
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
-    expected = seed_document_interval(paired.baseline, paired.variant, paired.n_targets)
+    expected = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
     assert payload["nll_diff_seed_document_ci"] == pytest.approx(list(expected.confidence_interval), rel=1e-12)
     assert payload["nll_diff_seed_document_df"] == pytest.approx(expected.df)
     assert payload["standard_errors"]["nll_diff_mean"] == pytest.approx(expected.se)
@@ -78,10 +72,10 @@ def test_clusters_resample_domains_and_carry_the_document_variance(tmp_path):
                                 "--json").stdout)
     paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
     labels = paired.doc_columns["domain"].to_numpy()
-    sums = cluster_sums(metrics.document_differences(paired.baseline, paired.variant), paired.n_targets, labels)
-    expected = document_bootstrap(sums.values, sums.n_targets, n_resamples=300)
+    sums = cluster_sums(metrics.document_differences(paired.baseline, paired.variant), paired.n_units, labels)
+    expected = document_bootstrap(sums.values, sums.n_units, n_resamples=300)
     assert payload["nll_diff_ci"] == pytest.approx(list(expected.confidence_interval), rel=1e-12)
-    fit = seed_document_interval(paired.baseline, paired.variant, paired.n_targets, clusters=labels)
+    fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units, clusters=labels)
     assert payload["nll_diff_seed_document_ci"] == pytest.approx(list(fit.confidence_interval), rel=1e-12)
     assert (payload["cluster"], payload["n_clusters"]) == ("domain", 8)
 
@@ -95,7 +89,8 @@ def test_a_smallest_effect_of_interest_can_make_arms_equivalent(tmp_path):
     assert plain["verdict"] in ("no detectable difference", "better", "worse")
 
 
-@pytest.mark.parametrize(("field", "values"), [("eval_set_sha256", ("a" * 64, "b" * 64)), ("eval_set", ("dev", "heldout")),
+@pytest.mark.parametrize(("field", "values"), [("eval_set_sha256", ("a" * 64, "b" * 64)),
+                                                ("eval_set", ("dev", "heldout")),
                                                 ("tokenizer_sha256", ("c" * 64, "d" * 64))])
 def test_runs_evaluated_differently_are_refused_unless_allowed(tmp_path, field, values):
     paths = write_study(tmp_path, meta={field: values[0]}, variant_meta={field: values[1]})
@@ -114,11 +109,12 @@ def test_different_tokenizers_are_compared_per_byte(tmp_path):
     paths = write_study(tmp_path, meta={"tokenizer_sha256": "c" * 64}, variant_meta={"tokenizer_sha256": "d" * 64})
     payload = json.loads(invoke("bootstrap", *pair_args(paths), "--samples", "100", "--json").stdout)
     paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
-    assert paired.unit == "byte" and list(paired.n_targets) == list(paired.doc_columns["n_bytes"])
+    assert paired.unit == "byte" and list(paired.n_units) == list(paired.doc_columns["n_bytes"])
     expected = seed_document_interval(paired.baseline, paired.variant, paired.doc_columns["n_bytes"].to_numpy())
     assert payload["unit"] == "byte"
-    assert payload["bits_per_byte_diff"] == pytest.approx(expected.d / math.log(2), rel=1e-12)
-    assert payload["bits_per_byte_diff_ci"] == pytest.approx([end / math.log(2) for end in expected.confidence_interval])
+    assert payload["bits_per_byte_diff"] == pytest.approx(expected.nll_diff_mean / math.log(2), rel=1e-12)
+    assert payload["bits_per_byte_diff_ci"] == pytest.approx([end / math.log(2)
+                                                              for end in expected.confidence_interval])
     assert any("tokenizers differ" in note for note in payload["notes"])
 
 
@@ -191,7 +187,7 @@ def test_one_cluster_gives_the_paired_t_over_seeds_for_that_cluster(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
-    per_seed = (paired.variant - paired.baseline).sum(axis=1) / paired.n_targets.sum()
+    per_seed = (paired.variant - paired.baseline).sum(axis=1) / paired.n_units.sum()
     expected = stats.ttest_1samp(per_seed, 0.0).confidence_interval(0.95)
     assert payload["nll_diff_seed_document_ci"] == pytest.approx([expected.low, expected.high], rel=1e-9)
     assert payload["n_clusters"] == 1 and "on this one cluster" in payload["verdict_explanation"]

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gatedv_stats.stats import metrics
-from gatedv_stats.stats.comparison import compare
 from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import pair_runs
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.comparison import compare
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
 
 SETTINGS = settings(max_examples=30, deadline=None)
 
@@ -42,9 +42,9 @@ def comparison_of(baseline, variant, n_targets, seeds, **kwargs):
 
 
 def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
-    runs = synthetic_runs({"baseline": [40.0, 41.0, 39.5], "gatedv": [39.0, 40.2, 39.4]}, n_docs=64, seed=2)
+    runs = synthetic_runs({"baseline": [40.0, 41.0, 39.5], "gatedv": [39.0, 40.2, 39.4]}, n_docs=64, rng_seed=2)
     paired = pair_runs(runs[:3], runs[3:])
-    result = compare(paired, n_resamples=500, confidence_level=0.9, seed=8)
+    result = compare(paired, n_resamples=500, confidence_level=0.9, rng_seed=8)
     payload = result.to_dict()
     assert list(payload)[:15] == ["baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll_diff_mean",
                                   "nll_diff_ci", "ci_level", "ci_method", "bootstrap_samples", "bootstrap_seed", "wins",
@@ -52,7 +52,7 @@ def test_to_dict_has_exactly_the_issue_keys_and_agrees_with_the_parts():
     assert payload["delta_p"] == pytest.approx(np.mean([39.0, 40.2, 39.4]) / np.mean([40.0, 41.0, 39.5]) - 1, rel=1e-12)
     assert payload["improved_pairs"] == 3 and payload["n_pairs"] == 3 and payload["n_docs"] == 64
     d = metrics.document_differences(paired.baseline, paired.variant)
-    expected = document_bootstrap(d, paired.n_targets, n_resamples=500, confidence_level=0.9, seed=8)
+    expected = document_bootstrap(d, paired.n_units, n_resamples=500, confidence_level=0.9, rng_seed=8)
     assert payload["nll_diff_ci"] == list(expected.confidence_interval)
     assert payload["nll_diff_mean"] == pytest.approx(expected.statistic, rel=1e-12)
     assert (payload["ci_level"], payload["ci_method"], payload["bootstrap_samples"], payload["bootstrap_seed"]) == (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gatedv_stats.errors import InputError
-from trainer.corpus import BUILTIN_STDLIB, ReadCounts, open_corpus, url_domain
+from trainer.data.corpus import BUILTIN_STDLIB, ReadCounts, open_corpus, url_domain
 
 
 def test_stdlib_corpus_lists_library_sources_without_test_suites():

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gatedv_stats.errors import InputError
 from gatedv_stats.io.curvefiles import read_curve_file, read_curve_inputs
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
 from gatedv_stats.stats.curves import curve_delta_p, final_quarter_ppl
-from gatedv_stats.errors import InputError
 
 
 def curve_table(seeds=(1, 2, 3), steps=(0, 100, 200, 300, 400), lrs=(0.001,)) -> pd.DataFrame:
@@ -76,7 +76,8 @@ def test_final_quarter_table_matches_a_loop():
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda f: f.drop(columns=["dev_nll"]), "missing column 'dev_nll'"),
-    (lambda f: f.assign(dev_nll=["x"] + [1.0] * (len(f) - 1)), "row 1: dev_nll 'x' is not a finite non-negative number"),
+    (lambda f: f.assign(dev_nll=["x"] + [1.0] * (len(f) - 1)),
+     "row 1: dev_nll 'x' is not a finite non-negative number"),
     (lambda f: f.assign(step=[0.5] + [1] * (len(f) - 1)), "row 1: step 0.5 is not a non-negative integer"),
     (lambda f: pd.concat([f, f.iloc[:1]]), "appears twice"),
     (lambda f: f.iloc[:0], "no rows"),

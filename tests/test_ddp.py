@@ -11,10 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from interrupting import STOPS, stop_while_training
 
-from trainer.checkpoint import load_checkpoint
-from trainer.train import RunSpec, Runtime, train
+from interrupting import STOPS, stop_while_training
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,12 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_two_gloo_processes_match_one_process(prepared_data, tmp_path):
     args = dict(lr=0.01, updates=4, eval_every=2, batch_size=2)
     single = tmp_path / "single"
-    train(RunSpec.make(prepared_data, "tiny", "gatedv", 5, **args), single, runtime=Runtime(device="cpu", progress=False))
+    train(RunSpec.make(prepared_data, "tiny", "gatedv", 5, **args), single,
+          runtime=Runtime(device="cpu", progress=False))
 
     parallel = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               f"--log-dir={tmp_path / 'torchrun'}", str(ROOT / "cli.py"), "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv",
+               f"--log-dir={tmp_path / 'torchrun'}", str(ROOT / "cli.py"), "train", "--data", str(prepared_data),
+               "--config", "tiny", "--variant", "gatedv",
                "--seed", "5", "--lr", "0.01", "--updates", "4", "--eval-every", "2", "--batch-size", "2",
                "--device", "cpu", "--out", str(parallel), "--json"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -85,7 +90,7 @@ def test_an_interrupted_data_parallel_run_stops_every_rank_after_the_same_update
 SCHEDULER_RANK = """
 import os, signal, sys
 from pathlib import Path
-from trainer.checkpoint import load_checkpoint
+from trainer.run.checkpoint import load_checkpoint
 
 run_dir, rank = Path(sys.argv[1]), int(os.environ["RANK"])
 

@@ -5,13 +5,15 @@ import shutil
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 import cli
-from trainer.demo import DemoResult
-from trainer.train import RECIPES
+from demo import DemoResult
+from trainer.run.recipe import RECIPES
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end(prepared_data, tmp_path):
     out = tmp_path / "demo"
     shutil.copytree(prepared_data, out / "data")  # a prepared data directory in place is used as it is
@@ -50,7 +52,8 @@ def test_demo_runs_end_to_end(prepared_data, tmp_path):
 def test_bad_demo_options_are_one_line(tmp_path):
     runner = CliRunner()
     few = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--seeds", "1"])
-    assert few.exit_code == 2 and few.stderr.strip() == "error: --seeds: a paired comparison needs at least 2 seeds, got 1"
+    assert few.exit_code == 2 and few.stderr.strip() == (
+        "error: --seeds: a paired comparison needs at least 2 seeds, got 1")
     none = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--updates", "0"])
     assert none.exit_code == 2 and none.stderr.strip() == "error: --updates: must be at least 1, got 0"
     many = runner.invoke(cli.app, ["demo", "--out", str(tmp_path), "--seeds", "99999999999999999999"])
@@ -61,6 +64,7 @@ def test_bad_demo_options_are_one_line(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_a_demo_with_fewer_seeds_than_an_earlier_one_in_its_directory_uses_only_its_own(prepared_data, tmp_path):
     out = tmp_path / "demo"
     shutil.copytree(prepared_data, out / "data")

@@ -7,18 +7,22 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
-from trainer.evaluate import evaluate_checkpoint
-from trainer.train import RunSpec, Runtime, train
+from trainer.run.evaluate import evaluate_checkpoint
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # The tiny model's first update, from the device setup the trainer uses: its loss and every gradient.
 FIRST_UPDATE = """
 import hashlib, torch
-from trainer.device import select_device
-from trainer.model import build_model, model_config
+from trainer.run.device import select_device
+from trainer.model.transformer import build_model, model_config
 
 device = select_device("cpu")
 model = build_model(model_config("tiny", "gatedv"), 3, device)

@@ -15,8 +15,8 @@ import torch
 from typer.testing import CliRunner
 
 import cli
-import trainer.train as train_module
-from trainer.checkpoint import load_checkpoint, non_finite_state
+import trainer.run.train as train_module
+from trainer.run.checkpoint import load_checkpoint, non_finite_state
 
 
 def train_cli(data, run_dir, *args: str):
@@ -49,6 +49,7 @@ def assert_nothing_non_finite(run_dir, saved_update: int) -> pd.DataFrame:
     return curve
 
 
+@pytest.mark.slow
 def test_a_huge_learning_rate_stops_before_a_non_finite_value_is_written(prepared_data, tmp_path):
     """With --eval-every 1 --lr 1e3 every update writes a checkpoint; the bad gradients never reach one."""
     run_dir = tmp_path / "run"
@@ -58,6 +59,7 @@ def test_a_huge_learning_rate_stops_before_a_non_finite_value_is_written(prepare
     assert_nothing_non_finite(run_dir, saved)
 
 
+@pytest.mark.slow
 def test_non_finite_gradients_stop_the_update_that_made_them(prepared_data, tmp_path, monkeypatch):
     """A finite loss whose gradient is NaN (d/dx sqrt(x - x) at 0) at the third update."""
     calls = []
@@ -79,6 +81,7 @@ def test_non_finite_gradients_stop_the_update_that_made_them(prepared_data, tmp_
     assert list(assert_nothing_non_finite(run_dir, 2)["step"]) == [0, 2]
 
 
+@pytest.mark.slow
 def test_non_finite_weights_after_a_step_are_never_recorded(prepared_data, tmp_path, monkeypatch):
     """The optimizer step of update 4 (a curve update) leaves an infinite weight: no row 4, no checkpoint 4."""
     original = train_module.make_optimizer
@@ -107,6 +110,7 @@ def test_non_finite_weights_after_a_step_are_never_recorded(prepared_data, tmp_p
     assert list(assert_nothing_non_finite(run_dir, 2)["step"]) == [0, 2]
 
 
+@pytest.mark.slow
 def test_a_non_finite_development_nll_is_never_appended(prepared_data, tmp_path, monkeypatch):
     calls = []
     original = train_module.document_loss_sums
@@ -124,6 +128,7 @@ def test_a_non_finite_development_nll_is_never_appended(prepared_data, tmp_path,
     assert list(assert_nothing_non_finite(run_dir, 0)["step"]) == [0]
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_non_finite_checkpoint_in_one_line(prepared_data, tmp_path):
     run_dir = tmp_path / "run"
     assert train_cli(prepared_data, run_dir, "--updates", "4", "--eval-every", "2", "--stop-after", "2").exit_code == 0
@@ -138,6 +143,7 @@ def test_resume_refuses_a_non_finite_checkpoint_in_one_line(prepared_data, tmp_p
     assert torch.load(path, weights_only=True)["update"] == 2  # left as it was
 
 
+@pytest.mark.slow
 def test_resume_also_checks_the_optimizer_state(prepared_data, tmp_path):
     run_dir = tmp_path / "run"
     assert train_cli(prepared_data, run_dir, "--updates", "4", "--eval-every", "2", "--stop-after", "2").exit_code == 0

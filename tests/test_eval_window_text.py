@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from gatedv_stats.errors import InputError
-from trainer.data import PreparedData, read_eval_set
-from trainer.prepare import prepare
-from trainer.tokenizer import load_tokenizer, save_tokenizer, token_bytes, train_tokenizer
+from trainer.data.prepare import prepare
+from trainer.data.prepared import PreparedData, read_eval_set
+from trainer.data.tokenizer import load_tokenizer, save_tokenizer, token_bytes, train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,8 @@ def byte_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("byte-data")
     tokenizer = root / "tokenizer.json"
     save_tokenizer(train_tokenizer(["QZ" * 50], 257), tokenizer)
-    documents = {"good": "c" * 300 + " caf\u00e9\n", "context": "\u00e9" + "a" * 300, "end": "a" * 256 + "\U0001f642" * 20}
+    documents = {"good": "c" * 300 + " caf\u00e9\n", "context": "\u00e9" + "a" * 300,
+                 "end": "a" * 256 + "\U0001f642" * 20}
     for group in range(16):
         for name, text in documents.items():
             path = root / "corpus" / f"g{group:02d}" / f"{name}.txt"

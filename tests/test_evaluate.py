@@ -11,10 +11,11 @@ from typer.testing import CliRunner
 
 import cli
 from gatedv_stats.io.lossfiles import read_loss_file
-from trainer.checkpoint import load_checkpoint
-from trainer.data import PreparedData, write_eval_set
-from trainer.model import Transformer, build_model, model_config
-from trainer.train import RunSpec, Runtime, train
+from trainer.data.prepared import PreparedData, write_eval_set
+from trainer.model.transformer import Transformer, build_model, model_config
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,9 @@ def _evaluate(checkpoint, out, *args):
     return json.loads(result.stdout), read_loss_file(out)
 
 
+@pytest.mark.slow
 def test_loss_sums_equal_a_direct_computation_with_the_spec_metadata(checkpoint, prepared_data, tmp_path):
-    summary, run = _evaluate(checkpoint, tmp_path / "dev.parquet", "--set", "dev")
+    summary, run = _evaluate(checkpoint, tmp_path / "dev.parquet", "--eval-set", "dev")
     data = PreparedData.open(prepared_data)
     dev = data.eval_set("dev")
     model = load_checkpoint(checkpoint).model
@@ -62,9 +64,10 @@ def test_loss_sums_equal_a_direct_computation_with_the_spec_metadata(checkpoint,
     assert summary["nll"] == pytest.approx(run.docs["loss_sum"].sum() / run.docs["n_targets"].sum(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_value_act_override_changes_only_the_values(checkpoint, tmp_path):
-    _, linear = _evaluate(checkpoint, tmp_path / "linear.parquet", "--set", "heldout")
-    _, swapped = _evaluate(checkpoint, tmp_path / "silu.parquet", "--set", "heldout", "--value-act", "silu")
+    _, linear = _evaluate(checkpoint, tmp_path / "linear.parquet", "--eval-set", "heldout")
+    _, swapped = _evaluate(checkpoint, tmp_path / "silu.parquet", "--eval-set", "heldout", "--value-act", "silu")
     # The same weights in a model built as GatedV (SiLU values, everything else the baseline's).
     gated = build_model(model_config("tiny", "gatedv"), 0)
     gated.load_state_dict(load_checkpoint(checkpoint).model.state_dict())
@@ -75,22 +78,25 @@ def test_value_act_override_changes_only_the_values(checkpoint, tmp_path):
     assert swapped.meta["eval_set"] == "heldout"
 
 
+@pytest.mark.slow
 def test_documents_go_through_in_batches(checkpoint, tmp_path, monkeypatch):
-    _, whole = _evaluate(checkpoint, tmp_path / "whole.parquet", "--set", "dev", "--batch-size", "16")
+    _, whole = _evaluate(checkpoint, tmp_path / "whole.parquet", "--eval-set", "dev", "--batch-size", "16")
     sizes = []
     hidden_states = Transformer.hidden_states
-    monkeypatch.setattr(Transformer, "hidden_states", lambda self, idx: sizes.append(len(idx)) or hidden_states(self, idx))
-    _, batched = _evaluate(checkpoint, tmp_path / "batched.parquet", "--set", "dev", "--batch-size", "3")
+    monkeypatch.setattr(Transformer, "hidden_states",
+                        lambda self, idx: sizes.append(len(idx)) or hidden_states(self, idx))
+    _, batched = _evaluate(checkpoint, tmp_path / "batched.parquet", "--eval-set", "dev", "--batch-size", "3")
     assert sizes == [3, 3, 2]  # 8 documents, never more than 3 windows of logits at once
     np.testing.assert_allclose(batched.docs["loss_sum"], whole.docs["loss_sum"], rtol=1e-6)
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--value-act", "tanh"], "--value-act: 'tanh' is not linear or silu"),
-    (["--set", "nowhere.parquet"], "--set: 'nowhere.parquet' is neither a set of "),
-    (["--set", "held-out"], "(dev, heldout) nor an evaluation-set file"),
+    (["--eval-set", "nowhere.parquet"], "--eval-set: 'nowhere.parquet' is neither a set of "),
+    (["--eval-set", "held-out"], "(dev, heldout) nor an evaluation-set file"),
     (["--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
 ])
+@pytest.mark.slow
 def test_bad_evaluation_input_is_one_line(checkpoint, tmp_path, args, message):
     result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--out", str(tmp_path / "x.parquet"), *args])
     assert result.exit_code == 2 and result.stderr.startswith("error: ")
@@ -107,26 +113,27 @@ def test_a_missing_or_foreign_checkpoint_is_named(tmp_path):
     assert junk.exit_code == 2 and "junk.pt: not a gatedv checkpoint" in junk.stderr
 
 
+@pytest.mark.slow
 def test_a_custom_set_with_foreign_token_ids_is_refused(checkpoint, prepared_data, tmp_path):
     dev = PreparedData.open(prepared_data).eval_set("dev")
     tokens = dev.tokens.copy()
     tokens[0, 5] = 9000
     path = tmp_path / "foreign.parquet"
     write_eval_set(path, "foreign", dev.doc_ids, dev.domains, tokens, dev.n_bytes)
-    result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--set", str(path), "--out",
+    result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--eval-set", str(path), "--out",
                                           str(tmp_path / "x.parquet")])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {path}: token id 9000 is outside the model's vocabulary of 8192"
     # The same set within the vocabulary evaluates under its own name.
     write_eval_set(path, "foreign", dev.doc_ids, dev.domains, dev.tokens, dev.n_bytes)
-    summary, run = _evaluate(checkpoint, tmp_path / "custom.parquet", "--set", str(path))
+    summary, run = _evaluate(checkpoint, tmp_path / "custom.parquet", "--eval-set", str(path))
     assert run.meta["eval_set"] == "foreign" and summary["n_docs"] == len(dev.doc_ids)
 
 
 def _refused(checkpoint, tmp_path, set_path):
     """The one `error:` line of an evaluation on the set file `set_path`; no loss file is written."""
     out = tmp_path / "refused.parquet"
-    result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--set", str(set_path), "--out", str(out),
+    result = CliRunner().invoke(cli.app, ["evaluate", str(checkpoint), "--eval-set", str(set_path), "--out", str(out),
                                           "--device", "cpu"])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
@@ -171,6 +178,7 @@ def _with_column(table, name, values, kind=None):
      "row 1: `domain` is null; it must be a string"),
 ], ids=["float-tokens", "string-tokens", "scalar-tokens", "nested-tokens", "null-in-tokens", "negative-token",
         "string-n_bytes", "float-n_bytes", "null-n_bytes", "null-doc_id", "float-doc_id", "null-domain"])
+@pytest.mark.slow
 def test_a_malformed_set_file_is_one_line_naming_the_row_and_field(checkpoint, prepared_data, tmp_path, change,
                                                                    message):
     import pyarrow.parquet as pq
@@ -189,8 +197,9 @@ def _without_metadata(source, target):
     return target
 
 
+@pytest.mark.slow
 def test_a_set_file_tokenized_with_another_tokenizer_is_refused(checkpoint, prepared_data, web_corpus, tmp_path):
-    from trainer.prepare import prepare
+    from trainer.data.prepare import prepare
 
     other = prepare(str(web_corpus["jsonl"]), tmp_path / "other", eval_docs=3, vocab_size=320, progress=False)
     theirs, ours = other.manifest["tokenizer"]["sha256"], PreparedData.open(prepared_data).tokenizer_sha256
@@ -214,5 +223,5 @@ def test_a_set_file_tokenized_with_another_tokenizer_is_refused(checkpoint, prep
     own = _without_metadata(prepared_data / "heldout.parquet", tmp_path / "own.parquet")
     dev = PreparedData.open(prepared_data).eval_set("dev")
     for path in (prepared_data / "dev.parquet", own):
-        summary, run = _evaluate(checkpoint, tmp_path / f"{path.stem}-loss.parquet", "--set", str(path))
+        summary, run = _evaluate(checkpoint, tmp_path / f"{path.stem}-loss.parquet", "--eval-set", str(path))
         assert summary["n_docs"] == len(dev)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +18,12 @@ import cli
 import gatedv_stats.io.lossfiles as lossfiles
 from conftest import REQUIRE_SYSTEM_TOOLS, require_program
 from gatedv_stats.errors import InputError
-from gatedv_stats.stats import metrics
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL, validate_docs, write_loss_file
-from gatedv_stats.synthetic import synthetic_runs
-from trainer.checkpoint import save_checkpoint
-from trainer.model import build_model, model_config
+from gatedv_stats.stats import metrics
+from gatedv_stats.testing import synthetic_runs
+from helpers import invoke_with_warnings
+from trainer.model.transformer import build_model, model_config
+from trainer.run.checkpoint import save_checkpoint
 
 N_DOCS = 12
 
@@ -33,14 +33,6 @@ def strict_loads(text: str) -> object:
     def reject(token: str) -> None:
         raise ValueError(f"non-standard JSON constant {token}")
     return json.loads(text, parse_constant=reject)
-
-
-def invoke(*args: str):
-    """Run the CLI; every Python warning raised meanwhile is returned too (pytest would otherwise swallow it)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = CliRunner().invoke(cli.app, [str(arg) for arg in args])
-    return result, [str(warning.message) for warning in caught]
 
 
 def assert_one_error(result, caught: list[str], *fragments: str) -> str:
@@ -56,12 +48,14 @@ def assert_one_error(result, caught: list[str], *fragments: str) -> str:
 def write_runs(root: Path, seeds=(1, 2, 3)) -> None:
     """Baseline and gatedv loss files of `seeds`, plus files a run tree also holds that are no loss files."""
     runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9, 30.2][:len(seeds)],
-                           "gatedv": [29.5, 29.9, 29.7, 29.6][:len(seeds)]}, n_docs=N_DOCS, seed=4, seeds=list(seeds))
+                           "gatedv": [29.5, 29.9, 29.7, 29.6][:len(seeds)]}, n_docs=N_DOCS, rng_seed=4,
+                          seeds=list(seeds))
     for run in runs:
         write_loss_file(root / run.arm / f"seed{run.seed}" / "dev.parquet", run.docs, {**run.meta, "eval_set": "dev"})
     # An evaluation set (a data directory's dev.parquet) and a curve: readable, without loss_sum, not loss files.
     (root / "data").mkdir()
-    pd.DataFrame({"doc_id": ["a", "b"], "domain": ["x", "y"], "n_bytes": [3, 4]}).to_parquet(root / "data" / "dev.parquet")
+    pd.DataFrame({"doc_id": ["a", "b"], "domain": ["x", "y"], "n_bytes": [3, 4]}).to_parquet(
+        root / "data" / "dev.parquet")
     pd.DataFrame({"arm": ["baseline"], "seed": [1], "lr": [0.001], "step": [0], "dev_nll": [9.0]}).to_csv(
         root / "baseline" / "seed1" / "curve.csv", index=False)
 
@@ -109,7 +103,8 @@ def test_an_unreadable_file_in_a_directory_is_an_error_naming_it(kind, tmp_path,
     write_runs(tmp_path)
     make, reason = UNREADABLE[kind]
     bad = make(tmp_path, monkeypatch)
-    result, caught = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv")
+    result, caught = invoke_with_warnings("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm",
+                                          "gatedv")
     assert_one_error(result, caught, f"error: {bad}: ", reason)
 
 
@@ -130,7 +125,7 @@ def test_a_directory_that_cannot_be_listed_is_an_error_naming_it(command, tmp_pa
         monkeypatch.setattr(os, "scandir", scandir)
     denied.chmod(0)
     try:
-        result, caught = invoke(*(arg.format(root=tmp_path) for arg in command))
+        result, caught = invoke_with_warnings(*(arg.format(root=tmp_path) for arg in command))
     finally:
         denied.chmod(0o755)
     assert_one_error(result, caught, f"error: {denied}: cannot list the directory: Permission denied")
@@ -138,8 +133,8 @@ def test_a_directory_that_cannot_be_listed_is_an_error_naming_it(command, tmp_pa
 
 def test_readable_files_without_loss_sum_are_not_loss_files(tmp_path):
     write_runs(tmp_path)
-    result, caught = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--json",
-                            "--samples", "100")
+    result, caught = invoke_with_warnings("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm",
+                                          "gatedv", "--json", "--samples", "100")
     assert result.exit_code == 0, result.output
     assert strict_loads(result.stdout)["n_pairs"] == 3 and result.stderr == "" and caught == []
 
@@ -155,7 +150,8 @@ SKIPPING = {
                   lambda payload: payload["n_pairs"]),
     "analyze": (["--baseline", "{root}", "--variant", "{root}/gatedv", "--baseline-arm", "baseline", "--samples",
                  "100", "--permutations", "100"], lambda payload: payload["comparison"]["n_pairs"]),
-    "arms": (["{root}", "--reference", "baseline", "--permutations", "100"], lambda payload: payload["arms"][0]["n_pairs"]),
+    "arms": (["{root}", "--reference", "baseline", "--permutations", "100"],
+             lambda payload: payload["arms"][0]["n_pairs"]),
     "plan": (["{root}", "--effect", "0.02"], lambda payload: payload["n_seeds"]),
 }
 
@@ -165,9 +161,9 @@ def test_skip_unreadable_warns_lists_them_and_gives_the_complete_result(command,
     unreadable = _with_every_unreadable(tmp_path, monkeypatch)
     arguments, n_pairs = SKIPPING[command]
     args = [command, *(arg.format(root=tmp_path) for arg in arguments)]
-    result, caught = invoke(*args, "--json")
+    result, caught = invoke_with_warnings(*args, "--json")
     assert_one_error(result, caught, unreadable[0])  # without the flag: the first of them, by path
-    result, caught = invoke(*args, "--json", "--skip-unreadable")
+    result, caught = invoke_with_warnings(*args, "--json", "--skip-unreadable")
     assert result.exit_code == 0, result.output
     warned = [line for line in result.stderr.splitlines() if line.startswith("warning: skipped unreadable")]
     assert [line.split()[3].rstrip(":") for line in warned] == unreadable and caught == []
@@ -181,10 +177,10 @@ def test_report_lists_the_skipped_files_in_its_provenance(tmp_path, monkeypatch)
     unreadable = _with_every_unreadable(tmp_path, monkeypatch)
     out = tmp_path / "report.md"
     args = ["report", tmp_path, "--format", "md", "--samples", "100", "--out", out]
-    result, caught = invoke(*args)
+    result, caught = invoke_with_warnings(*args)
     assert_one_error(result, caught, unreadable[0])
     assert not out.exists()
-    result, caught = invoke(*args, "--skip-unreadable")
+    result, caught = invoke_with_warnings(*args, "--skip-unreadable")
     assert result.exit_code == 0, result.output
     assert result.stderr.count("warning: skipped unreadable") == 3 and result.stdout.strip() == f"wrote {out}"
     provenance = out.read_text().split("Provenance", 1)[1]
@@ -202,15 +198,15 @@ def _overflowing_runs(root: Path, loss_sum: float) -> list[str]:
         args.append(flag)
         for seed in (1, 2, 3):
             path = root / f"{arm}{seed}.csv"
-            pd.DataFrame({"doc_id": [f"d{i}" for i in range(5)], "n_targets": 256, "loss_sum": loss_sum * (1 + seed / 1000),
-                          "arm": arm, "seed": seed}).to_csv(path, index=False)
+            pd.DataFrame({"doc_id": [f"d{i}" for i in range(5)], "n_targets": 256,
+                          "loss_sum": loss_sum * (1 + seed / 1000), "arm": arm, "seed": seed}).to_csv(path, index=False)
             args.append(str(path))
     return args
 
 
 @pytest.mark.parametrize("command", ["bootstrap", "analyze"])
 def test_loss_sums_near_the_float64_limit_are_one_row_naming_error_without_warnings(command, tmp_path):
-    result, caught = invoke(command, *_overflowing_runs(tmp_path, 1e308), "--json")
+    result, caught = invoke_with_warnings(command, *_overflowing_runs(tmp_path, 1e308), "--json")
     assert_one_error(result, caught, f"{tmp_path / 'baseline1.csv'}: row 1: loss_sum is more than "
                                      f"{MAX_TARGET_NLL:g} nats per target")
 
@@ -237,7 +233,7 @@ PAIR = ["--baseline-arm", "baseline", "--variant-arm", "gatedv", "--samples", "1
 def test_loss_sums_at_the_limit_compute(command, tmp_path):
     """Every accepted input computes: the bound keeps sums and squares of perplexities finite."""
     table = _runs_at_the_limit(tmp_path)
-    result, caught = invoke(*(arg.format(table=table, root=tmp_path) for arg in command))
+    result, caught = invoke_with_warnings(*(arg.format(table=table, root=tmp_path) for arg in command))
     assert result.exit_code == 0 and caught == [], result.output
 
 
@@ -245,7 +241,7 @@ def test_loss_sums_at_the_limit_compute(command, tmp_path):
 def test_a_floating_point_fault_in_the_statistics_is_one_error_line(command, tmp_path, monkeypatch):
     """A statistic that overflows (here perplexities made to) ends as one line, without a warning."""
     monkeypatch.setattr(metrics, "perplexity", lambda nll: np.exp(np.asarray(nll, dtype=np.float64) * 1000))
-    result, caught = invoke(command, *_overflowing_runs(tmp_path, 5 * 256), "--samples", "100", "--json")
+    result, caught = invoke_with_warnings(command, *_overflowing_runs(tmp_path, 5 * 256), "--samples", "100", "--json")
     assert_one_error(result, caught, "error: numerical failure (overflow encountered in")
 
 
@@ -279,12 +275,13 @@ def _check_strict(result) -> dict:
     return strict_loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_training_and_evaluation_json_is_strict(tiny_run, prepared_data, tmp_path):
     run_dir, train_json = tiny_run
     assert math.isfinite(strict_loads(train_json)["dev_nll"])
     runner = CliRunner()
-    _check_strict(runner.invoke(cli.app, ["evaluate", str(run_dir / "checkpoint.pt"), "--out", str(tmp_path / "d.parquet"),
-                                          "--device", "cpu", "--json"]))
+    _check_strict(runner.invoke(cli.app, ["evaluate", str(run_dir / "checkpoint.pt"), "--out",
+                                          str(tmp_path / "d.parquet"), "--device", "cpu", "--json"]))
     _check_strict(runner.invoke(cli.app, ["moments", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
                                           "--windows", "2", "--device", "cpu", "--json"]))
     _check_strict(runner.invoke(cli.app, ["params", "--config", "small", "--json"]))
@@ -297,6 +294,7 @@ def test_training_and_evaluation_json_is_strict(tiny_run, prepared_data, tmp_pat
                                                  "8", "--max-docs", "100", "--json"]))["reused"] is True
 
 
+@pytest.mark.slow
 def test_bench_json_is_strict(tmp_path):
     paths = []
     for variant in ("baseline", "gatedv"):
@@ -310,6 +308,7 @@ def test_bench_json_is_strict(tmp_path):
     strict_loads((tmp_path / "bench.json").read_text())
 
 
+@pytest.mark.slow
 def test_sweep_and_select_lr_json_after_a_diverged_run_is_strict(prepared_data, tmp_path):
     """The learning rate 1e3 diverges: its status is diverged and its development NLL null, listed as such."""
     grid = tmp_path / "grid.toml"
@@ -325,7 +324,7 @@ def test_sweep_and_select_lr_json_after_a_diverged_run_is_strict(prepared_data, 
 
 def test_demo_json_is_strict_with_an_undefined_throughput(tmp_path, monkeypatch):
     """The demo's own work is tested in test_demo.py; here a result with a NaN goes through the command."""
-    import trainer.demo as demo
+    import demo
 
     result = demo.DemoResult(out=str(tmp_path), corpus="c", updates=1, seeds=(1, 2), eval_docs={"dev": 1},
                              comparisons={}, reports=(), wall_seconds=1.0, tokens_per_second=math.nan,
@@ -343,14 +342,14 @@ def test_demo_json_is_strict_with_an_undefined_throughput(tmp_path, monkeypatch)
 def test_statistics_json_with_one_seed_is_strict_and_leaves_the_undefined_null(command, tmp_path):
     write_runs(tmp_path, seeds=(1,))
     b, v = tmp_path / "baseline" / "seed1" / "dev.parquet", tmp_path / "gatedv" / "seed1" / "dev.parquet"
-    result, caught = invoke(*[arg.format(b=b, v=v) for arg in command], "--json")
+    result, caught = invoke_with_warnings(*[arg.format(b=b, v=v) for arg in command], "--json")
     _check_strict(result)
     assert ": null" in result.stdout and caught == []  # seed-level spreads and tests are undefined for one seed
 
 
 def test_plan_json_is_strict(tmp_path):
     write_runs(tmp_path, seeds=(1, 2))
-    result, _ = invoke("plan", tmp_path, "--effect", "0.02", "--json")
+    result, _ = invoke_with_warnings("plan", tmp_path, "--effect", "0.02", "--json")
     assert _check_strict(result)["baseline_arm"] == "baseline"
 
 
@@ -394,12 +393,12 @@ def test_a_failure_after_skipping_unreadable_files_still_names_them(tmp_path, mo
     write_runs(tmp_path)
     unreadable = tmp_path / "gatedv" / "seed2" / "dev.parquet"
     unreadable.write_bytes(b"not parquet")
-    result, _ = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv",
-                       "--skip-unreadable")
+    result, _ = invoke_with_warnings("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv",
+                                     "--skip-unreadable")
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith(f"warning: skipped unreadable {unreadable}: ")
     assert lines[1].startswith("error: seeds present in one arm only: baseline 2")
-    result, _ = invoke("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv",
-                       "--skip-unreadable", "--allow-unpaired", "--samples", "100")
+    result, _ = invoke_with_warnings("bootstrap", tmp_path, "--baseline-arm", "baseline", "--variant-arm", "gatedv",
+                                     "--skip-unreadable", "--allow-unpaired", "--samples", "100")
     assert result.exit_code == 0 and result.stderr.count("warning: skipped unreadable") == 1, result.stderr

@@ -13,7 +13,6 @@ import io
 import json
 import math
 import tempfile
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-import cli
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
+from helpers import invoke_with_warnings
 
 CI_SETTINGS = settings(max_examples=250, deadline=None, derandomize=True, database=None,
                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -80,7 +78,8 @@ def serialise(case: Case) -> None:
             case.sidecar = json.dumps(case.meta).encode("utf-8")
         return
     arrays = [pa.array([None if v is None else str(v) for v in values])  # mixed cells: as text, as a CSV holds them
-              if len({type(v) for v in values if v is not None}) > 1 else pa.array(values) for values in columns.values()]
+              if len({type(v) for v in values if v is not None}) > 1 else pa.array(values)
+              for values in columns.values()]
     table = pa.Table.from_arrays(arrays, names=list(columns))
     if case.meta_in == "file":
         table = table.replace_schema_metadata({key: json.dumps(value) for key, value in case.meta.items()})
@@ -262,11 +261,8 @@ def run_bootstrap(case: Case, through_directory: bool, root: Path):
         path.with_name(path.name + ".json").write_bytes(case.sidecar)
     good = root / "gatedv.csv"
     pd.DataFrame({**good_columns(6), "arm": "gatedv", "seed": 1}).to_csv(good, index=False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = CliRunner().invoke(cli.app, ["bootstrap", "--baseline", str(loss_dir if through_directory else path),
-                                              "--variant", str(good), "--samples", "10"])
-    return result, [str(warning.message) for warning in caught]
+    return invoke_with_warnings("bootstrap", "--baseline", loss_dir if through_directory else path, "--variant", good,
+                                "--samples", "10")
 
 
 def check_one_error_line(case: Case, through_directory: bool) -> None:
@@ -287,6 +283,7 @@ def check_one_error_line(case: Case, through_directory: bool) -> None:
     assert written == expected, (described, written)
 
 
+@pytest.mark.slow
 @CI_SETTINGS
 @given(malformed_loss_files())
 def test_every_malformed_loss_file_is_one_error_line(drawn):

@@ -1,7 +1,6 @@
 """Many runs on one machine: each worker on its own GPU(s) from CUDA_VISIBLE_DEVICES, CPU threads shared out,
 `--jobs 2` on a CPU, and a run trained data parallel by `--gpus-per-run 2` (torchrun, gloo)."""
 
-import json
 import multiprocessing
 import os
 import platform
@@ -14,8 +13,11 @@ from typer.testing import CliRunner
 
 import cli
 from gatedv_stats.errors import InputError
-from trainer import device, launch
-from trainer.train import RunSpec, Runtime, train
+from helpers import sweep_json
+from trainer.grid import launch
+from trainer.run import device
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
 
 GRID = """
 name = "pool"
@@ -82,6 +84,7 @@ def _worker_view(barrier):
     return os.environ.get("CUDA_VISIBLE_DEVICES"), torch.get_num_threads()
 
 
+@pytest.mark.slow
 def test_every_spawned_worker_starts_with_its_own_environment():
     environments = launch.gpu_assignment(["GPU-a", "GPU-b", "GPU-c", "GPU-d"], 2, gpus_per_run=2)
     with multiprocessing.get_context("spawn").Manager() as manager:
@@ -107,6 +110,7 @@ def _page_faults_of_growing_blocks():
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the allocator settings are glibc's")
+@pytest.mark.slow
 def test_workers_keep_freed_memory_instead_of_faulting_it_back():
     with launch.worker_pool([{}], threads=1) as pool:
         retained, worker_faults = pool.submit(_page_faults_of_growing_blocks).result()
@@ -121,19 +125,14 @@ def test_torchrun_trains_one_run_in_k_processes():
     command = launch.torchrun_command("run.pkl", "outcome.json", 4, "scratch/torchrun")
     assert command[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
                             "--log-dir=scratch/torchrun", "-m"]
-    assert command[7:] == ["trainer.launch", "run.pkl", "outcome.json"]
+    assert command[7:] == ["trainer.grid.launch", "run.pkl", "outcome.json"]
 
 
-def _sweep(path, *args):
-    result = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--json", *args])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)["runs"]
-
-
+@pytest.mark.slow
 def test_two_jobs_on_a_cpu_train_the_grid(prepared_data, tmp_path):
     path = tmp_path / "pool.toml"
     path.write_text(GRID.format(data=prepared_data, variants='["baseline", "gatedv"]'))
-    runs = _sweep(path, "--jobs", "2")
+    runs = sweep_json(path, "--device", "cpu", "--jobs", "2")["runs"]
     assert [(run["variant"], run["action"], run["status"]) for run in runs] == [
         ("baseline", "trained", "finished"), ("gatedv", "trained", "finished")]
     for run in runs:
@@ -141,6 +140,7 @@ def test_two_jobs_on_a_cpu_train_the_grid(prepared_data, tmp_path):
         assert run["dev_nll"] == pd.read_csv(os.path.join(run["run_dir"], "curve.csv"))["dev_nll"].iloc[-1]
 
 
+@pytest.mark.slow
 def test_gpus_per_run_trains_data_parallel_and_matches_one_process(prepared_data, tmp_path, monkeypatch):
     path = tmp_path / "ddp.toml"
     path.write_text(GRID.format(data=prepared_data, variants='["gatedv"]'))
@@ -148,7 +148,7 @@ def test_gpus_per_run_trains_data_parallel_and_matches_one_process(prepared_data
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # torchrun and its processes
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process
-    (run,) = _sweep(path, "--gpus-per-run", "2")
+    (run,) = sweep_json(path, "--device", "cpu", "--gpus-per-run", "2")["runs"]
     assert list(scratch.iterdir()) == []  # nothing left behind in the temporary directory
     assert (run["action"], run["status"]) == ("trained", "finished")
     run_dir = tmp_path / "runs" / "gatedv" / "lr0.01" / "seed5"

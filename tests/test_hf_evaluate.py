@@ -13,13 +13,12 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from tiny_hf import save_byte_gpt2, train_and_export
-from typer.testing import CliRunner
 
-import cli
 from gatedv_stats.io.lossfiles import read_loss_file
-from trainer.data import PreparedData
-from trainer.hf_evaluate import token_windows
+from helpers import assert_refused, invoke
+from tiny_hf import save_byte_gpt2, train_and_export
+from trainer.data.prepared import PreparedData
+from trainer.hf.evaluate import token_windows
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +32,8 @@ def exported(prepared_data, tmp_path_factory):
     return train_and_export(prepared_data, tmp_path_factory.mktemp("exported"))
 
 
-def _invoke(*args):
-    return CliRunner().invoke(cli.app, [str(arg) for arg in args])
-
-
 def _evaluate_hf(model, data, out, *args):
-    result = _invoke("evaluate", "--hf", model, "--data", data, "--out", out, "--device", "cpu", "--json", *args)
+    result = invoke("evaluate", "--hf", model, "--data", data, "--out", out, "--device", "cpu", "--json", *args)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout), read_loss_file(out)
 
@@ -111,13 +106,15 @@ def test_a_foreign_tokenizer_scores_the_window_text_after_bos_and_context(prepar
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = save_byte_gpt2(tmp_path / "wide", n_positions=2048, seed=1)  # every window fits: one pass each
-    _, run = _evaluate_hf(model_dir, prepared_data, tmp_path / "heldout.parquet", "--set", "heldout", "--seed", "4")
+    _, run = _evaluate_hf(model_dir, prepared_data, tmp_path / "heldout.parquet", "--eval-set", "heldout",
+                          "--seed", "4")
     heldout = PreparedData.open(prepared_data).eval_set("heldout")
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     expected = []
     for context, target in zip(heldout.context_texts, heldout.target_texts):
-        context_ids, target_ids = tokenizer(context, add_special_tokens=False)["input_ids"], tokenizer(target, add_special_tokens=False)["input_ids"]
+        context_ids = tokenizer(context, add_special_tokens=False)["input_ids"]
+        target_ids = tokenizer(target, add_special_tokens=False)["input_ids"]
         ids = torch.tensor([tokenizer.bos_token_id, *context_ids, *target_ids])
         with torch.no_grad():
             log_probs = model(ids[None, :-1]).logits[0].double().log_softmax(-1)
@@ -136,13 +133,16 @@ def test_a_foreign_tokenizer_scores_the_window_text_after_bos_and_context(prepar
     assert meta["scored_as"] == "window text, encoded by the model's tokenizer" and meta["target_unit"] == "token"
 
 
+@pytest.mark.slow
 def test_the_exported_baseline_scores_exactly_what_gatedv_evaluate_scores(exported, prepared_data, tmp_path):
     checkpoint, model_dir = exported
     assert (model_dir / "tokenizer.json").read_bytes() == (prepared_data / "tokenizer.json").read_bytes()
-    ours = _invoke("evaluate", checkpoint, "--set", "heldout", "--out", tmp_path / "ours.parquet", "--device", "cpu")
+    ours = invoke("evaluate", checkpoint, "--eval-set", "heldout", "--out", tmp_path / "ours.parquet",
+                  "--device", "cpu")
     assert ours.exit_code == 0, ours.stderr
     ours = read_loss_file(tmp_path / "ours.parquet")
-    _, theirs = _evaluate_hf(model_dir, prepared_data, tmp_path / "hf.parquet", "--set", "heldout", "--arm", "base")
+    _, theirs = _evaluate_hf(model_dir, prepared_data, tmp_path / "hf.parquet", "--eval-set", "heldout",
+                             "--arm", "base")
     for column in ("doc_id", "n_targets", "n_bytes", "domain"):
         assert list(theirs.docs[column]) == list(ours.docs[column])
     relative = np.abs(theirs.docs["loss_sum"] / ours.docs["loss_sum"] - 1).max()
@@ -157,7 +157,7 @@ def test_the_exported_baseline_scores_exactly_what_gatedv_evaluate_scores(export
     copy = tmp_path / "resaved"
     shutil.copytree(model_dir, copy)
     (copy / "tokenizer.json").write_text(json.dumps(json.loads((copy / "tokenizer.json").read_text()), indent=1))
-    _, text_run = _evaluate_hf(copy, prepared_data, tmp_path / "text.parquet", "--set", "heldout")
+    _, text_run = _evaluate_hf(copy, prepared_data, tmp_path / "text.parquet", "--eval-set", "heldout")
     heldout = PreparedData.open(prepared_data).eval_set("heldout")
     from transformers import AutoTokenizer
 
@@ -168,6 +168,7 @@ def test_the_exported_baseline_scores_exactly_what_gatedv_evaluate_scores(export
     np.testing.assert_allclose(text_run.docs["loss_sum"][same], ours.docs["loss_sum"][same], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_without_bos_the_first_character_of_a_document_is_context(exported, tmp_path):
     _, model_dir = exported
     text = "import os\nprint(os.getcwd())  # \u00e9t\u00e9\n" * 20
@@ -205,11 +206,7 @@ def test_a_directory_that_is_not_a_whole_model_is_refused(byte_model, prepared_d
 
 def _assert_refused(args, tmp_path, message):
     out = tmp_path / "x.parquet"
-    result = _invoke(*args, "--out", out)
-    assert result.exit_code == 2, result.output
-    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert message in result.stderr, result.stderr
-    assert not out.exists()
+    assert_refused(invoke(*args, "--out", out), out, message)
 
 
 def test_an_old_data_directory_names_the_fix(byte_model, prepared_data, tmp_path):
@@ -221,14 +218,16 @@ def test_an_old_data_directory_names_the_fix(byte_model, prepared_data, tmp_path
                     f"error: {old}: prepared by an older gatedv (gatedv-data-1); run gatedv prepare --force")
 
 
+@pytest.mark.slow
 def test_bad_flags_and_corpora_are_one_line(byte_model, exported, prepared_data, tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n', encoding="utf-8")
     checkpoint, _ = exported
     hf = ["evaluate", "--hf", byte_model, "--data", prepared_data]
     cases = [
-        (["evaluate", "--hf", byte_model, "--data", tmp_path / "bad.jsonl"], f"{tmp_path / 'bad.jsonl'}:2: invalid JSON"),
-        (["evaluate", "--hf", byte_model, "--data", tmp_path / "bad.jsonl", "--set", "dev"],
-         "--set: only with a prepared data directory"),
+        (["evaluate", "--hf", byte_model, "--data", tmp_path / "bad.jsonl"],
+         f"{tmp_path / 'bad.jsonl'}:2: invalid JSON"),
+        (["evaluate", "--hf", byte_model, "--data", tmp_path / "bad.jsonl", "--eval-set", "dev"],
+         "--eval-set: only with a prepared data directory"),
         ([*hf, "--context", "8", "--stride", "9"], "--stride: must be at most the context, 8 (got 9)"),
         ([*hf, "--dtype", "float64"], "--dtype: must be one of float32, bfloat16, float16 (got 'float64')"),
         ([*hf, "--batch-size", "0"], "--batch-size: must be at least 1 (got 0)"),
@@ -262,7 +261,7 @@ def test_a_model_that_sees_later_tokens_is_refused(byte_model, tmp_path):
     args = ["evaluate", "--hf", masked, "--data", tmp_path / "docs.jsonl"]
     # float32: the forward pass shows the leak; a half precision could hide this random model's small one in its
     # rounding, and the config (an encoder's without is_decoder) refuses it.
-    result = _invoke(*args, "--out", tmp_path / "x.parquet")
+    result = invoke(*args, "--out", tmp_path / "x.parquet")
     assert result.exit_code == 2 and not (tmp_path / "x.parquet").exists(), result.output
     assert re.fullmatch(rf"error: {re.escape(str(masked))}: not a causal language model: its prediction at position "
                         r"1 changes with a later token \(its logits move by up to 0\.0\d+ when token 2 changes; "
@@ -293,6 +292,7 @@ def test_weights_that_do_not_fill_the_configured_model_are_refused(byte_model, p
                     f"error: {model_dir}: {message}\n")
 
 
+@pytest.mark.slow
 def test_a_context_past_the_models_positions_is_refused(byte_model, exported, prepared_data, tmp_path):
     _, exported_hf = exported
     for model, context, maximum in ((byte_model, 513, "512 positions (n_positions)"),

@@ -11,9 +11,9 @@ from transformers import LlamaForCausalLM
 from typer.testing import CliRunner
 
 from cli import app
-from trainer.checkpoint import save_checkpoint
-from trainer.hf_export import to_llama
-from trainer.model import build_model, model_config
+from trainer.hf.export import to_llama
+from trainer.model.transformer import build_model, model_config
+from trainer.run.checkpoint import save_checkpoint
 
 
 def _max_logit_diff(model, llama, idx) -> float:

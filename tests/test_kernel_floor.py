@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-_LOADER = importlib.util.spec_from_file_location("kernel_floor", Path(__file__).parents[1] / "bench" / "kernel_floor.py")
+_LOADER = importlib.util.spec_from_file_location("kernel_floor",
+                                                  Path(__file__).parents[1] / "bench" / "kernel_floor.py")
 kernel_floor = importlib.util.module_from_spec(_LOADER)
 _LOADER.loader.exec_module(kernel_floor)
 

@@ -9,15 +9,14 @@ import json
 import pandas as pd
 import pytest
 import torch
-from typer.testing import CliRunner
 
-import cli
 from gatedv_stats.io.lossfiles import read_loss_file
-from trainer.checkpoint import load_checkpoint
-from trainer.knobs import KNOBS
-from trainer.model import build_model, count_parameters, model_config
-from trainer.sweep import experiment_toml, load_experiment
-from trainer.train import RunSpec, recorded_spec
+from helpers import invoke
+from trainer.grid.experiment import experiment_toml, load_experiment
+from trainer.model.knobs import KNOBS
+from trainer.model.transformer import build_model, count_parameters, model_config
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import RunSpec, recorded_spec
 
 SHORT = ["--config", "tiny", "--seed", "3", "--lr", "0.01", "--updates", "2", "--eval-every", "1", "--batch-size", "2",
          "--device", "cpu"]
@@ -25,12 +24,8 @@ K_SILU = ["--variant", "k-silu", "--knob", "key_act=silu", "--knob", "qk_norm=tr
 K_SILU_KNOBS = {"key_act": "silu", "qk_norm": True}
 
 
-def _invoke(*args: str):
-    return CliRunner().invoke(cli.app, list(args))
-
-
 def _train(data, out, *args: str):
-    return _invoke("train", "--data", str(data), "--out", str(out), *SHORT, *args)
+    return invoke("train", "--data", str(data), "--out", str(out), *SHORT, *args)
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +41,13 @@ def knob_run(prepared_data, tmp_path_factory):
     resumed = _train(prepared_data, out, "--variant", "k-silu", "--knob", "qk_norm=True", "--knob", "key_act=silu",
                      "--resume", "--json")
     assert resumed.exit_code == 0, resumed.output
-    evaluated = _invoke("evaluate", str(out / "checkpoint.pt"), "--set", "dev", "--out", str(out / "dev.parquet"),
-                        "--device", "cpu")
+    evaluated = invoke("evaluate", str(out / "checkpoint.pt"), "--eval-set", "dev", "--out", str(out / "dev.parquet"),
+                       "--device", "cpu")
     assert evaluated.exit_code == 0, evaluated.output
     return out, refused, json.loads(resumed.stdout)
 
 
+@pytest.mark.slow
 def test_run_json_checkpoint_and_curve_carry_the_name_and_knobs(knob_run):
     out, _, resumed = knob_run
     assert resumed["status"] == "finished" and resumed["update"] == 2
@@ -68,6 +64,7 @@ def test_run_json_checkpoint_and_curve_carry_the_name_and_knobs(knob_run):
     assert set(pd.read_csv(out / "curve.csv")["arm"]) == {"k-silu"}
 
 
+@pytest.mark.slow
 def test_loss_file_metadata_names_the_variant_and_its_knobs(knob_run):
     out, _, _ = knob_run
     meta = read_loss_file(out / "dev.parquet").meta
@@ -75,6 +72,7 @@ def test_loss_file_metadata_names_the_variant_and_its_knobs(knob_run):
     assert meta["config"]["variant"] == "k-silu" and meta["config"]["key_act"] == "silu"
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_knob_set_in_one_line(knob_run):
     out, refused, _ = knob_run
     checkpoint = out / "checkpoint.pt"
@@ -142,13 +140,14 @@ key_act = "silu"
 def knob_grid(prepared_data, tmp_path_factory):
     path = tmp_path_factory.mktemp("knob-grid") / "knobs.toml"
     path.write_text(GRID.format(data=prepared_data))
-    first = _invoke("sweep", str(path), "--device", "cpu", "--json")
+    first = invoke("sweep", str(path), "--device", "cpu", "--json")
     assert first.exit_code == 0, first.output
-    again = _invoke("sweep", str(path), "--device", "cpu")
+    again = invoke("sweep", str(path), "--device", "cpu")
     assert again.exit_code == 0, again.output
     return path, json.loads(first.stdout), again.stdout
 
 
+@pytest.mark.slow
 def test_sweep_trains_a_table_variant_and_prints_each_variants_parameters(knob_grid):
     path, first, again = knob_grid
     count = count_parameters(build_model(model_config("tiny"), 0, "meta"))
@@ -163,6 +162,7 @@ def test_sweep_trains_a_table_variant_and_prints_each_variants_parameters(knob_g
     assert again.count(" skipped ") == 2  # the recorded knobs match the file's on the second sweep
 
 
+@pytest.mark.slow
 def test_experiment_files_with_tables_round_trip(knob_grid, tmp_path):
     path, _, _ = knob_grid
     experiment = load_experiment(path)
@@ -199,7 +199,7 @@ def test_bad_variant_tables_are_one_line_naming_the_file_and_table(prepared_data
     text = GRID.format(data=prepared_data)
     assert change[0] in text
     path.write_text(text.replace(change[0], change[1], 1))
-    result = _invoke("sweep", str(path))
+    result = invoke("sweep", str(path))
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {path}: ")
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()

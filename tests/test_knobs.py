@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
 from gatedv_stats.errors import InputError
-from trainer.knobs import KNOBS, KnobError, parse_knob_options, resolve_variant
-from trainer.model import CONFIGS, GATED_FFN_KINDS, VARIANTS
+from helpers import invoke
+from trainer.model.knobs import KNOBS, KnobError, parse_knob_options, resolve_variant
+from trainer.model.transformer import CONFIGS, GATED_FFN_KINDS, VARIANTS
 
 
 def expected_parameters(size: str, **knobs) -> int:
@@ -27,10 +26,6 @@ def expected_parameters(size: str, **knobs) -> int:
     attention += 2 * dh if knobs.get("qk_norm") else 0
     ffn = (3 if knobs.get("ffn", "swiglu") in GATED_FFN_KINDS else 2) * d * knobs.get("d_ff", cfg.d_ff)
     return cfg.vocab_size * d + L * (2 * d + attention + ffn) + d
-
-
-def _params(*args: str):
-    return CliRunner().invoke(app, ["params", *args])
 
 
 def _one_line_error(result, message: str) -> None:
@@ -71,7 +66,8 @@ def test_every_bad_knob_is_one_input_error_naming_it(options, message):
     with pytest.raises(InputError) as caught:
         parse_knob_options(options)
     assert str(caught.value) == message
-    _one_line_error(_params("--config", "small", "--variant", "mine", *[f"--knob={o}" for o in options]), message)
+    _one_line_error(invoke("params", "--config", "small", "--variant", "mine", *[f"--knob={o}" for o in options]),
+                    message)
 
 
 NAMING = [
@@ -95,7 +91,7 @@ def test_a_changed_preset_or_a_bad_new_name_is_refused(variant, knobs, message):
     if variant != "all":  # `params --variant all` is every preset (its --knob error: below)
         options = [f"--knob={name}={value}" for name, value in knobs.items()]
         flagged = f"--knob {message}" if isinstance(caught.value, KnobError) else message  # the size's limits
-        _one_line_error(_params("--config", "small", "--variant", variant, *options), flagged)
+        _one_line_error(invoke("params", "--config", "small", "--variant", variant, *options), flagged)
 
 
 def test_knobs_that_leave_a_preset_as_it_is_are_dropped_and_a_new_name_needs_one():
@@ -107,9 +103,9 @@ def test_knobs_that_leave_a_preset_as_it_is_are_dropped_and_a_new_name_needs_one
     with pytest.raises(InputError, match=r"^variant: unknown variant 'k-silu' \(presets: baseline, .*a new name "
                        r"needs at least one knob\)$"):
         resolve_variant("small", "k-silu")
-    _one_line_error(_params("--variant", "k-silu"), "--variant: unknown variant 'k-silu' (choose from "
+    _one_line_error(invoke("params", "--variant", "k-silu"), "--variant: unknown variant 'k-silu' (choose from "
                     f"{', '.join(VARIANTS)}, all; a new name needs at least one --knob)")
-    _one_line_error(_params("--knob", "key_act=silu"),
+    _one_line_error(invoke("params", "--knob", "key_act=silu"),
                     "--knob: needs one --variant name (a new one, or the preset they leave as it is), not all")
 
 
@@ -130,7 +126,7 @@ CUSTOM = [
 @pytest.mark.parametrize("knobs", CUSTOM, ids=[",".join(f"{k}={v}" for k, v in c.items()) for c in CUSTOM])
 def test_params_counts_a_variant_of_your_own_exactly(size, knobs):
     options = [arg for name, value in knobs.items() for arg in ("--knob", f"{name}={str(value).lower()}")]
-    result = _params("--config", size, "--variant", "mine", *options, "--json")
+    result = invoke("params", "--config", size, "--variant", "mine", *options, "--json")
     assert result.exit_code == 0, result.output
     table = json.loads(result.stdout)[size]
     assert table["parameters"] == {"mine": expected_parameters(size, **knobs)}
@@ -142,12 +138,12 @@ def test_params_counts_a_variant_of_your_own_exactly(size, knobs):
 def test_matched_ffn_width_keeps_the_baseline_count(size, baseline, relu):
     """d_ff=matched gives an ungated MLP 3/2 of the SwiGLU width: the same parameters, exactly."""
     assert expected_parameters(size) == baseline
-    result = _params("--config", size, "--variant", "gelu-matched", "--knob", "ffn=gelu", "--knob", "d_ff=matched",
-                     "--json")
+    result = invoke("params", "--config", size, "--variant", "gelu-matched", "--knob", "ffn=gelu", "--knob",
+                    "d_ff=matched", "--json")
     table = json.loads(result.stdout)[size]
     assert table["parameters"]["gelu-matched"] == baseline
     assert table["knobs"]["gelu-matched"] == {"ffn": "gelu", "d_ff": CONFIGS[size].d_ff * 3 // 2}
-    alone = json.loads(_params("--config", size, "--variant", "relu", "--knob", "ffn=relu", "--json").stdout)
+    alone = json.loads(invoke("params", "--config", size, "--variant", "relu", "--knob", "ffn=relu", "--json").stdout)
     assert alone[size]["parameters"]["relu"] == relu == expected_parameters(size, ffn="relu")
 
 
@@ -155,26 +151,26 @@ def test_matched_ffn_width_keeps_the_baseline_count(size, baseline, relu):
                                            ("g1-headwise", {"output_gate": "headwise"}),
                                            ("glu-reduced", {"value_gate": "glu", "value_head_dim": 21})])
 def test_preset_counts_agree_with_the_closed_form(variant, knobs):
-    table = json.loads(_params("--config", "small", "--variant", variant, "--json").stdout)["small"]
+    table = json.loads(invoke("params", "--config", "small", "--variant", variant, "--json").stdout)["small"]
     assert table["parameters"][variant] == expected_parameters("small", **knobs)
     assert table["knobs"][variant] == knobs
 
 
 def test_params_table_names_the_knobs_of_a_variant_of_your_own():
-    result = _params("--config", "small", "--variant", "k-silu", "--knob", "key_act=silu")
+    result = invoke("params", "--config", "small", "--variant", "k-silu", "--knob", "key_act=silu")
     assert result.exit_code == 0, result.output
     row = [line for line in result.stdout.splitlines() if "k-silu" in line]
     assert row and row[0].split() == ["k-silu", "(key_act=silu)", "2,328,192"]
 
 
 def test_params_knobs_lists_every_knob_with_its_allowed_values():
-    text = _params("--knobs")
+    text = invoke("params", "--knobs")
     assert text.exit_code == 0, text.output
     lines = {line.split()[0]: line for line in text.stdout.splitlines()[1:] if line.split()}
     for name, knob in KNOBS.items():
         assert name in lines and knob.allowed in lines[name], name
     assert "none, sigmoid, softplus, headwise" in lines["output_gate"] and "matched" in lines["d_ff"]
-    listing = json.loads(_params("--knobs", "--json").stdout)
+    listing = json.loads(invoke("params", "--knobs", "--json").stdout)
     assert list(listing) == list(KNOBS)
     assert listing["output_act"] == {"allowed": "linear, silu", "baseline": "linear", "help": KNOBS["output_act"].help}
     assert listing["qk_norm"]["baseline"] is False and listing["n_kv_heads"]["allowed"] == "a positive integer"

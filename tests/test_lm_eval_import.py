@@ -11,12 +11,11 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from tiny_hf import run_harness, save_byte_gpt2, save_random_llama, train_and_export
-from typer.testing import CliRunner
 
-import cli
 from gatedv_stats.io.lossfiles import read_loss_file
-from trainer.data import PreparedData
+from helpers import assert_refused, invoke
+from tiny_hf import run_harness, save_byte_gpt2, save_random_llama, train_and_export
+from trainer.data.prepared import PreparedData
 
 
 @pytest.fixture(scope="module")
@@ -31,25 +30,17 @@ def harness(prepared_data, tmp_path_factory):
             **run_harness(model, documents, root / "run")}
 
 
-def _invoke(*args):
-    return CliRunner().invoke(cli.app, [str(arg) for arg in args])
-
-
 def _ok(*args):
-    result = _invoke(*args)
+    result = invoke(*args)
     assert result.exit_code == 0, result.stderr
     return result
 
 
 def _assert_refused(args, out, *messages):
-    result = _invoke(*args)
-    assert result.exit_code == 2, result.output
-    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    for message in messages:
-        assert message in result.stderr, result.stderr
-    assert not out.exists()
+    assert_refused(invoke(*args), out, *messages)
 
 
+@pytest.mark.slow
 def test_a_harness_log_becomes_one_loss_file_row_per_document(harness, tmp_path):
     out = tmp_path / "harness.parquet"
     summary = json.loads(_ok("import", "lm-eval", harness["rolling"], "--arm", "bytes", "--seed", "3", "--out", out,
@@ -69,6 +60,7 @@ def test_a_harness_log_becomes_one_loss_file_row_per_document(harness, tmp_path)
     assert summary["bits_per_byte"] == pytest.approx(run.docs["loss_sum"].sum() / np.log(2) / heldout.n_bytes.sum())
 
 
+@pytest.mark.slow
 def test_the_harness_likelihood_equals_evaluate_hf_with_its_windows(harness, tmp_path):
     """The harness scores [EOT] + the document in disjoint windows of the model's length: `evaluate --hf` on the
     same JSONL with --context 512 --stride 512 scores the same tokens with the same inputs."""
@@ -83,12 +75,14 @@ def test_the_harness_likelihood_equals_evaluate_hf_with_its_windows(harness, tmp
 
 @pytest.mark.parametrize(("kind", "task"), [("multiple_choice", "a multiple-choice task"),
                                             ("generation", "a generation (generate_until) task")])
+@pytest.mark.slow
 def test_logs_of_other_task_types_are_refused(harness, tmp_path, kind, task):
     out = tmp_path / "x.parquet"
     _assert_refused(["import", "lm-eval", harness[kind], "--arm", "a", "--out", out], out,
                     f"{harness[kind]}:1: a sample of {task}", "only rolling-loglikelihood (perplexity) tasks")
 
 
+@pytest.mark.slow
 def test_bad_logs_name_the_file_and_line(harness, tmp_path):
     lines = harness["rolling"].read_text(encoding="utf-8").splitlines()
     corrupt = tmp_path / "corrupt.jsonl"
@@ -116,12 +110,13 @@ def three_files(harness, prepared_data, tmp_path_factory):
     _, llama = train_and_export(prepared_data, root)
     files = {"llama": root / "llama.parquet", "bytes": root / "bytes.parquet", "harness": root / "harness.parquet"}
     for name, model in (("llama", llama), ("bytes", harness["model"])):
-        _ok("evaluate", "--hf", model, "--data", prepared_data, "--set", "heldout", "--device", "cpu", "--arm", name,
-            "--out", files[name])
+        _ok("evaluate", "--hf", model, "--data", prepared_data, "--eval-set", "heldout", "--device", "cpu",
+            "--arm", name, "--out", files[name])
     _ok("import", "lm-eval", harness["rolling"], "--arm", "harness", "--out", files["harness"])
     return {"root": root, "llama_dir": llama, **files}
 
 
+@pytest.mark.slow
 def test_models_with_different_tokenizers_and_a_harness_log_pair_by_document(three_files, harness, prepared_data):
     runs = {name: read_loss_file(three_files[name]) for name in ("llama", "bytes", "harness")}
     heldout = harness["heldout"]
@@ -136,9 +131,10 @@ def test_models_with_different_tokenizers_and_a_harness_log_pair_by_document(thr
     assert runs["harness"].meta["target_unit"] == "word" and runs["bytes"].meta["target_unit"] == "token"
 
 
+@pytest.mark.slow
 def test_bootstrap_compares_two_models_of_one_tokenizer(three_files, prepared_data, tmp_path):
     other = save_random_llama(tmp_path / "other", three_files["llama_dir"], seed=5)
-    _ok("evaluate", "--hf", other, "--data", prepared_data, "--set", "heldout", "--device", "cpu", "--out",
+    _ok("evaluate", "--hf", other, "--data", prepared_data, "--eval-set", "heldout", "--device", "cpu", "--out",
         tmp_path / "other.parquet")
     result = json.loads(_ok("bootstrap", "--baseline", three_files["llama"], "--variant", tmp_path / "other.parquet",
                             "--samples", "200", "--json").stdout)
@@ -148,12 +144,13 @@ def test_bootstrap_compares_two_models_of_one_tokenizer(three_files, prepared_da
     assert result["nll_diff_mean"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_harness_log_with_other_documents_names_both_files(harness, three_files, tmp_path):
     lines = harness["rolling"].read_text(encoding="utf-8").splitlines()
     fewer = tmp_path / "samples_gatedv_rolling_fewer.jsonl"
     fewer.write_text("\n".join(lines[:-2]) + "\n", encoding="utf-8")
     _ok("import", "lm-eval", fewer, "--arm", "harness", "--out", tmp_path / "fewer.parquet")
-    result = _invoke("bootstrap", "--baseline", three_files["bytes"], "--variant", tmp_path / "fewer.parquet")
+    result = invoke("bootstrap", "--baseline", three_files["bytes"], "--variant", tmp_path / "fewer.parquet")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "documents differ between paired runs" in result.stderr
     assert str(three_files["bytes"]) in result.stderr and str(tmp_path / "fewer.parquet") in result.stderr
@@ -161,6 +158,7 @@ def test_a_harness_log_with_other_documents_names_both_files(harness, three_file
     assert f"2 doc_ids missing from {tmp_path / 'fewer.parquet'} (first: {', '.join(missing)})" in result.stderr
 
 
+@pytest.mark.slow
 def test_bootstrap_across_tokenizers_compares_bits_per_byte_with_a_verdict(three_files):
     runs = {name: read_loss_file(three_files[name]).docs.set_index("doc_id") for name in ("llama", "bytes", "harness")}
     for baseline, variant in (("llama", "bytes"), ("bytes", "harness")):
@@ -171,8 +169,8 @@ def test_bootstrap_across_tokenizers_compares_bits_per_byte_with_a_verdict(three
         assert result["unit"] == "byte" and result["bits_per_byte_diff"] == pytest.approx(expected, rel=1e-9)
         assert result["verdict"] == "no detectable difference"  # one model each: nothing about new seeds
         assert "One seed pair" in result["verdict_explanation"]
-    refused = _invoke("bootstrap", "--baseline", three_files["llama"], "--variant", three_files["bytes"],
-                      "--unit", "token")
+    refused = invoke("bootstrap", "--baseline", three_files["llama"], "--variant", three_files["bytes"],
+                     "--unit", "token")
     assert refused.exit_code == 2 and "not comparable" in refused.stderr
 
 

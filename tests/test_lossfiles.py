@@ -154,7 +154,8 @@ def test_long_table_errors(tmp_path):
 
 def test_directories_are_searched_for_loss_files_only(tmp_path):
     for arm in ("baseline", "gatedv"):
-        write_loss_file(tmp_path / arm / "run1" / "dev.parquet", docs_frame(), {"arm": arm, "seed": 1, "eval_set": "dev"})
+        write_loss_file(tmp_path / arm / "run1" / "dev.parquet", docs_frame(),
+                        {"arm": arm, "seed": 1, "eval_set": "dev"})
         write_loss_file(tmp_path / arm / "run1" / "heldout.parquet", docs_frame(),
                         {"arm": arm, "seed": 1, "eval_set": "heldout"})
         pd.DataFrame({"arm": [arm], "seed": [1], "lr": [0.1], "step": [0], "dev_nll": [4.0]}).to_csv(

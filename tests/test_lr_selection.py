@@ -77,7 +77,7 @@ def _finished_grid(tmp_path, finals=None):
     """SELECTION_GRID with both runs finished: run.json of each run's spec, a curve at steps 0, 4, 8."""
     import json
 
-    from trainer.sweep import load_experiment
+    from trainer.grid.experiment import load_experiment
 
     path = tmp_path / "grid.toml"
     path.write_text(SELECTION_GRID)
@@ -149,7 +149,7 @@ def test_select_lr_refuses_a_confirmation_seed_given_twice_and_writes_nothing(tm
     out = tmp_path / "confirm.toml"
     written = _select(path, "--seeds", "2,1", "--out", str(out))
     assert written.exit_code == 0, written.stderr
-    from trainer.sweep import load_experiment
+    from trainer.grid.experiment import load_experiment
 
     assert load_experiment(out).seeds == (2, 1) and load_experiment(out).lrs == {"baseline": (0.004,)}
 
@@ -168,34 +168,34 @@ def _grid_curves(runs: dict, updates: float | None = 500) -> pd.DataFrame:
 
 
 def test_report_selection_leaves_out_curves_of_unfinished_runs_and_says_why():
-    from gatedv_stats.analysis.training import analyse_curves, analyse_lr_selection
+    from gatedv_stats.analysis.training import analyze_curves, analyze_lr_selection
 
     finished = {("baseline", 0.002, 1): (500, 5.2, "finished"), ("baseline", 0.004, 1): (500, 5.0, "finished"),
                 ("gatedv", 0.004, 1): (500, 5.9, "finished")}
     curves = _grid_curves({**finished, ("gatedv", 0.008, 1): (186, 5.4, "running")})
-    result = analyse_lr_selection([], curves)
+    result = analyze_lr_selection([], curves)
     assert result.selection.selected == {"baseline": 0.004, "gatedv": 0.004}
     assert math.isnan(result.selection.ppl.loc["gatedv"].get(0.008, math.nan))
     assert result.notes == ("gatedv seed 1 at LR 0.008 is left out of the selection: its run has not finished "
                             "(runs/gatedv-0.008-1/run.json says status 'running'; its curve ends at step 186 of "
                             "500).",)
-    at_008 = [analysis for analysis in analyse_curves(curves, "baseline") if analysis.lr == 0.008][0]
+    at_008 = [analysis for analysis in analyze_curves(curves, "baseline") if analysis.lr == 0.008][0]
     assert at_008.notes == ("gatedv seed 1 at LR 0.008: its run has not finished (runs/gatedv-0.008-1/run.json says "
                             "status 'running'; its curve ends at step 186 of 500); it is drawn as far as it goes.",)
     # No status recorded: the curve must end at the recorded final update.
-    short = analyse_lr_selection([], _grid_curves({**finished, ("gatedv", 0.008, 1): (400, 5.4, None)}))
+    short = analyze_lr_selection([], _grid_curves({**finished, ("gatedv", 0.008, 1): (400, 5.4, None)}))
     assert short.selection.selected["gatedv"] == 0.004
     assert short.notes == ("gatedv seed 1 at LR 0.008 is left out of the selection: its curve ends at step 400, not "
                            "at the run's final update 500 (runs/gatedv-0.008-1/run.json).",)
     # No run.json: a curve of an arm that stops before the arm's other curves is not compared with them.
     bare = _grid_curves({**finished, ("gatedv", 0.008, 1): (186, 5.4, None)}, updates=None)
-    unrecorded = analyse_lr_selection([], bare)
+    unrecorded = analyze_lr_selection([], bare)
     assert unrecorded.selection.selected["gatedv"] == 0.004
     assert unrecorded.notes == ("gatedv seed 1 at LR 0.008 is left out of the selection: its curve ends at step 186, "
                                 "before step 500 that another gatedv curve reaches, and no run.json beside it records "
                                 "the run's final update.",)
     # Left out, the only other rate of every arm: no selection, and the reason says which run and why.
-    alone = analyse_lr_selection([], _grid_curves({("gatedv", 0.004, 1): (500, 5.9, "finished"),
+    alone = analyze_lr_selection([], _grid_curves({("gatedv", 0.004, 1): (500, 5.9, "finished"),
                                                    ("gatedv", 0.008, 1): (186, 5.4, "running")}))
     assert alone.selection is None and alone.notes == result.notes
     assert "curves of finished runs at two or more learning rates" in alone.omitted

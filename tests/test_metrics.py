@@ -38,7 +38,8 @@ def test_arm_summary_matches_a_loop(losses):
     assert summary.nll == pytest.approx(nll, rel=1e-13)
     assert summary.ppl == pytest.approx(ppl, rel=1e-13)
     assert summary.ppl_mean == pytest.approx(statistics.fmean(ppl), rel=1e-13)
-    assert summary.ppl_mean != pytest.approx(math.exp(statistics.fmean(nll)), rel=1e-9)  # mean of PPLs, not exp(mean NLL)
+    # the mean of the PPLs, not exp(mean NLL)
+    assert summary.ppl_mean != pytest.approx(math.exp(statistics.fmean(nll)), rel=1e-9)
     assert summary.ppl_sd == pytest.approx(statistics.stdev(ppl), rel=1e-11)
     bpb = [sum(row) / (math.log(2) * sum(int(b) for b in n_bytes)) for row in baseline]
     assert summary.bits_per_byte == pytest.approx(bpb, rel=1e-13)

@@ -9,20 +9,15 @@ import torch
 import torch.nn.functional as F
 
 from gatedv_stats.errors import InputError
-from trainer import model as model_module
-from trainer.model import VARIANTS, build_model, count_parameters, draw_normal, model_config
-
-SMALL_VOCAB = {"vocab_size": 512, "seq_len": 32}
-
-
-def _tiny(variant: str = "baseline", seed: int = 0, **overrides):
-    return build_model(model_config("tiny", variant, **{**SMALL_VOCAB, **overrides}), seed)
+from helpers import small_vocab_model
+from trainer.model import transformer as model_module
+from trainer.model.transformer import VARIANTS, build_model, count_parameters, draw_normal, model_config
 
 
 def test_paired_init_shares_every_matching_tensor_across_variants():
-    baseline = _tiny("baseline", seed=11).logical_weights()
+    baseline = small_vocab_model("baseline", seed=11).logical_weights()
     for variant in VARIANTS:
-        weights = _tiny(variant, seed=11).logical_weights()
+        weights = small_vocab_model(variant, seed=11).logical_weights()
         shared = [n for n in weights if n in baseline and weights[n].shape == baseline[n].shape]
         # Everything but the new gate matrices, and for glu-reduced everything but the narrowed W_V / W_O.
         assert len(shared) >= len(baseline) - 2 * 2, variant
@@ -35,14 +30,15 @@ def test_paired_init_shares_every_matching_tensor_across_variants():
 
 
 def test_glu_full_value_content_matrix_is_the_baseline_value_matrix():
-    baseline, glu = _tiny("baseline", seed=5), _tiny("glu-full", seed=5)
+    baseline, glu = small_vocab_model("baseline", seed=5), small_vocab_model("glu-full", seed=5)
     for b_block, g_block in zip(baseline.layers, glu.layers):
         assert torch.equal(g_block.attn.logical_matrices()["w_v"], b_block.attn.logical_matrices()["w_v"])
         assert not torch.equal(g_block.attn.logical_matrices()["w_gv"], b_block.attn.logical_matrices()["w_v"])
 
 
 def test_paired_init_differs_across_seeds_and_repeats_for_one_seed():
-    a, b, again = _tiny(seed=1).logical_weights(), _tiny(seed=2).logical_weights(), _tiny(seed=1).logical_weights()
+    a, b, again = (small_vocab_model(seed=1).logical_weights(), small_vocab_model(seed=2).logical_weights(),
+                   small_vocab_model(seed=1).logical_weights())
     for name in a:
         assert torch.equal(a[name], again[name])
         if a[name].dim() == 2:
@@ -50,7 +46,7 @@ def test_paired_init_differs_across_seeds_and_repeats_for_one_seed():
 
 
 def test_logical_matrices_are_distinct_streams_within_a_model():
-    weights = _tiny(seed=3).logical_weights()
+    weights = small_vocab_model(seed=3).logical_weights()
     w_q, w_k, w_v = (weights[f"layers.0.attn.{n}"] for n in ("w_q", "w_k", "w_v"))
     assert not torch.equal(w_q, w_k) and not torch.equal(w_k, w_v)
     assert not torch.equal(weights["layers.0.attn.w_q"], weights["layers.1.attn.w_q"])
@@ -79,7 +75,7 @@ def test_init_scales_follow_fan_in_and_residual_rule():
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_model_is_causal(variant):
-    model = _tiny(variant, seed=4)
+    model = small_vocab_model(variant, seed=4)
     if model.config.uses_moments:
         model.set_moments(torch.tensor([[0.1, 1.0, 0.2, 0.5]] * 2))
     idx = torch.randint(0, 512, (2, 20), generator=torch.Generator().manual_seed(0))
@@ -101,7 +97,7 @@ def test_gatedv_changes_only_the_value_path(monkeypatch):
         return sdpa(q, k, v, **kwargs)
 
     monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", recording)
-    baseline, gatedv = _tiny("baseline", seed=9), _tiny("gatedv", seed=9)
+    baseline, gatedv = small_vocab_model("baseline", seed=9), small_vocab_model("gatedv", seed=9)
     u = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(1))
     cos, sin = baseline.rope_cos[:16], baseline.rope_sin[:16]
     with torch.no_grad():
@@ -116,7 +112,7 @@ def test_gatedv_changes_only_the_value_path(monkeypatch):
 
 
 def test_value_activation_override_swaps_linear_and_silu_without_touching_weights():
-    baseline, gatedv = _tiny("baseline", seed=2), _tiny("gatedv", seed=2)
+    baseline, gatedv = small_vocab_model("baseline", seed=2), small_vocab_model("gatedv", seed=2)
     before = {k: v.clone() for k, v in gatedv.state_dict().items()}
     idx = torch.randint(0, 512, (1, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -133,7 +129,7 @@ def test_value_activation_override_swaps_linear_and_silu_without_touching_weight
 
 
 def test_capture_values_reports_each_layers_projected_values():
-    model = _tiny("baseline", seed=6)
+    model = small_vocab_model("baseline", seed=6)
     idx = torch.randint(0, 512, (2, 10), generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), model.capture_values() as values:
         model(idx)
@@ -144,7 +140,7 @@ def test_capture_values_reports_each_layers_projected_values():
 
 
 def test_moment_buffers_must_be_set_and_validated():
-    model = _tiny("moment-silu", seed=1)
+    model = small_vocab_model("moment-silu", seed=1)
     idx = torch.zeros(1, 4, dtype=torch.long)
     with pytest.raises(InputError, match="moment coefficients are unset"):
         model(idx)
@@ -156,9 +152,9 @@ def test_moment_buffers_must_be_set_and_validated():
     model.set_moments(coefficients)
     assert torch.equal(model.state_dict()["layers.1.attn.moments"], coefficients[1])
     assert torch.isfinite(model(idx)).all()
-    assert count_parameters(model) == count_parameters(_tiny("baseline"))  # buffers, not parameters
+    assert count_parameters(model) == count_parameters(small_vocab_model("baseline"))  # buffers, not parameters
     with pytest.raises(InputError, match="does not use moment"):
-        _tiny("gatedv").set_moments(coefficients)
+        small_vocab_model("gatedv").set_moments(coefficients)
 
 
 def test_config_validation_and_presets():
@@ -178,7 +174,7 @@ def test_config_validation_and_presets():
         with pytest.raises(InputError, match=message):
             model_config(args.pop("size"), args.pop("variant"), **args)
     with pytest.raises(InputError, match="exceeds the model's seq_len"):
-        _tiny()(torch.zeros(1, 33, dtype=torch.long))
+        small_vocab_model()(torch.zeros(1, 33, dtype=torch.long))
 
 
 def test_matched_ffn_width_two_thirds_rule():

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.model import VARIANTS, build_model, model_config
+from trainer.model.transformer import VARIANTS, build_model, model_config
 
 MOMENTS = torch.tensor([[0.05, 0.9, 0.3, 0.45], [-0.02, 1.1, 0.25, 0.5]])
 

@@ -4,15 +4,17 @@ runs."""
 import json
 
 import numpy as np
+import pytest
 import torch
 from typer.testing import CliRunner
 
 import cli
-from trainer.checkpoint import load_checkpoint
-from trainer.data import PreparedData
-from trainer.model import build_model, model_config
-from trainer.moments import N_WINDOWS, compute_moments
-from trainer.train import RunSpec, Runtime, train
+from trainer.data.prepared import PreparedData
+from trainer.model.moments import N_WINDOWS, compute_moments
+from trainer.model.transformer import build_model, model_config
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
 
 
 def _independent_moments(data: PreparedData, seed: int, n_windows: int) -> np.ndarray:
@@ -61,6 +63,7 @@ def test_moments_command_prints_and_writes_json(prepared_data, tmp_path):
         f"error: --windows: must be at most {windows:,}, the training windows in {prepared_data}, got 999,999,999,999")
 
 
+@pytest.mark.slow
 def test_affine_match_run_stores_its_seed_coefficients(prepared_data, tmp_path):
     spec = RunSpec.make(prepared_data, "tiny", "affine-match", 4, lr=0.01, updates=1, eval_every=1, batch_size=2)
     train(spec, tmp_path, runtime=Runtime(device="cpu", progress=False))

@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import pair_with_reference
+from gatedv_stats.stats import metrics
 from gatedv_stats.stats.multiple import adjust_p_values, compare_arms
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.testing import synthetic_runs
 
 
 def holm_by_hand(p):
@@ -52,20 +52,20 @@ def test_adjustments_match_the_step_procedures(p):
 def runs():
     return synthetic_runs({"baseline": [30.0, 30.5, 29.8, 30.2], "gatedv": [29.4, 29.9, 29.6, 29.7],
                            "q-silu": [30.4, 30.9, 30.1, 30.3], "v-tanh": [30.1, 30.4, 29.7, 30.3]},
-                          n_docs=30, seed=9, seeds=[1, 2, 3, 4])
+                          n_docs=30, rng_seed=9, seeds=[1, 2, 3, 4])
 
 
 def test_every_arm_is_tested_against_the_reference_and_adjusted(runs):
     pairs = pair_with_reference(runs, "baseline")
     assert [pair.variant_arm for pair in pairs] == ["gatedv", "q-silu", "v-tanh"]
-    result = compare_arms(pairs, n_resamples=2000, seed=1)
+    result = compare_arms(pairs, n_resamples=2000, rng_seed=1)
     t_raw, perm_raw = [], []
     for pair, row in zip(pairs, result.arms):
-        nll_b = metrics.token_nll(pair.baseline, pair.n_targets)
-        nll_v = metrics.token_nll(pair.variant, pair.n_targets)
+        nll_b = metrics.token_nll(pair.baseline, pair.n_units)
+        nll_v = metrics.token_nll(pair.variant, pair.n_units)
         assert row.t_p_value == pytest.approx(stats.ttest_rel(nll_v, nll_b).pvalue, rel=1e-10)
-        expected_perm = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_targets,
-                                       n_resamples=2000, seed=1).p_value
+        expected_perm = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_units,
+                                       n_resamples=2000, rng_seed=1).p_value
         assert row.permutation_p_value == expected_perm
         assert row.delta_p == pytest.approx(np.exp(nll_v).mean() / np.exp(nll_b).mean() - 1, rel=1e-12)
         t_raw.append(row.t_p_value)
@@ -106,7 +106,8 @@ def crossed_runs(rng, eval_set: str, arm: str, delta: float, n_seeds: int = 4, n
     runs = []
     for side, sums in (("baseline", baseline), (arm, baseline + y * n_targets)):
         for s in range(n_seeds):
-            docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(n_docs)], "n_targets": n_targets, "loss_sum": sums[s]})
+            docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(n_docs)], "n_targets": n_targets,
+                                 "loss_sum": sums[s]})
             runs.append(LossRun(arm=side, seed=s, docs=docs, meta={"arm": side, "seed": s, "eval_set": eval_set},
                                 source=f"{eval_set}/{side}/{s}", sha256="0" * 64))
     return runs
@@ -123,7 +124,7 @@ def test_arms_on_two_evaluation_sets_are_two_families_with_holm_adjusted_verdict
                                                                      ("dev", "better")]
     result = compare_arms(pairs, n_resamples=200)
     on_heldout = [arm for arm in result.arms if arm.eval_set == "heldout"]
-    raw = [seed_document_interval(pair.baseline, pair.variant, pair.n_targets).p_value for pair in pairs[:2]]
+    raw = [seed_document_interval(pair.baseline, pair.variant, pair.n_units).p_value for pair in pairs[:2]]
     assert [arm.seed_document_p_value for arm in on_heldout] == pytest.approx(raw)
     assert [arm.seed_document_p_holm for arm in on_heldout] == pytest.approx(holm_by_hand(raw))
     on_dev = next(arm for arm in result.arms if arm.eval_set == "dev")
@@ -141,7 +142,7 @@ def test_the_arms_table_keeps_its_columns_apart_whatever_the_widths():
     import re
 
     runs = synthetic_runs({"baseline": [30.0, 30.5, 29.8], "a-long-arm-name-of-thirty-chars": [29.4, 29.9, 29.6],
-                           "far-worse": [3e4, 3.1e4, 2.9e4]}, n_docs=30, seed=9, seeds=[1, 2, 3])
+                           "far-worse": [3e4, 3.1e4, 2.9e4]}, n_docs=30, rng_seed=9, seeds=[1, 2, 3])
     result = compare_arms(pair_with_reference(runs, "baseline"), n_resamples=500)
     lines = result.summary().splitlines()
     header = next(index for index, line in enumerate(lines) if line.startswith("arm "))

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-import cli
 import gatedv_stats.io.outputs as outputs
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.io.outputs import check_output_dir, check_output_file
+from helpers import invoke
 
 SWEEP = """
 name = "grid"
@@ -60,10 +59,6 @@ def _file_name(command: str) -> str:
     return {"report": "out.md", "evaluate": "out.parquet"}.get(command, "out")
 
 
-def _invoke(args: list[str]):
-    return CliRunner().invoke(cli.app, args)
-
-
 def _assert_output_error(result, flag: str, *fragments: str) -> None:
     assert result.exit_code == 2, (result.exit_code, result.output)
     lines = result.stderr.strip().splitlines()
@@ -92,7 +87,7 @@ def test_an_output_of_the_wrong_kind_is_one_line(command, tmp_path):
     out, named = _wrong_kind(tmp_path, command, kind)
     args = make_args(tmp_path, out)
     before = sorted(tmp_path.rglob("*"))
-    result = _invoke(args)
+    result = invoke(*args)
     _assert_output_error(result, flag, named, "is a directory" if kind == "file" else "is not a directory")
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing removed
 
@@ -104,7 +99,7 @@ def test_an_output_under_a_file_is_one_line(command, tmp_path):
     out = tmp_path / "plain" / "sub" / _file_name(command)
     args = make_args(tmp_path, out)
     before = sorted(tmp_path.rglob("*"))
-    result = _invoke(args)
+    result = invoke(*args)
     _assert_output_error(result, flag, f"cannot create {out}: {tmp_path / 'plain'} is not a directory")
     assert sorted(tmp_path.rglob("*")) == before
 
@@ -115,7 +110,7 @@ def test_an_output_in_a_directory_without_write_permission_is_one_line(command, 
     args = make_args(tmp_path, tmp_path / "locked" / _file_name(command))  # sweep writes its TOML first
     (tmp_path / "locked").mkdir()
     monkeypatch.setattr(outputs, "_writable", lambda directory: Path(directory).name != "locked")
-    result = _invoke(args)
+    result = invoke(*args)
     _assert_output_error(result, flag, f"{tmp_path / 'locked'} is not writable (permission denied)")
     assert list((tmp_path / "locked").iterdir()) == []
 
@@ -155,7 +150,7 @@ def test_an_empty_output_path_is_refused_not_taken_for_the_current_directory(tmp
             check(" ", "--out")
     for command, (make_args, flag, _) in COMMANDS.items():
         if command != "sweep":  # its output is a field of the experiment file
-            _assert_output_error(_invoke(make_args(tmp_path, "")), flag, "the path is empty")
+            _assert_output_error(invoke(*make_args(tmp_path, "")), flag, "the path is empty")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -163,7 +158,7 @@ def test_an_empty_output_path_is_refused_not_taken_for_the_current_directory(tmp
                                   ["import", "lm-eval", "missing.jsonl", "--arm", "a"]])
 def test_a_loss_file_must_be_named_parquet_before_any_work(args, tmp_path):
     out = tmp_path / "losses.csv"
-    result = CliRunner().invoke(cli.app, [*args, "--out", str(out)])
+    result = invoke(*args, "--out", out)
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: --out: {out}: the file is written as Parquet; name it *.parquet"
     with pytest.raises(InputError, match=r"loss file: .*losses\.csv: the file is written as Parquet"):
@@ -181,19 +176,19 @@ def test_a_pipe_at_the_output_is_refused_and_left_in_place(command, tmp_path):
     pipe = tmp_path / _file_name(command)
     os.mkfifo(pipe)
     make_args, flag, _ = COMMANDS[command]
-    _assert_output_error(_invoke(make_args(tmp_path, pipe)), flag, f"{pipe} exists and is not a regular file")
+    _assert_output_error(invoke(*make_args(tmp_path, pipe)), flag, f"{pipe} exists and is not a regular file")
     assert pipe.is_fifo()
 
 
 @pytest.mark.parametrize("args", [
     lambda tmp: ["select-lr", str(tmp / "grid.toml"), "--out", str(tmp / "grid.toml")],
     lambda tmp: ["bench", str(tmp / "a.pt"), "--variant", str(tmp / "b.pt"), "--out", str(tmp / "a.pt")],
-    lambda tmp: ["evaluate", str(tmp / "run.pt"), "--set", str(tmp / "docs.parquet"), "--out",
+    lambda tmp: ["evaluate", str(tmp / "run.pt"), "--eval-set", str(tmp / "docs.parquet"), "--out",
                  str(tmp / "docs.parquet")],
     lambda tmp: ["import", "lm-eval", str(tmp / "docs.parquet"), "--arm", "a", "--out", str(tmp / "docs.parquet")],
 ], ids=["select-lr", "bench", "evaluate", "import"])
 def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(args, tmp_path):
-    result = _invoke(args(tmp_path))
+    result = invoke(*args(tmp_path))
     _assert_output_error(result, "--out", "is one of the inputs; write the output to another file")
     assert list(tmp_path.iterdir()) == []
 
@@ -208,7 +203,7 @@ def test_a_report_never_replaces_a_file_it_reads(tmp_path):
     before = loss_file.read_bytes()
     (tmp_path / "link.md").symlink_to(loss_file)
     for out in (loss_file, tmp_path / "link.md"):
-        result = _invoke(["report", str(tmp_path / "exp"), "--format", "md", "--out", str(out)])
+        result = invoke("report", tmp_path / "exp", "--format", "md", "--out", out)
         _assert_output_error(result, "--out", f"{out} is one of the inputs")
     assert loss_file.read_bytes() == before
     assert not list(tmp_path.glob("*_figures"))
@@ -224,12 +219,12 @@ def test_an_output_inside_a_prepared_data_directory_is_refused(command, tmp_path
     make_args, flag, _ = COMMANDS[command]
     out = data / ("dev.parquet" if command == "evaluate" else "manifest.json" if command == "moments" else "out.md")
     before = {path: path.read_bytes() for path in data.iterdir()}
-    _assert_output_error(_invoke(make_args(tmp_path, out)), flag, f"{out} is inside the prepared data directory")
+    _assert_output_error(invoke(*make_args(tmp_path, out)), flag, f"{out} is inside the prepared data directory")
     assert {path: path.read_bytes() for path in data.iterdir()} == before
 
 
 def test_a_report_named_for_another_format_is_refused(tmp_path):
     out = tmp_path / "r.html"
-    result = _invoke(["report", str(tmp_path / "missing"), "--format", "md", "--out", str(out)])
+    result = invoke("report", tmp_path / "missing", "--format", "md", "--out", out)
     _assert_output_error(result, "--out", f"{out} ends in .html, the html format's name, but --format is md; name it "
                                           "*.md or give --format html")

@@ -37,8 +37,8 @@ def test_arrays_follow_sorted_seeds_and_doc_ids_whatever_the_input_order():
             for _, doc in run.docs.iterrows():  # brute force: every value lands in its (seed, doc) cell
                 column = paired.doc_ids.tolist().index(doc["doc_id"])
                 assert matrix[row, column] == doc["loss_sum"]
-                assert paired.n_targets[column] == doc["n_targets"]
-    assert paired.baseline.dtype == np.float64 and paired.n_targets.dtype == np.int64
+                assert paired.n_units[column] == doc["n_targets"]
+    assert paired.baseline.dtype == np.float64 and paired.n_units.dtype == np.int64
     assert paired.doc_columns["n_bytes"].tolist() == [i * 3 + 400 for i in range(8)]  # from the runs that carry it
     assert paired.dropped_seeds == ()
 

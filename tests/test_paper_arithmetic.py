@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from gatedv_stats import formatting as fmt
+from gatedv_stats.pairing import pair_runs
 from gatedv_stats.stats.comparison import compare
 from gatedv_stats.stats.metrics import delta_p
-from gatedv_stats.pairing import pair_runs
-from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
+from gatedv_stats.testing import ppls_with_moments, synthetic_runs
 
 
 @pytest.mark.parametrize(("baseline", "variant", "printed"), [
@@ -46,8 +46,8 @@ def test_table5_columns(control, baseline, gatedv, vs_baseline, vs_gatedv):
 ])
 def test_table3_rows_from_loss_sums(seeds, baseline, variant, printed):
     """Per-document loss sums built to the paper's per-seed moments give the printed Table 3 row."""
-    runs = synthetic_runs({"baseline": ppls_with_moments(*baseline, seeds), "gatedv": ppls_with_moments(*variant, seeds)},
-                          n_docs=256, seed=seeds)
+    runs = synthetic_runs({"baseline": ppls_with_moments(*baseline, seeds),
+                           "gatedv": ppls_with_moments(*variant, seeds)}, n_docs=256, rng_seed=seeds)
     result = compare(pair_runs(runs[:seeds], runs[seeds:]), n_resamples=200)
     row = (fmt.format_ppl(result.baseline.ppl_mean, result.baseline.ppl_sd),
            fmt.format_ppl(result.variant.ppl_mean, result.variant.ppl_sd),
@@ -73,5 +73,6 @@ def test_other_printed_formats():
 
 def test_moments_builder_is_exact():
     values = ppls_with_moments(58.580, 0.557, 3)
-    assert np.mean(values) == pytest.approx(58.580, abs=1e-12) and np.std(values, ddof=1) == pytest.approx(0.557, abs=1e-12)
+    assert (np.mean(values) == pytest.approx(58.580, abs=1e-12)
+            and np.std(values, ddof=1) == pytest.approx(0.557, abs=1e-12))
     assert ppls_with_moments(20.0, 1.0, 1) == [20.0]

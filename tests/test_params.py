@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
-from trainer.model import VARIANTS
+from helpers import invoke
+from trainer.model.transformer import VARIANTS
 
 EXPECTED_COUNTS = {
     "small": {"baseline": 2_328_192, "g2-headwise": 2_331_264, "glu-full": 2_426_496, "g1-sigmoid": 2_426_496,
@@ -20,13 +19,9 @@ EXPECTED_COUNTS = {
 PARAMETER_FREE = ("gatedv", "q-silu", "qkv-silu", "v-tanh", "affine-match", "moment-silu", "o-silu")
 
 
-def _params(*args: str):
-    return CliRunner().invoke(app, ["params", *args])
-
-
 @pytest.mark.parametrize("size", ["small", "medium"])
 def test_params_json_gives_spec_counts_for_every_variant(size):
-    result = _params("--config", size, "--variant", "all", "--json")
+    result = invoke("params", "--config", size, "--variant", "all", "--json")
     assert result.exit_code == 0, result.output
     table = json.loads(result.output)[size]
     counts = table["parameters"]
@@ -41,7 +36,7 @@ def test_params_json_gives_spec_counts_for_every_variant(size):
 
 
 def test_params_table_prints_both_sizes():
-    result = _params("--variant", "gatedv")
+    result = invoke("params", "--variant", "gatedv")
     assert result.exit_code == 0, result.output
     assert "6 / 128" in result.output and "12 / 384" in result.output
     assert "2,328,192" in result.output and "26,158,464" in result.output
@@ -49,10 +44,11 @@ def test_params_table_prints_both_sizes():
 
 @pytest.mark.parametrize(
     "args,message",
-    [(["--config", "large"], "--config: unknown size 'large'"), (["--variant", "v-relu"], "--variant: unknown variant")],
+    [(["--config", "large"], "--config: unknown size 'large'"),
+     (["--variant", "v-relu"], "--variant: unknown variant")],
 )
 def test_params_bad_input_is_one_line_error(args, message):
-    result = _params(*args)
+    result = invoke("params", *args)
     assert result.exit_code == 2
     assert f"error: {message}" in result.output
     assert "Traceback" not in result.output

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gatedv_stats.stats import permutation
 from gatedv_stats.errors import InputError
+from gatedv_stats.stats import permutation
 from gatedv_stats.stats.permutation import sign_flip_test
 
 
@@ -34,7 +34,7 @@ def test_exact_p_value_matches_scipy_and_brute_force(alternative, n_docs):
     d = rng.normal(-3.0, 10.0, n_docs)
     n = rng.integers(50, 300, n_docs)
     result = sign_flip_test(d, n, alternative=alternative)
-    assert result.method == "exact" and result.n_resamples == 2 ** n_docs and result.seed is None
+    assert result.method == "exact" and result.n_resamples == 2 ** n_docs and result.rng_seed is None
     assert result.statistic == pytest.approx(d.sum() / n.sum(), rel=1e-15)
     assert result.p_value == pytest.approx(scipy_test(d, n, alternative, 10 ** 6).pvalue, rel=1e-12)
     assert result.p_value == pytest.approx(brute_force_p(d, n, alternative), rel=1e-12)
@@ -59,10 +59,10 @@ def test_monte_carlo_agrees_with_scipy_within_its_error_and_is_seeded():
     rng = np.random.default_rng(7)
     d = rng.normal(-0.4, 3.0, 60)
     n = rng.integers(100, 257, 60)
-    first = sign_flip_test(d, n, n_resamples=20_000, seed=3)
-    assert first.method == "monte-carlo" and first.n_resamples == 20_000 and first.seed == 3
-    assert first == sign_flip_test(d, n, n_resamples=20_000, seed=3)
-    assert first.p_value != sign_flip_test(d, n, n_resamples=20_000, seed=4).p_value
+    first = sign_flip_test(d, n, n_resamples=20_000, rng_seed=3)
+    assert first.method == "monte-carlo" and first.n_resamples == 20_000 and first.rng_seed == 3
+    assert first == sign_flip_test(d, n, n_resamples=20_000, rng_seed=3)
+    assert first.p_value != sign_flip_test(d, n, n_resamples=20_000, rng_seed=4).p_value
     reference = scipy_test(d, n, "two-sided", 40_000, seed=1).pvalue
     standard_error = np.sqrt(reference * (1 - reference) * (1 / 20_000 + 1 / 40_000))
     assert abs(first.p_value - reference) < 5 * standard_error
@@ -70,7 +70,7 @@ def test_monte_carlo_agrees_with_scipy_within_its_error_and_is_seeded():
 
 def test_monte_carlo_p_value_is_never_zero():
     d = np.full(40, -5.0)  # every sign vector but the observed one is less extreme
-    result = sign_flip_test(d, np.ones(40), n_resamples=999, seed=0)
+    result = sign_flip_test(d, np.ones(40), n_resamples=999, rng_seed=0)
     assert result.p_value == pytest.approx(1 / 1000)
 
 
@@ -82,10 +82,10 @@ def test_exact_threshold_is_configurable():
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    ({"differences": [1.0, np.nan], "n_targets": [1, 1]}, "finite"),
-    ({"differences": [1.0, 2.0], "n_targets": [1]}, "equal 1-D shapes"),
-    ({"differences": [1.0], "n_targets": [1], "alternative": "bigger"}, "alternative"),
-    ({"differences": [1.0] * 30, "n_targets": [1] * 30, "n_resamples": 0}, "n_resamples"),
+    ({"differences": [1.0, np.nan], "n_units": [1, 1]}, "finite"),
+    ({"differences": [1.0, 2.0], "n_units": [1]}, "equal 1-D shapes"),
+    ({"differences": [1.0], "n_units": [1], "alternative": "bigger"}, "alternative"),
+    ({"differences": [1.0] * 30, "n_units": [1] * 30, "n_resamples": 0}, "n_resamples"),
 ])
 def test_bad_input_is_an_input_error(kwargs, fragment):
     with pytest.raises(InputError, match=fragment):

@@ -8,14 +8,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from trainer.hf_export import llama_incompatibilities
-from trainer.model import build_model, draw_normal, model_config
-
-SMALL_VOCAB = {"vocab_size": 512, "seq_len": 32}
-
-
-def _model(variant: str, seed: int, size: str = "tiny"):
-    return build_model(model_config(size, variant, **SMALL_VOCAB), seed)
+from helpers import small_vocab_model
+from trainer.hf.export import llama_incompatibilities
+from trainer.model.transformer import draw_normal, model_config
 
 
 def _inputs_of_w_o(model, idx: torch.Tensor) -> list[torch.Tensor]:
@@ -32,7 +27,7 @@ def _inputs_of_w_o(model, idx: torch.Tensor) -> list[torch.Tensor]:
 
 def test_o_silu_is_silu_of_the_baseline_attention_output_in_the_first_layer():
     idx = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(0))
-    baseline, o_silu = _model("baseline", 4), _model("o-silu", 4)
+    baseline, o_silu = small_vocab_model("baseline", 4), small_vocab_model("o-silu", 4)
     for name, weight in baseline.state_dict().items():
         assert torch.equal(weight, o_silu.state_dict()[name]), name  # no parameter of its own
     plain, activated = _inputs_of_w_o(baseline, idx)[0], _inputs_of_w_o(o_silu, idx)[0]
@@ -43,13 +38,13 @@ def test_o_silu_is_not_gatedv_silu_after_mixing_differs_from_silu_before():
     """φ(A·V) and A·φ(V) from the same weights give different logits (the placement the control tests)."""
     idx = torch.arange(12)[None]
     with torch.no_grad():
-        o_silu, gatedv, baseline = (_model(variant, 7)(idx) for variant in ("o-silu", "gatedv", "baseline"))
+        o_silu, gatedv, baseline = (small_vocab_model(variant, 7)(idx) for variant in ("o-silu", "gatedv", "baseline"))
     assert (o_silu - gatedv).abs().max() > 1e-3 and (o_silu - baseline).abs().max() > 1e-3
 
 
 def test_g1_headwise_gate_is_one_sigmoid_per_head_from_the_normed_input():
     idx = torch.randint(0, 512, (1, 10), generator=torch.Generator().manual_seed(1))
-    baseline, gated = _model("baseline", 5), _model("g1-headwise", 5)
+    baseline, gated = small_vocab_model("baseline", 5), small_vocab_model("g1-headwise", 5)
     plain, scaled = _inputs_of_w_o(baseline, idx)[0], _inputs_of_w_o(gated, idx)[0]
     attn = gated.layers[0].attn
     u = gated.layers[0].attn_norm(gated.embed(idx))
@@ -62,14 +57,14 @@ def test_g1_headwise_gate_is_one_sigmoid_per_head_from_the_normed_input():
 
 def test_g1_headwise_gate_matrix_is_its_own_stream_and_every_other_matrix_is_the_baselines():
     seed = 11
-    baseline = _model("baseline", seed, "small").logical_weights()
-    gated = _model("g1-headwise", seed, "small").logical_weights()
+    baseline = small_vocab_model("baseline", seed, "small").logical_weights()
+    gated = small_vocab_model("g1-headwise", seed, "small").logical_weights()
     cfg = model_config("small")
     assert set(gated) - set(baseline) == {f"layers.{i}.attn.w_go" for i in range(cfg.n_layers)}
     for name, weight in baseline.items():
         assert torch.equal(gated[name], weight), name
-    elementwise = _model("g1-sigmoid", seed, "small").logical_weights()
-    value_gate = _model("g2-headwise", seed, "small").logical_weights()
+    elementwise = small_vocab_model("g1-sigmoid", seed, "small").logical_weights()
+    value_gate = small_vocab_model("g2-headwise", seed, "small").logical_weights()
     for layer in range(cfg.n_layers):
         name = f"layers.{layer}.attn.w_go"
         w_g = gated[name]

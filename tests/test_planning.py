@@ -1,4 +1,4 @@
-"""Planning: ANOVA components vs statsmodels' anova_lm, sample sizes vs the noncentral t power, the simulator."""
+"""Planning: the components vs statsmodels' two-way anova_lm, sample sizes vs the noncentral t power, the simulator."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import statsmodels.formula.api as smf
 from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
-from gatedv_stats.stats import metrics
-from gatedv_stats.pairing import pilot_pair
-from gatedv_stats.stats import planning as pl
-from gatedv_stats.stats.simulation import PopulationModel, simulate
 from gatedv_stats.errors import InputError
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.pairing import pilot_pair
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats import planning as pl
+from gatedv_stats.testing import PopulationModel, simulate, synthetic_runs
 
 
 def noncentral_t_power(effect_size: float, n: int, alpha: float = 0.05) -> float:
@@ -43,8 +42,8 @@ def test_components_match_a_two_way_anova_from_statsmodels():
                   - metrics.token_nll(study.baseline, study.n_targets))
     assert result.seed_ratio_var == pytest.approx(np.var(log_ratios, ddof=1), rel=1e-12)
     assert result.doc_diff_var == pytest.approx(np.var(x.mean(axis=0), ddof=1), rel=1e-9)
-    assert result.mean_log_ratio == pytest.approx(log_ratios.mean(), rel=1e-12)
-    assert result.equal_targets
+    assert result.nll_diff_mean == pytest.approx(log_ratios.mean(), rel=1e-12)
+    assert result.equal_units
 
 
 def test_components_are_unbiased_over_simulated_pilots():
@@ -71,9 +70,9 @@ def test_required_pairs_is_the_smallest_n_reaching_the_power(effect_size):
 
 
 def test_plan_matches_power_arithmetic_on_its_own_variances():
-    components = pl.VarianceComponents(n_seeds=3, n_docs=500, mean_log_ratio=-0.02, seed_ratio_var=0.01 ** 2,
+    components = pl.VarianceComponents(n_seeds=3, n_docs=500, nll_diff_mean=-0.02, seed_ratio_var=0.01 ** 2,
                                        doc_diff_var=0.15 ** 2, seed_var=0.009 ** 2, doc_var=0.14 ** 2,
-                                       residual_var=0.1 ** 2, equal_targets=True)
+                                       residual_var=0.1 ** 2, equal_units=True)
     plan = pl.plan_study(components, -0.02)
     delta = abs(math.log(0.98))
     assert plan.log_effect == pytest.approx(delta)
@@ -91,9 +90,9 @@ def test_plan_matches_power_arithmetic_on_its_own_variances():
 
 
 def test_plan_without_seed_variation_says_so():
-    components = pl.VarianceComponents(n_seeds=2, n_docs=50, mean_log_ratio=-0.02, seed_ratio_var=1e-6,
+    components = pl.VarianceComponents(n_seeds=2, n_docs=50, nll_diff_mean=-0.02, seed_ratio_var=1e-6,
                                        doc_diff_var=1e-2, seed_var=0.0, doc_var=1e-2, residual_var=5e-5,
-                                       equal_targets=False)
+                                       equal_units=False)
     plan = pl.plan_study(components, 0.02)
     assert plan.seeds_required_many_docs is None
     assert "not estimable" in plan.summary() and "weight documents equally" in plan.summary()
@@ -115,14 +114,14 @@ def test_plan_refuses_an_effect_no_feasible_study_detects():
 
 
 def test_pilot_pair_picks_the_arms_and_complains_when_it_cannot():
-    runs = synthetic_runs({"baseline": [30.0, 30.2], "gatedv": [29.5, 29.9]}, n_docs=10, seed=0)
+    runs = synthetic_runs({"baseline": [30.0, 30.2], "gatedv": [29.5, 29.9]}, n_docs=10, rng_seed=0)
     paired = pilot_pair(runs)
     assert (paired.baseline_arm, paired.variant_arm, paired.n_pairs) == ("baseline", "gatedv", 2)
-    three = runs + synthetic_runs({"q-silu": [30.1, 30.3]}, n_docs=10, seed=0)
+    three = runs + synthetic_runs({"q-silu": [30.1, 30.3]}, n_docs=10, rng_seed=0)
     with pytest.raises(InputError, match="--variant-arm"):
         pilot_pair(three)
     assert pilot_pair(three, variant_arm="q-silu").variant_arm == "q-silu"
-    other = synthetic_runs({"a": [30.0, 30.2], "b": [29.5, 29.9]}, n_docs=10, seed=0)
+    other = synthetic_runs({"a": [30.0, 30.2], "b": [29.5, 29.9]}, n_docs=10, rng_seed=0)
     with pytest.raises(InputError, match="--baseline-arm"):
         pilot_pair(other)
     with pytest.raises(InputError, match=r"^--baseline-arm: no pilot runs of arm 'nosuch' \(arms found: baseline, "):
@@ -148,7 +147,7 @@ def test_plan_across_tokenizers_says_it_is_per_byte(tmp_path):
     import cli
     from gatedv_stats.io.lossfiles import write_loss_file
 
-    for run in synthetic_runs({"baseline": [30.0, 30.2, 30.1], "gatedv": [29.5, 29.9, 29.6]}, n_docs=12, seed=3):
+    for run in synthetic_runs({"baseline": [30.0, 30.2, 30.1], "gatedv": [29.5, 29.9, 29.6]}, n_docs=12, rng_seed=3):
         write_loss_file(tmp_path / run.arm / f"{run.seed}.parquet", run.docs,
                         {**run.meta, "tokenizer_sha256": run.arm * 8})
     result = CliRunner().invoke(cli.app, ["plan", str(tmp_path), "--effect", "0.02"])
@@ -160,7 +159,7 @@ def test_plan_across_tokenizers_says_it_is_per_byte(tmp_path):
 def test_a_pilot_without_seed_variation_or_without_a_variant_says_which():
     from dataclasses import replace
 
-    runs = synthetic_runs({"baseline": [30.0, 30.0], "gatedv": [29.5, 29.5]}, n_docs=10, seed=0)
+    runs = synthetic_runs({"baseline": [30.0, 30.0], "gatedv": [29.5, 29.5]}, n_docs=10, rng_seed=0)
     first_seed = {run.arm: run.docs for run in runs if run.seed == 0}
     same = [replace(run, docs=first_seed[run.arm]) for run in runs]  # both seed pairs give the same losses
     with pytest.raises(InputError, match=r"no variation in the loss difference across seeds \(every seed pair gives "

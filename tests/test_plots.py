@@ -91,7 +91,7 @@ def test_paired_seed_chart_shows_both_runs_of_every_pair():
 def test_forest_plot_of_groups_with_and_without_a_seed_and_document_fit_is_strict_json():
     """A group without spread has no seed-and-document interval or p-value; its forest row still plots."""
     fitted, unfitted = (pd.DataFrame({"comparison": comparison, "group": ["a", "b"], "n_docs": [6, 5],
-                                      "nll_diff": [-0.01, 0.0], "low": [-0.02, 0.0], "high": [0.0, 0.0],
+                                      "nll_diff_mean": [-0.01, 0.0], "low": [-0.02, 0.0], "high": [0.0, 0.0],
                                       "p_value": p_values})
                         for comparison, p_values in (("gatedv vs baseline", [0.2, 0.5]),
                                                      ("q-silu vs baseline", [None, None])))

@@ -11,8 +11,14 @@ from scipy import stats
 from statsmodels.stats.power import TTestPower
 
 from gatedv_stats.errors import ParameterError
-from gatedv_stats.stats.power import (MAX_PAIRS, detectable_effect_size, detectable_noncentrality,
-                                      one_sample_power, required_pairs, t_power)
+from gatedv_stats.stats.planning import (
+    MAX_PAIRS,
+    detectable_effect_size,
+    detectable_noncentrality,
+    one_sample_power,
+    required_pairs,
+    t_power,
+)
 
 
 @pytest.mark.parametrize("nobs", [3, 5, 10, 40])

@@ -8,13 +8,12 @@ import re
 import numpy as np
 import pytest
 from tokenizers import Tokenizer
-from typer.testing import CliRunner
 
-from cli import app
 from gatedv_stats.errors import InputError
-from trainer.corpus import open_corpus
-from trainer.data import PreparedData
-from trainer.prepare import prepare
+from helpers import invoke
+from trainer.data.corpus import open_corpus
+from trainer.data.prepare import prepare
+from trainer.data.prepared import PreparedData
 
 WEB_OPTIONS = {"eval_docs": 3, "vocab_size": 320, "progress": False}
 
@@ -31,10 +30,6 @@ def _train_documents(data):
     offsets = np.load(data.path / "train_docs.npy")
     tokens = np.fromfile(data.path / "train.bin", dtype=np.uint16)
     return [tuple(tokens[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:])]
-
-
-def _cli(*args):
-    return CliRunner().invoke(app, ["prepare", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +146,8 @@ def test_eval_set_files_are_checked_against_the_manifest(web_data, tmp_path):
 
 
 def test_cli_prepares_caps_with_a_warning_and_prints_json(web_corpus, tmp_path):
-    result = _cli(web_corpus["parquet"], "--out", tmp_path, "--eval-docs", 50, "--vocab-size", 320, "--json")
+    result = invoke("prepare", web_corpus["parquet"], "--out", tmp_path, "--eval-docs", 50, "--vocab-size", 320,
+                    "--json")
     assert result.exit_code == 0, result.output
     assert "warning: " in result.stderr and "capped at 4 documents each (asked for 50)" in result.stderr
     manifest = json.loads(result.stdout)["manifest"]
@@ -162,11 +158,11 @@ def test_cli_prepares_caps_with_a_warning_and_prints_json(web_corpus, tmp_path):
 def test_cli_decode_errors_skip_counts_fail_exits(tmp_path, web_corpus):
     corpus = tmp_path / "bad.jsonl"
     corpus.write_bytes(web_corpus["jsonl"].read_bytes() + b'{"text": "caf\xe9", "url": "https://x.org/"}\n')
-    result = _cli(corpus, "--out", tmp_path / "skip", "--eval-docs", 3, "--vocab-size", 320)
+    result = invoke("prepare", corpus, "--out", tmp_path / "skip", "--eval-docs", 3, "--vocab-size", 320)
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "skip" / "manifest.json").read_text())["counts"]["undecodable_documents"] == 1
-    result = _cli(corpus, "--out", tmp_path / "fail", "--eval-docs", 3, "--vocab-size", 320,
-                  "--on-decode-error", "fail")
+    result = invoke("prepare", corpus, "--out", tmp_path / "fail", "--eval-docs", 3, "--vocab-size", 320,
+                    "--on-decode-error", "fail")
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {corpus}:65: undecodable UTF-8 at byte 13 " \
                                     "(use --on-decode-error skip to skip such documents)"
@@ -210,7 +206,8 @@ def test_cli_bad_input_is_one_line(tmp_path, web_corpus, prepared_data, case, me
                                           [{"text": f"{i} " * 300, "url": f"https://h{i}.org"} for i in range(8)]),
     }[case]()
     options = {"too-little-text": ["--vocab-size", 8192], "short": ["--tokenizer", prepared_data / "tokenizer.json"]}
-    result = _cli(spec, "--out", tmp_path / "out", "--eval-docs", 2, *options.get(case, ["--vocab-size", 320]))
+    result = invoke("prepare", spec, "--out", tmp_path / "out", "--eval-docs", 2,
+                    *options.get(case, ["--vocab-size", 320]))
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
@@ -227,7 +224,7 @@ def test_cli_bad_input_is_one_line(tmp_path, web_corpus, prepared_data, case, me
 def test_cli_empty_paths_are_refused_before_reading_the_current_directory(tmp_path, web_corpus, monkeypatch,
                                                                           args, message):
     monkeypatch.chdir(tmp_path)
-    result = _cli(*[web_corpus["jsonl"] if arg == "CORPUS" else arg for arg in args], "--vocab-size", 320)
+    result = invoke("prepare", *[web_corpus["jsonl"] if arg == "CORPUS" else arg for arg in args], "--vocab-size", 320)
     assert result.exit_code == 2 and result.stderr.strip() == message
     assert list(tmp_path.iterdir()) == []
 
@@ -240,7 +237,7 @@ def test_cli_warns_about_the_files_a_txt_directory_passes_over(tmp_path, web_cor
         (group / f"{record['id']}.txt").write_text(record["text"])
     (corpus / "notes.jsonl").write_text('{"text": "left out"}\n')
     (corpus / "README.md").write_text("left out")
-    result = _cli(corpus, "--out", tmp_path / "out", "--eval-docs", 2, "--vocab-size", 320)
+    result = invoke("prepare", corpus, "--out", tmp_path / "out", "--eval-docs", 2, "--vocab-size", 320)
     assert result.exit_code == 0, result.output
     assert f"warning: {corpus}: read only the .txt files of the directory; 2 other file(s) passed over" in \
         result.stderr.splitlines()
@@ -252,7 +249,7 @@ def test_cli_names_the_files_a_txt_directory_passed_over_when_too_few_documents_
     (corpus / "notes" / "short.txt").write_text("too short for a window")
     for record in web_corpus["records"][:6]:
         (corpus / "notes" / f"{record['id']}.md").write_text(record["text"])
-    result = _cli(corpus, "--out", tmp_path / "out", "--vocab-size", 320)
+    result = invoke("prepare", corpus, "--out", tmp_path / "out", "--vocab-size", 320)
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.strip().endswith(f"; {corpus}: read only the .txt files of the directory; 6 other file(s) "
                                           "passed over")
@@ -260,7 +257,7 @@ def test_cli_names_the_files_a_txt_directory_passed_over_when_too_few_documents_
 
 
 def test_cli_hugging_face_without_network_or_package_is_one_line(tmp_path):
-    result = _cli("hf:HuggingFaceFW/fineweb-edu:sample-10BT", "--out", tmp_path)
+    result = invoke("prepare", "hf:HuggingFaceFW/fineweb-edu:sample-10BT", "--out", tmp_path)
     assert result.exit_code == 2
     expected = ("needs the optional `datasets` package" if importlib.util.find_spec("datasets") is None
                 else "cannot load the dataset")
@@ -289,7 +286,7 @@ def test_a_failed_prepare_leaves_an_existing_data_directory_byte_for_byte(tmp_pa
         "no-text": lambda: _write(tmp_path / "no-text.jsonl", [{"body": "x"}]),
         "shared-ids": lambda: _write(tmp_path / "shared.jsonl", [{**r, "id": "same"} for r in web_corpus["records"]]),
     }[case]()
-    result = _cli(corpus, "--out", out, "--eval-docs", 3, "--vocab-size", 300)
+    result = invoke("prepare", corpus, "--out", out, "--eval-docs", 3, "--vocab-size", 300)
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and re.search(message, lines[0]), result.stderr

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from cli import app
 from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
 from gatedv_stats.report import latex_escape
-from gatedv_stats.synthetic import ppls_with_moments, synthetic_runs
+from gatedv_stats.testing import ppls_with_moments, synthetic_runs
 
 SAMPLES = 200
 N_DOCS = 48
@@ -27,7 +27,7 @@ runner = CliRunner()
 def write_runs(folder: Path, ppl_by_seed: dict[str, list[float]], *, eval_set: str | None, lr: float | None,
                seeds: list[int] | None = None, extra: dict | None = None, seed: int = 1) -> None:
     """Loss files with exactly the given per-seed PPLs, one Parquet file per run."""
-    for run in synthetic_runs(ppl_by_seed, n_docs=N_DOCS, seed=seed, seeds=seeds):
+    for run in synthetic_runs(ppl_by_seed, n_docs=N_DOCS, rng_seed=seed, seeds=seeds):
         meta = {**run.meta, "eval_set": eval_set, "lr": lr, **(extra or {})}
         tag = "-".join(str(meta.get(key)) for key in ("eval_set", "lr", "value_act"))
         write_loss_file(folder / tag / f"{run.arm}_{run.seed}.parquet", run.docs, meta)
@@ -91,7 +91,8 @@ def write_bench(path: Path, **overrides) -> None:
               "warmup": 3, "calls": 10, "batch_size": 8, "seq_len": 256, "device_name": "NVIDIA GB10",
               "memory_kind": "CUDA peak allocated", "pairs": [{"seed": seed} for seed in (1, 2, 3)],
               "summary": {"forward_ratio": 1.007003, "step_ratio": 1.011433,
-                          "peak_memory_baseline_bytes": round(1.7525 * gib), "peak_memory_variant_bytes": round(1.8569 * gib),
+                          "peak_memory_baseline_bytes": round(1.7525 * gib),
+                          "peak_memory_variant_bytes": round(1.8569 * gib),
                           "peak_memory_ratio": 1.8569 / 1.7525}, **overrides}
     path.write_text(json.dumps(result), encoding="utf-8")
 
@@ -235,8 +236,8 @@ def test_default_output_inside_the_experiment_and_curves(tmp_path):
     assert "(report_figures/final-quarter-lr-0-0048.svg)" in md
     assert (root / "report_figures" / "delta-p-curve-lr-0-0048.svg").stat().st_size > 1000
     assert re.search(r"\| runs/curve\.csv \| curve file \| `[0-9a-f]{64}` \|", md)
-    assert md_row(md, "baseline", "small", "6 / 128", "4 / 32", "384", "8,192", "2,328,192", "32,768", "512", "8", "67,108,864",
-                  "0.0024, 0.0048")
+    assert md_row(md, "baseline", "small", "6 / 128", "4 / 32", "384", "8,192", "2,328,192", "32,768", "512", "8",
+                  "67,108,864", "0.0024, 0.0048")
     assert "No benchmark results (bench\\*.json" in md  # Markdown-escaped star
 
 
@@ -280,7 +281,8 @@ def test_unreadable_and_missing_inputs_fail_with_one_line(tmp_path):
     copy.parent.mkdir()
     copy.write_bytes(next(twice.rglob("baseline_0.parquet")).read_bytes())
     result = runner.invoke(app, ["report", str(twice), str(copy), "--out", str(tmp_path / "r.md")])
-    assert result.exit_code == 2 and "arm baseline seed 0 on eval set heldout at LR 0.001 appears twice" in result.output
+    assert result.exit_code == 2 and ("arm baseline seed 0 on eval set heldout at LR 0.001 appears twice"
+                                      in result.output)
     (tmp_path / "notes.txt").write_text("hello")
     result = runner.invoke(app, ["report", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "r.md")])
     assert result.exit_code == 2 and "notes.txt: not a loss file" in result.output
@@ -360,6 +362,7 @@ def test_latex_escape():
                                                   r"-{}-seed")
 
 
+@pytest.mark.slow
 def test_a_report_of_greek_arm_names_compiles_with_pdflatex(tmp_path, pdflatex):
     write_runs(tmp_path, {"baseline": [30.0, 30.4], "λ-σ`gate`--v2": [29.9, 30.2]}, eval_set="heldout", lr=0.004)
     tex = tmp_path / "report.tex"
@@ -369,6 +372,7 @@ def test_a_report_of_greek_arm_names_compiles_with_pdflatex(tmp_path, pdflatex):
     assert done.returncode == 0, done.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_latex_reports_compile_with_pdflatex(small, medium, tmp_path, pdflatex):
     """The LaTeX output is a complete document (booktabs tables, figures) that pdflatex typesets without error."""
     medium_tex = medium["root"] / "report.tex"

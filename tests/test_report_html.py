@@ -58,6 +58,7 @@ def test_html_is_one_offline_file_with_the_bundle_once(html_report):
     assert "59.118 ± 0.530" in html and "−2.03%" in html
 
 
+@pytest.mark.slow
 def test_every_chart_renders_offline_without_javascript_errors(html_report, tmp_path, chromium_program):
     html = html_report.read_text(encoding="utf-8")
     dom = chromium(chromium_program, html_report, tmp_path / "profile", "--dump-dom")
@@ -74,6 +75,7 @@ def test_every_chart_renders_offline_without_javascript_errors(html_report, tmp_
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 50_000
 
 
+@pytest.mark.slow
 def test_a_broken_chart_is_reported_by_the_page(html_report, tmp_path, chromium_program):
     """The check above can fail: a spec vega-embed rejects shows up as an error and no rendered charts."""
     html = html_report.read_text(encoding="utf-8")

@@ -10,16 +10,12 @@ import pytest
 from scipy import stats
 
 from gatedv_stats.errors import ParameterError
-
 from gatedv_stats.stats.resampling import (
     document_bootstrap,
     interval_from_distribution,
     ratio_statistic,
 )
-
-
-def ratio(d, n, axis=-1):
-    return np.sum(d, axis=axis) / np.sum(n, axis=axis)
+from helpers import ratio
 
 
 @pytest.mark.parametrize(("method", "scipy_method"), [("percentile", "percentile"), ("bca", "BCa")])
@@ -27,14 +23,15 @@ def test_interval_rule_equals_scipy_on_scipys_own_distribution(sample, method, s
     d, n_targets = sample
     reference = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=999,
                                 confidence_level=0.9, method=scipy_method, rng=np.random.default_rng(2))
-    ours = interval_from_distribution(d, n_targets, reference.bootstrap_distribution, confidence_level=0.9, method=method)
+    ours = interval_from_distribution(d, n_targets, reference.bootstrap_distribution, confidence_level=0.9,
+                                      method=method)
     assert ours == pytest.approx(tuple(reference.confidence_interval), rel=1e-10)
 
 
 @pytest.mark.parametrize(("method", "scipy_method"), [("percentile", "percentile"), ("bca", "BCa")])
 def test_endpoints_agree_with_scipy_within_monte_carlo_error(sample, method, scipy_method):
     d, n_targets = sample
-    ours = document_bootstrap(d, n_targets, n_resamples=4000, seed=1, method=method)
+    ours = document_bootstrap(d, n_targets, n_resamples=4000, rng_seed=1, method=method)
     reference = stats.bootstrap((d, n_targets), ratio, paired=True, vectorized=True, n_resamples=4000,
                                 method=scipy_method, rng=np.random.default_rng(99))
     se = reference.standard_error
@@ -47,14 +44,14 @@ def test_endpoints_agree_with_scipy_within_monte_carlo_error(sample, method, sci
 
 def test_seed_fixes_the_result_and_the_result_records_its_settings(sample):
     d, n_targets = sample
-    first = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, seed=4)
-    again = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, seed=4)
-    other = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, seed=5)
+    first = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, rng_seed=4)
+    again = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, rng_seed=4)
+    other = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.8, rng_seed=5)
     np.testing.assert_array_equal(first.bootstrap_distribution, again.bootstrap_distribution)
     assert first.confidence_interval != other.confidence_interval
-    assert (first.n_resamples, first.confidence_level, first.seed, first.method) == (300, 0.8, 4, "percentile")
+    assert (first.n_resamples, first.confidence_level, first.rng_seed, first.method) == (300, 0.8, 4, "percentile")
     assert first.to_dict()["confidence_interval"] == list(first.confidence_interval)
-    wide = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.99, seed=4)
+    wide = document_bootstrap(d, n_targets, n_resamples=300, confidence_level=0.99, rng_seed=4)
     assert wide.confidence_interval[0] < first.confidence_interval[0] < first.confidence_interval[1] \
         < wide.confidence_interval[1]
 
@@ -72,7 +69,7 @@ def test_memory_stays_bounded_by_the_chunk(sample):
     d, n_targets = rng.normal(size=100_000), rng.integers(1, 300, size=100_000).astype(np.float64)
     tracemalloc.start()
     try:
-        document_bootstrap(d, n_targets, n_resamples=200, seed=0)
+        document_bootstrap(d, n_targets, n_resamples=200, rng_seed=0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -83,8 +80,8 @@ def test_memory_stays_bounded_by_the_chunk(sample):
     ({"method": "basic"}, "method: must be one of"),
     ({"confidence_level": 1.0}, "confidence_level: must lie strictly between 0 and 1"),
     ({"n_resamples": 1}, "n_resamples: must be at least 2"),
-    ({"seed": -1}, "seed: must be an integer from 0 to 9223372036854775807"),
-    ({"seed": 2**63}, "seed: must be an integer from 0 to 9223372036854775807"),
+    ({"rng_seed": -1}, "rng_seed: must be an integer from 0 to 9223372036854775807"),
+    ({"rng_seed": 2**63}, "rng_seed: must be an integer from 0 to 9223372036854775807"),
 ])
 def test_bad_arguments(sample, kwargs, message):
     d, n_targets = sample

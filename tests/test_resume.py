@@ -5,8 +5,11 @@ import torch
 from typer.testing import CliRunner
 
 import cli
-from trainer.checkpoint import load_checkpoint
-from trainer.train import RunSpec, Runtime, train
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
+
+pytestmark = pytest.mark.slow
 
 QUIET = Runtime(device="cpu", progress=False)
 
@@ -43,9 +46,9 @@ def test_resumed_run_equals_the_straight_run_bit_for_bit(straight_and_resumed):
 
 def test_resume_refuses_a_different_run(straight_and_resumed, prepared_data):
     _, resumed = straight_and_resumed
-    result = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv",
-                                          "--seed", "3", "--lr", "0.02", "--updates", "6", "--eval-every", "2",
-                                          "--batch-size", "2", "--out", str(resumed), "--resume"])
+    result = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--variant",
+                                          "gatedv", "--seed", "3", "--lr", "0.02", "--updates", "6", "--eval-every",
+                                          "2", "--batch-size", "2", "--out", str(resumed), "--resume"])
     assert result.exit_code == 2
     assert result.stderr.strip() == (f"error: {resumed / 'checkpoint.pt'}: the checkpoint's run differs "
                                      "(lr 0.01 != 0.02)")
@@ -53,7 +56,7 @@ def test_resume_refuses_a_different_run(straight_and_resumed, prepared_data):
 
 def test_a_run_resumes_only_in_the_precision_it_was_trained_in(prepared_data, tmp_path):
     """bf16 autocast changes the numbers: half a run in bf16 and half in FP32 would be neither."""
-    from trainer.device import Precision
+    from trainer.run.device import Precision
 
     bf16 = Runtime(device="cpu", progress=False, precision=Precision(bf16=True))
     assert train(_spec(prepared_data), tmp_path, runtime=bf16, stop_after=2).update == 2

@@ -9,24 +9,25 @@ from pathlib import Path
 
 import pytest
 import torch
-from interrupting import STOPS, stop_signal, stop_while_training
-from tiny_hf import save_byte_gpt2
 from typer.testing import CliRunner
 
 import cli
-import trainer.evaluate as evaluate_module
-import trainer.hf_evaluate as hf_evaluate
-import trainer.train as train_module
+import trainer.hf.evaluate as hf_evaluate
+import trainer.run.evaluate as evaluate_module
+import trainer.run.train as train_module
 from gatedv_stats.errors import RunFailure
 from gatedv_stats.io.fileio import file_sha256
 from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record
-from trainer import grid_run, launch, sweep
-from trainer.checkpoint import load_checkpoint
-from trainer.device import out_of_memory_as
-from trainer.evaluate import evaluate_checkpoint
-from trainer.sweep import load_experiment
-from trainer.train import Runtime, RunSpec, train
+from interrupting import STOPS, stop_signal, stop_while_training
+from tiny_hf import save_byte_gpt2
+from trainer.grid import grid_run, launch, sweep
+from trainer.grid.experiment import load_experiment
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.device import out_of_memory_as
+from trainer.run.evaluate import evaluate_checkpoint
+from trainer.run.recipe import RunSpec, Runtime
+from trainer.run.train import train
 
 GRID = """
 name = "grid"
@@ -86,6 +87,7 @@ def _fail_seed_1(run, runtime, gpus_per_run, environment=None):
     return grid_run.run_one(run, runtime)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_the_sweep_in_one_line(grid, monkeypatch):
     monkeypatch.setattr(sweep, "_run_in_worker", _die)
     result = CliRunner().invoke(cli.app, ["sweep", str(grid), "--device", "cpu", "--jobs", "2"])
@@ -96,6 +98,7 @@ def test_a_killed_worker_ends_the_sweep_in_one_line(grid, monkeypatch):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.slow
 def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
     monkeypatch.setattr(sweep, "_run_in_worker", _fail_seed_1)
     experiment = load_experiment(grid)
@@ -111,6 +114,7 @@ def test_a_failed_run_does_not_stop_the_others(grid, monkeypatch, jobs):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads process states from /proc")
 @pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.slow
 def test_an_interrupted_sweep_stops_its_workers_at_once(prepared_data, tmp_path, stop):
     """Ctrl-C reaches the terminal's whole process group; `kill PID` (SIGTERM) the sweep's process alone. Each
     worker writes a checkpoint of the update in progress before it ends."""
@@ -151,6 +155,7 @@ def _group_alive(group: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
     monkeypatch.setattr(launch, "torchrun_command",
                         lambda job_file, outcome_file, nproc, log_dir: [sys.executable, "-c", "raise SystemExit(3)"])
@@ -160,6 +165,7 @@ def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
 
 
 @pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.slow
 def test_an_interrupted_run_keeps_the_update_in_progress_and_resumes_bit_for_bit(prepared_data, tmp_path, stop):
     args = ["--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv", "--seed", "3",
             "--batch-size", "2", "--updates", "100000", "--eval-every", "100000", "--device", "cpu"]
@@ -185,6 +191,7 @@ def test_an_interrupted_run_keeps_the_update_in_progress_and_resumes_bit_for_bit
 
 
 @RUNNING_OUT
+@pytest.mark.slow
 def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data, tmp_path, monkeypatch, run_out,
                                                                    cause):
     run_dir = tmp_path / "run"
@@ -212,8 +219,8 @@ def test_a_model_too_big_for_memory_is_one_line(prepared_data, tmp_path):
     """Its first weight matrix (64 × 2⁴⁹ floats, 2⁵⁷ bytes) is beyond any address space: refused on every machine."""
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(cli.app, [
-        "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "wide", "--knob", "d_ff=281474976710656",
-        "--seed", "1", "--updates", "2", "--out", str(run_dir), "--device", "cpu"])
+        "train", "--data", str(prepared_data), "--config", "tiny", "--variant", "wide", "--knob",
+        "d_ff=281474976710656", "--seed", "1", "--updates", "2", "--out", str(run_dir), "--device", "cpu"])
     line = _one_error_line(result, 4)
     assert line.startswith(f"error: {run_dir}: out of memory on cpu building the model (can't allocate memory: "
                            "tried to allocate ")
@@ -221,6 +228,7 @@ def test_a_model_too_big_for_memory_is_one_line(prepared_data, tmp_path):
 
 
 @RUNNING_OUT
+@pytest.mark.slow
 def test_out_of_memory_in_evaluation_is_one_line(prepared_data, tmp_path, monkeypatch, run_out, cause):
     run_dir = tmp_path / "run"
     trained = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
@@ -271,6 +279,7 @@ def _signal_self_after_update(monkeypatch, update: int, signum: int) -> None:
     monkeypatch.setattr(train_module._Loop, "_step", signalling_step)
 
 
+@pytest.mark.slow
 def test_a_stop_whose_handler_returns_leaves_the_run_unfinished_and_it_resumes(prepared_data, tmp_path, monkeypatch):
     """A cluster job's own SIGTERM handler (submitit's logs the signal and returns) must not let a stopped run pass
     for finished: no loss files of the half-trained model, and the run resumes to the end later."""
@@ -304,6 +313,7 @@ def test_a_stop_whose_handler_returns_leaves_the_run_unfinished_and_it_resumes(p
 
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="POSIX user signals")
 @pytest.mark.parametrize("handler_ends_the_job", [True, False], ids=["requeue-and-exit", "returns"])
+@pytest.mark.slow
 def test_a_schedulers_save_signal_reaches_its_handler_after_a_checkpoint_of_the_update(prepared_data, tmp_path,
                                                                                         monkeypatch,
                                                                                         handler_ends_the_job):

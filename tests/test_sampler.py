@@ -9,7 +9,7 @@ from scipy import stats
 
 from gatedv_stats.errors import InputError
 from gatedv_stats.stats.validation import MAX_SEED
-from trainer.data import WINDOW, PreparedData, WindowSampler
+from trainer.data.prepared import WINDOW, PreparedData, WindowSampler
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.crossed import cluster_sums, clustered_moments, crossed_moments, weighted_df
 from gatedv_stats.stats.planning import variance_components
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.stats.crossed import cluster_sums, clustered_moments, crossed_moments, weighted_df
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.seed_tests import seed_permutation_test, seed_sign_test
-from gatedv_stats.stats.simulation import CrossedModel, loss_sums, simulate_differences
+from gatedv_stats.stats.seed_tests import seed_permutation_test, sign_test
 from gatedv_stats.stats.verdict import VERDICTS, tost_p_value, verdict
+from gatedv_stats.testing import CrossedModel, loss_sums, simulate_differences
 
 
 def study(model, n_seeds, n_targets, seed):
@@ -53,9 +53,9 @@ def test_weighted_mean_squares_match_a_brute_force_loop_also_in_a_batch():
     fit = crossed_moments(y, w)
     for b in range(4):
         expected = brute_force_mean_squares(y[b], w)
-        got = (fit.d[b], fit.v_seed[b], fit.q_doc[b], fit.q_int[b])
+        got = (fit.nll_diff_mean[b], fit.v_seed[b], fit.q_doc[b], fit.q_int[b])
         np.testing.assert_allclose(got, expected, rtol=1e-12)
-        assert fit.d[b] == pytest.approx(np.sum(y[b] * w) / 3, rel=1e-12)
+        assert fit.nll_diff_mean[b] == pytest.approx(np.sum(y[b] * w) / 3, rel=1e-12)
 
 
 def test_equal_weights_give_the_two_way_anova_and_the_planning_components():
@@ -138,7 +138,7 @@ def test_components_and_standard_error_match_statsmodels_mixedlm_reml():
     assert fit.doc_var == pytest.approx(components["doc"], rel=1e-3)
     assert fit.interaction_var == pytest.approx(reml.scale, rel=1e-3)
     assert math.sqrt(fit.var_d) == pytest.approx(float(reml.bse_fe.iloc[0]), rel=1e-3)
-    assert fit.d == pytest.approx(float(reml.fe_params.iloc[0]), rel=1e-6)
+    assert fit.nll_diff_mean == pytest.approx(float(reml.fe_params.iloc[0]), rel=1e-6)
 
 
 def test_effective_df_of_the_document_form_matches_its_eigenvalues():
@@ -234,7 +234,7 @@ def test_mean_squares_have_the_stated_expectations_and_var_d_is_unbiased():
         draws = getattr(fit, name)
         assert abs(draws.mean() - value) < 4 * draws.std() / math.sqrt(draws.size), name
     true_var = seed / n_seeds + doc * w2 + inter * w2 / n_seeds
-    assert abs(fit.d.var() / true_var - 1) < 4 * math.sqrt(2 / fit.d.size)
+    assert abs(fit.nll_diff_mean.var() / true_var - 1) < 4 * math.sqrt(2 / fit.nll_diff_mean.size)
     assert abs(fit.var_d.mean() / true_var - 1) < 0.03
 
 
@@ -244,7 +244,7 @@ def test_var_d_stays_unbiased_when_short_documents_vary_more():
     rng = np.random.default_rng(15)
     n = rng.integers(20, 600, 60).astype(float)
     fit = crossed_moments(simulate_differences(model, 4, n, rng, n_studies=20_000), n / n.sum())
-    assert abs(fit.var_d.mean() / fit.d.var() - 1) < 0.05
+    assert abs(fit.var_d.mean() / fit.nll_diff_mean.var() - 1) < 0.05
 
 
 def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
@@ -257,17 +257,18 @@ def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
     for c, label in enumerate(sums.labels):
         members = labels == label
         np.testing.assert_allclose(sums.values[:, c], (variant - baseline)[:, members].sum(axis=1), rtol=1e-12)
-        assert sums.n_targets[c] == n[members].sum()
+        assert sums.n_units[c] == n[members].sum()
     plain = seed_document_interval(baseline, variant, n)
     clustered = seed_document_interval(baseline, variant, n, clusters=labels)
-    assert clustered.d == pytest.approx(plain.d, rel=1e-12)
+    assert clustered.nll_diff_mean == pytest.approx(plain.nll_diff_mean, rel=1e-12)
     assert clustered.n_clusters == len(sums.labels) and clustered.n_docs == 50
     direct = clustered_moments((variant - baseline) / n, n, labels)
     assert clustered.se == pytest.approx(math.sqrt(direct.var_d), rel=1e-12)
     assert clustered.df == pytest.approx(float(direct.df), rel=1e-12)
     d = metrics.document_differences(baseline, variant)
     cluster_d = cluster_sums(d, n, labels)
-    assert document_bootstrap(cluster_d.values, cluster_d.n_targets, n_resamples=50).statistic == pytest.approx(plain.d)
+    bootstrap = document_bootstrap(cluster_d.values, cluster_d.n_units, n_resamples=50)
+    assert bootstrap.statistic == pytest.approx(plain.nll_diff_mean)
 
 
 def test_interval_and_delta_p_arithmetic():
@@ -275,14 +276,14 @@ def test_interval_and_delta_p_arithmetic():
     baseline, variant = study(CrossedModel(-0.02, 0.01, 0.03, 0.05), 5, n, 7)
     result = seed_document_interval(baseline, variant, n, confidence_level=0.9)
     critical = stats.t.ppf(0.95, result.df)
-    assert result.confidence_interval.low == pytest.approx(result.d - critical * result.se)
-    assert result.confidence_interval.high == pytest.approx(result.d + critical * result.se)
+    assert result.confidence_interval.low == pytest.approx(result.nll_diff_mean - critical * result.se)
+    assert result.confidence_interval.high == pytest.approx(result.nll_diff_mean + critical * result.se)
     mean_ppl = [metrics.perplexity(metrics.token_nll(arm, n)).mean() for arm in (baseline, variant)]
     assert result.delta_p == pytest.approx(metrics.delta_p(*mean_ppl), rel=1e-12)
     assert result.log_ratio == pytest.approx(math.log1p(result.delta_p))
     assert result.delta_p_interval.low == pytest.approx(math.expm1(result.log_ratio - critical * result.se))
     assert result.delta_p_interval.low < result.delta_p < result.delta_p_interval.high
-    assert result.d == pytest.approx(metrics.nll_diff_mean(metrics.token_nll(baseline, n),
+    assert result.nll_diff_mean == pytest.approx(metrics.nll_diff_mean(metrics.token_nll(baseline, n),
                                                            metrics.token_nll(variant, n)), rel=1e-12)
     assert result.df <= result.satterthwaite_df
 
@@ -319,7 +320,7 @@ def test_one_document_and_one_seed():
 @pytest.mark.parametrize("change, message", [
     (lambda b, v, n: (b, v[:, :-1], n), "must be"),
     (lambda b, v, n: (b, np.where(v > 0, np.nan, v), n), "finite"),
-    (lambda b, v, n: (b, v, n * 0), "n_targets"),
+    (lambda b, v, n: (b, v, n * 0), "n_units"),
     (lambda b, v, n: (b, b.copy(), n), "do not vary"),
 ])
 def test_bad_input_is_an_input_error(change, message):
@@ -349,15 +350,16 @@ def test_to_dict_is_strict_json():
     n = np.full(50, 128)
     result = seed_document_interval(*study(CrossedModel(-0.02, 0.01, 0.02, 0.03), 3, n, 11), n)
     data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
-    assert data["d"] == result.d and data["confidence_interval"] == list(result.confidence_interval)
+    assert data["nll_diff_mean"] == result.nll_diff_mean
+    assert data["confidence_interval"] == list(result.confidence_interval)
     assert json.dumps(verdict(result, sesoi=0.01).to_dict(), allow_nan=False)
 
 
 def with_estimate(result, d, se, df=10.0):
     """The same result with another D (taken as the log ratio too), SE and df, interval rebuilt."""
     half = stats.t.ppf(0.5 + result.confidence_level / 2, df) * se
-    return dataclasses.replace(result, d=d, se=se, df=df, log_ratio=d, log_ratio_se=se, delta_p=math.expm1(d),
-                               confidence_interval=(d - half, d + half))
+    return dataclasses.replace(result, nll_diff_mean=d, se=se, df=df, log_ratio=d, log_ratio_se=se,
+                               delta_p=math.expm1(d), confidence_interval=(d - half, d + half))
 
 
 def test_verdicts_follow_the_interval_and_the_two_one_sided_tests():
@@ -419,10 +421,26 @@ def test_three_seeds_say_they_cannot_reach_five_percent():
 
 def test_seed_sign_test_matches_binomtest_and_drops_ties():
     d = np.array([-0.02, -0.01, 0.0, -0.03, 0.01, -0.02])
-    result = seed_sign_test(d)
+    result = sign_test(d)
     assert (result.improved, result.worse, result.ties) == (4, 1, 1)
     assert result.p_value == pytest.approx(stats.binomtest(4, 5, 0.5).pvalue)
     assert result.min_attainable_p == pytest.approx(2 ** -4) and not result.can_reach_alpha
-    assert seed_sign_test(np.full(6, -0.01)).p_value == pytest.approx(2 ** -5)
+    assert sign_test(np.full(6, -0.01)).p_value == pytest.approx(2 ** -5)
     with pytest.raises(InputError, match="tied"):
-        seed_sign_test(np.zeros(3))
+        sign_test(np.zeros(3))
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+@pytest.mark.parametrize("d", [[-0.02, -0.01, 0.0, -0.03, 0.01, -0.02], [-0.01] * 7, [0.01, 0.02, -0.01], [0.01]])
+def test_sign_test_alternatives_match_binomtest(alternative, d):
+    result = sign_test(np.array(d), alternative=alternative)
+    improved = sum(value < 0 for value in d)
+    untied = sum(value != 0 for value in d)
+    assert (result.improved, result.n_pairs, result.alternative) == (improved, untied, alternative)
+    assert result.p_value == pytest.approx(stats.binomtest(improved, untied, 0.5, alternative=alternative).pvalue,
+                                           rel=1e-12)
+    floor = min(1.0, 2.0 ** (1 - untied)) if alternative == "two-sided" else 2.0 ** -untied
+    assert result.min_attainable_p == floor
+    assert "alternative" not in result.to_dict()
+    with pytest.raises(ParameterError, match="^alternative: must be one of two-sided, greater, less"):
+        sign_test(np.array(d), alternative="lower")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gatedv_stats.stats.planning import Design, seed_document_plan
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.seed_document_plan import Design, seed_document_plan
 
 SEED_SD, DOC_SD, INTERACTION_SD = 0.008, 0.03, 0.05
 

@@ -8,16 +8,18 @@ import numpy as np
 import pytest
 from statsmodels.stats.weightstats import DescrStatsW
 
-from gatedv_stats.stats import seed_uncertainty as su
 from gatedv_stats.errors import InputError
-from gatedv_stats.stats.resampling import resampled_sums
 from gatedv_stats.pairing import pair_runs
-from gatedv_stats.synthetic import synthetic_runs
+from gatedv_stats.stats.resampling import resampled_sums
+from gatedv_stats.stats.seed_level import few_seed_limits, seed_uncertainty
+from gatedv_stats.stats.seed_tests import paired_t_interval, sign_test
+from gatedv_stats.stats.two_level_bootstrap import percentile_seed_coverage, two_level_bootstrap
+from gatedv_stats.testing import synthetic_runs
 
 
 def test_paired_t_interval_matches_statsmodels():
     r = np.array([-0.021, -0.018, -0.026, -0.015, -0.020])
-    result = su.paired_t_interval(r, confidence_level=0.9)
+    result = paired_t_interval(r, confidence_level=0.9)
     described = DescrStatsW(r)
     low, high = described.tconfint_mean(alpha=0.1)
     t_statistic, p_value, df = described.ttest_mean(0.0)
@@ -25,16 +27,16 @@ def test_paired_t_interval_matches_statsmodels():
     assert result.t_statistic == pytest.approx(t_statistic, rel=1e-12)
     assert result.p_value == pytest.approx(p_value, rel=1e-10)
     assert result.df == df == 4
-    assert result.mean_log_ratio == pytest.approx(r.mean())
+    assert result.nll_diff_mean == pytest.approx(r.mean())
     assert result.ratio_interval == pytest.approx((math.exp(low) - 1, math.exp(high) - 1))
     assert result.critical_t == pytest.approx(2.1318468, rel=1e-6)  # t_0.95 with 4 df
 
 
 def test_paired_t_interval_rejects_too_few_or_constant_ratios():
     with pytest.raises(InputError, match="at least 2"):
-        su.paired_t_interval(np.array([-0.02]))
+        paired_t_interval(np.array([-0.02]))
     with pytest.raises(InputError, match="spread is zero"):
-        su.paired_t_interval(np.array([-0.02, -0.02, -0.02]))
+        paired_t_interval(np.array([-0.02, -0.02, -0.02]))
 
 
 @pytest.mark.parametrize("variant, improved, ties", [
@@ -44,7 +46,7 @@ def test_paired_t_interval_rejects_too_few_or_constant_ratios():
 ])
 def test_sign_test_matches_the_binomial_tail(variant, improved, ties):
     baseline = np.full(5, 2.0)
-    result = su.sign_test(baseline, np.array(variant))
+    result = sign_test(np.array(variant) - baseline, alternative="greater")
     n = 5 - ties
     tail = sum(math.comb(n, k) for k in range(improved, n + 1)) / 2 ** n
     assert (result.improved, result.ties, result.n_pairs) == (improved, ties, n)
@@ -54,7 +56,7 @@ def test_sign_test_matches_the_binomial_tail(variant, improved, ties):
 
 def test_sign_test_with_every_pair_tied_is_an_input_error():
     with pytest.raises(InputError, match="tied"):
-        su.sign_test(np.ones(3), np.ones(3))
+        sign_test(np.ones(3) - np.ones(3), alternative="greater")
 
 
 def loop_two_level_bootstrap(baseline, variant, n, samples, seed, confidence):
@@ -63,7 +65,7 @@ def loop_two_level_bootstrap(baseline, variant, n, samples, seed, confidence):
     n_seeds, n_docs = baseline.shape
     rng = np.random.default_rng(seed)
     seed_counts = rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=samples)
-    doc_counts = np.rint(resampled_sums(np.eye(n_docs), n_resamples=samples, seed=seed)).astype(np.int64)
+    doc_counts = np.rint(resampled_sums(np.eye(n_docs), n_resamples=samples, rng_seed=seed)).astype(np.int64)
     assert np.all(doc_counts.sum(axis=1) == n_docs)
     estimates = []
     for b in range(samples):
@@ -82,14 +84,14 @@ def test_two_level_bootstrap_matches_an_explicit_loop():
     n = rng.integers(100, 257, 25).astype(float)
     baseline = n * rng.normal(3.4, 0.2, (4, 25))
     variant = baseline + n * rng.normal(-0.02, 0.03, (4, 25))
-    result = su.seed_document_bootstrap(baseline, variant, n, n_resamples=300, seed=11, confidence_level=0.9)
+    result = two_level_bootstrap(baseline, variant, n, n_resamples=300, rng_seed=11, confidence_level=0.9)
     expected = loop_two_level_bootstrap(baseline, variant, n, samples=300, seed=11, confidence=0.9)
     assert result.confidence_interval == pytest.approx(tuple(expected), rel=1e-10)
     ppl_base = np.exp(baseline.sum(axis=1) / n.sum())
     ppl_var = np.exp(variant.sum(axis=1) / n.sum())
     assert result.delta_p == pytest.approx(ppl_var.mean() / ppl_base.mean() - 1, rel=1e-12)
     assert result.distinct_seed_resamples == math.comb(7, 4) == 35
-    assert result == su.seed_document_bootstrap(baseline, variant, n, n_resamples=300, seed=11, confidence_level=0.9)
+    assert result == two_level_bootstrap(baseline, variant, n, n_resamples=300, rng_seed=11, confidence_level=0.9)
 
 
 def test_two_level_bootstrap_is_wider_than_documents_alone_when_seeds_disagree():
@@ -99,38 +101,39 @@ def test_two_level_bootstrap_is_wider_than_documents_alone_when_seeds_disagree()
     baseline = n * rng.normal(3.4, 0.2, (1, 40)).repeat(5, axis=0)
     steady = baseline + n * -0.02
     spread = baseline + n * (-0.02 + np.array([-0.03, -0.015, 0.0, 0.015, 0.03]))[:, None]
-    steady_interval = su.seed_document_bootstrap(baseline, steady, n, n_resamples=400)
-    spread_interval = su.seed_document_bootstrap(baseline, spread, n, n_resamples=400)
-    assert steady_interval.confidence_interval.high - steady_interval.confidence_interval.low < 1e-9  # identical seeds, constant per-token effect
+    steady_interval = two_level_bootstrap(baseline, steady, n, n_resamples=400)
+    spread_interval = two_level_bootstrap(baseline, spread, n, n_resamples=400)
+    # identical seeds, constant per-token effect
+    assert steady_interval.confidence_interval.high - steady_interval.confidence_interval.low < 1e-9
     assert spread_interval.confidence_interval.high - spread_interval.confidence_interval.low > 0.02
 
 
 def test_percentile_seed_coverage_formula():
     # |t_{n-1}| <= z * sqrt((n-1)/n): for n = 3, P(|t_2| <= c) = c / sqrt(2 + c^2)
     c = 1.959963984540054 * math.sqrt(2 / 3)
-    assert su.percentile_seed_coverage(3) == pytest.approx(c / math.sqrt(2 + c * c), rel=1e-9)
-    assert su.percentile_seed_coverage(5) < su.percentile_seed_coverage(20) < 0.95
-    assert math.isnan(su.percentile_seed_coverage(1))
+    assert percentile_seed_coverage(3) == pytest.approx(c / math.sqrt(2 + c * c), rel=1e-9)
+    assert percentile_seed_coverage(5) < percentile_seed_coverage(20) < 0.95
+    assert math.isnan(percentile_seed_coverage(1))
 
 
 def test_few_seed_limits_state_the_numbers():
-    three = su.few_seed_limits(3)
+    three = few_seed_limits(3)
     assert "critical t = 4.30" in three[0]
     assert "cannot reach" in three[1] and "0.125" in three[1]
     assert "10 distinct seed resamples" in three[2] and "about 75%" in three[2]
-    five = su.few_seed_limits(5)
+    five = few_seed_limits(5)
     assert "at most 0 fail" in five[1] and "0.03125" in five[1]
-    assert "at most 1 fail" in su.few_seed_limits(8)[1]  # P(X <= 1 | 8, 1/2) = 9/256 <= 0.05
+    assert "at most 1 fail" in few_seed_limits(8)[1]  # P(X <= 1 | 8, 1/2) = 9/256 <= 0.05
 
 
 def test_seed_uncertainty_assembles_the_parts_from_paired_runs():
-    runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.7, 30.0]}, n_docs=30, seed=1)
+    runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.7, 30.0]}, n_docs=30, rng_seed=1)
     paired = pair_runs([r for r in runs if r.arm == "baseline"], [r for r in runs if r.arm == "gatedv"])
-    result = su.seed_uncertainty(paired, n_resamples=200, seed=5)
+    result = seed_uncertainty(paired, n_resamples=200, rng_seed=5)
     expected_r = np.log([29.5, 29.7, 30.0]) - np.log([30.0, 30.4, 29.9])
-    assert result.t_interval.mean_log_ratio == pytest.approx(expected_r.mean(), rel=1e-9)
+    assert result.t_interval.nll_diff_mean == pytest.approx(expected_r.mean(), rel=1e-9)
     assert (result.sign_test.improved, result.sign_test.n_pairs) == (2, 3)
-    assert result.bootstrap.seed == 5 and result.bootstrap.n_resamples == 200
+    assert result.bootstrap.rng_seed == 5 and result.bootstrap.n_resamples == 200
     data = result.to_dict()
     assert set(data) == {"baseline_arm", "variant_arm", "two_level_bootstrap", "t_interval", "sign_test", "limits",
                          "seed_permutation_test", "seed_sign_test_two_sided"}
@@ -147,4 +150,4 @@ def test_seed_uncertainty_assembles_the_parts_from_paired_runs():
 
     one_seed = pair_runs([runs[0]], [runs[3]])
     with pytest.raises(InputError, match="at least 2 paired seeds"):
-        su.seed_uncertainty(one_seed)
+        seed_uncertainty(one_seed)

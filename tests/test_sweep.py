@@ -9,12 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-import trainer.train as train_module
+import trainer.run.train as train_module
 from gatedv_stats.stats.validation import MAX_SEED
-from trainer.cluster import ExperimentStatus, RunStatus, SubmitResult, Submission
-from trainer.grid_run import RunOutcome
-from trainer.sweep import SweepResult, load_experiment
-from trainer.train import Runtime, train
+from helpers import sweep_json
+from trainer.grid.cluster import ExperimentStatus, RunStatus, Submission, SubmitResult
+from trainer.grid.experiment import load_experiment
+from trainer.grid.grid_run import RunOutcome
+from trainer.grid.sweep import SweepResult
+from trainer.run.recipe import Runtime
+from trainer.run.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = """
@@ -35,9 +38,7 @@ confirm_seeds = [5, 6]
 
 
 def _sweep(path, *args):
-    result = CliRunner().invoke(cli.app, ["sweep", str(path), "--device", "cpu", "--json", *args])
-    assert result.exit_code == 0, result.stderr
-    return {(run["variant"], run["lr"]): run for run in json.loads(result.stdout)["runs"]}
+    return {(run["variant"], run["lr"]): run for run in sweep_json(path, "--device", "cpu", *args)["runs"]}
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,7 @@ def grid(prepared_data, tmp_path_factory):
     return path, _sweep(path)
 
 
+@pytest.mark.slow
 def test_every_run_is_trained_into_its_directory_with_loss_files(grid):
     path, runs = grid
     assert {key: run["action"] for key, run in runs.items()} == {
@@ -64,6 +66,7 @@ def test_every_run_is_trained_into_its_directory_with_loss_files(grid):
         assert run["dev_nll"] == pd.read_csv(run_dir / "curve.csv")["dev_nll"].iloc[-1]
 
 
+@pytest.mark.slow
 def test_a_second_sweep_skips_finished_runs_and_only_evaluates_what_is_missing(grid):
     path, _ = grid
     (path.parent / "runs" / "gatedv" / "lr0.001" / "seed1" / "heldout.parquet").unlink()
@@ -73,14 +76,15 @@ def test_a_second_sweep_skips_finished_runs_and_only_evaluates_what_is_missing(g
     assert (path.parent / "runs" / "gatedv" / "lr0.001" / "seed1" / "heldout.parquet").is_file()
 
 
+@pytest.mark.slow
 def test_select_lr_picks_the_lowest_final_dev_nll_and_writes_the_confirmation_grid(grid):
     path, _ = grid
     result = CliRunner().invoke(cli.app, ["select-lr", str(path), "--json"])
     assert result.exit_code == 0, result.stderr
     selection = json.loads(result.stdout)
     for variant in ("baseline", "gatedv"):
-        finals = {lr: pd.read_csv(path.parent / "runs" / variant / f"lr{lr:g}" / "seed1" / "curve.csv")["dev_nll"].iloc[-1]
-                  for lr in (0.001, 0.02)}
+        curves = {lr: path.parent / "runs" / variant / f"lr{lr:g}" / "seed1" / "curve.csv" for lr in (0.001, 0.02)}
+        finals = {lr: pd.read_csv(curve)["dev_nll"].iloc[-1] for lr, curve in curves.items()}
         assert selection["selected"][variant] == min(finals, key=lambda lr: (finals[lr], lr))
         assert selection["ppl"][variant]["0.02"] == pytest.approx(math.exp(finals[0.02]))
     assert selection["selection_seed"] == 1
@@ -92,6 +96,7 @@ def test_select_lr_picks_the_lowest_final_dev_nll_and_writes_the_confirmation_gr
     assert (confirm.updates, confirm.eval_every, confirm.batch_size, confirm.size) == (2, 2, 2, "tiny")
 
 
+@pytest.mark.slow
 def test_select_lr_refuses_a_bad_confirmation_seed_and_writes_nothing(grid, tmp_path):
     path, _ = grid
     out = tmp_path / "confirm.toml"
@@ -100,6 +105,7 @@ def test_select_lr_refuses_a_bad_confirmation_seed_and_writes_nothing(grid, tmp_
     assert result.stderr.strip() == "error: --seeds: must be an integer from 0 to 9223372036854775807 (got -1)"
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tmp_path, monkeypatch):
     path = tmp_path / "diverge.toml"
     path.write_text(GRID.format(data=prepared_data).replace('["baseline", "gatedv"]', '["baseline"]')
@@ -114,7 +120,8 @@ def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tm
 
     monkeypatch.setattr(train_module, "next_token_loss", first_call_nan)
     runs = _sweep(path)
-    assert runs[("baseline", 0.001)]["status"] == "diverged" and runs[("baseline", 0.001)]["dev_nll"] is None  # strict JSON
+    # a diverged run's NLL is null: strict JSON
+    assert runs[("baseline", 0.001)]["status"] == "diverged" and runs[("baseline", 0.001)]["dev_nll"] is None
     assert runs[("baseline", 0.002)]["action"] == "trained"
     assert _sweep(path)[("baseline", 0.001)]["action"] == "skipped"
     selected = CliRunner().invoke(cli.app, ["select-lr", str(path), "--json", "--out", str(tmp_path / "c.toml")])
@@ -122,6 +129,7 @@ def test_a_diverged_run_is_recorded_skipped_and_never_selected(prepared_data, tm
     assert json.loads(selected.stdout)["selected"] == {"baseline": 0.002}
 
 
+@pytest.mark.slow
 def test_a_grid_whose_every_rate_diverged_warns_and_is_never_selected(prepared_data, tmp_path, monkeypatch):
     path = tmp_path / "diverge.toml"
     path.write_text(GRID.format(data=prepared_data).replace('["baseline", "gatedv"]', '["baseline"]')
@@ -133,13 +141,14 @@ def test_a_grid_whose_every_rate_diverged_warns_and_is_never_selected(prepared_d
     assert swept.exit_code == 0, swept.stderr
     run_dirs = [tmp_path / "runs" / "baseline" / lr / "seed1" for lr in ("lr0.001", "lr0.002")]
     expected = [f"{run_dir} diverged at update 1 (last good checkpoint: update 0)" for run_dir in run_dirs]
-    assert [line for line in swept.stderr.splitlines() if "warning" in line] == [f"warning: {line}" for line in expected]
+    assert [line for line in swept.stderr.splitlines() if "warning" in line] == [f"warning: {line}"
+                                                                                 for line in expected]
     assert json.loads(swept.stdout)["warnings"] == expected
     out = tmp_path / "c.toml"
     selected = CliRunner().invoke(cli.app, ["select-lr", str(path), "--out", str(out)])
     assert selected.exit_code == 2 and not out.exists()
-    assert selected.stderr.strip() == ("error: select-lr: every learning rate of baseline diverged on selection seed 1; "
-                                       "no rate to select (add lower rates to the grid)")
+    assert selected.stderr.strip() == ("error: select-lr: every learning rate of baseline diverged on selection seed "
+                                       "1; no rate to select (add lower rates to the grid)")
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -206,7 +215,8 @@ def test_the_paper_study_examples_load():
     examples = {path.stem: load_experiment(path) for path in (ROOT / "examples").glob("*.toml")}
     sizes = {name: (experiment.size, len(experiment.runs())) for name, experiment in examples.items()}
     assert sizes == {
-        "small-confirmation": ("small", 2 * 5), "small-placement": ("small", 4 * 3), "small-lr-grid": ("small", 2 * 4 * 3),
+        "small-confirmation": ("small", 2 * 5), "small-placement": ("small", 4 * 3),
+        "small-lr-grid": ("small", 2 * 4 * 3),
         "small-moment-controls": ("small", 4 * 2 * 3), "medium-lr-selection": ("medium", 2 * 4),
         "medium-confirmation": ("medium", 2 * 2 * 3), "medium-value-gates": ("medium", 6 * 3),
         "tiny-lr-grid": ("tiny", 6), "small-placement-controls": ("small", 5 * 3)}
@@ -246,6 +256,7 @@ def test_a_data_directory_that_is_not_prepared_is_refused_before_any_run_starts(
                              "manifest.json; run `gatedv prepare`)\n")
 
 
+@pytest.mark.slow
 def test_a_finished_runs_unreadable_or_foreign_loss_file_is_evaluated_again(grid):
     path, _ = grid
     runs = path.parent / "runs"

@@ -15,10 +15,12 @@ from typer.testing import CliRunner
 
 import cli
 from gatedv_stats.errors import InputError
-from trainer.checkpoint import load_checkpoint
-from trainer.cluster import ClusterOptions, run_state, sbatch_options, slurm_minutes, slurm_parameters
-from trainer.sweep import load_experiment
-from trainer.train import Runtime, train
+from helpers import sweep_json
+from trainer.grid.cluster import ClusterOptions, run_state, sbatch_options, slurm_minutes, slurm_parameters
+from trainer.grid.experiment import load_experiment
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import Runtime
+from trainer.run.train import train
 
 GRID = """
 name = "cluster"
@@ -34,14 +36,8 @@ out = "runs"
 """
 
 
-def _sweep(path, *args):
-    result = CliRunner().invoke(cli.app, ["sweep", str(path), "--json", *args])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def _status(path):
-    return {run["variant"]: run for run in _sweep(path, "--status")["runs"]}
+    return {run["variant"]: run for run in sweep_json(path, "--status")["runs"]}
 
 
 def _wait_for(path, states, timeout=180):
@@ -80,6 +76,7 @@ def interruptible_jobs():
     signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.slow
 def test_a_killed_local_job_resumes_on_resubmission_bit_identical_to_an_uninterrupted_run(
         prepared_data, tmp_path, monkeypatch, interruptible_jobs):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one CPU thread in every job and in the reference below
@@ -89,7 +86,7 @@ def test_a_killed_local_job_resumes_on_resubmission_bit_identical_to_an_uninterr
     assert {v: (r["state"], r["step"], r["job_id"]) for v, r in _status(path).items()} == {
         "baseline": ("not started", None, None), "gatedv": ("not started", None, None)}
 
-    first = {run["variant"]: run for run in _sweep(path, "--executor", "local", "--device", "cpu")["runs"]}
+    first = {run["variant"]: run for run in sweep_json(path, "--executor", "local", "--device", "cpu")["runs"]}
     assert {run["state"] for run in first.values()} == {"not started"}
     for variant, run in first.items():
         job = json.loads((run_dirs[variant] / "job.json").read_text())
@@ -111,7 +108,7 @@ def test_a_killed_local_job_resumes_on_resubmission_bit_identical_to_an_uninterr
     assert os.path.isfile(middle["gatedv"]["log"]) and middle["baseline"]["log"] is None
     assert json.loads((run_dirs["gatedv"] / "run.json").read_text())["status"] == "running"
 
-    second = {run["variant"]: run for run in _sweep(path, "--executor", "local", "--device", "cpu")["runs"]}
+    second = {run["variant"]: run for run in sweep_json(path, "--executor", "local", "--device", "cpu")["runs"]}
     assert (second["baseline"]["job_id"], second["baseline"]["state"]) == (None, "finished")
     assert second["gatedv"]["state"] == "failed" and second["gatedv"]["job_id"] != first["gatedv"]["job_id"]
     after = _wait_for(path, {"baseline": "finished", "gatedv": "finished"})
@@ -126,14 +123,15 @@ def test_a_killed_local_job_resumes_on_resubmission_bit_identical_to_an_uninterr
     b = load_checkpoint(reference / "checkpoint.pt").model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
     assert {"dev.parquet", "heldout.parquet"} <= {p.name for p in run_dirs["gatedv"].iterdir()}
-    assert [run["job_id"] for run in _sweep(path, "--executor", "local", "--device", "cpu")["runs"]] == [None, None]
+    assert [run["job_id"] for run in sweep_json(path, "--executor", "local", "--device", "cpu")["runs"]] == [None, None]
 
 
+@pytest.mark.slow
 def test_gpus_per_run_makes_each_job_a_data_parallel_process_group(prepared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     path = tmp_path / "ddp.toml"
     path.write_text(GRID.format(data=prepared_data, updates=2, eval_every=2).replace('"baseline", ', ""))
-    (run,) = _sweep(path, "--executor", "local", "--device", "cpu", "--gpus-per-run", "2")["runs"]
+    (run,) = sweep_json(path, "--executor", "local", "--device", "cpu", "--gpus-per-run", "2")["runs"]
     assert _wait_for(path, {"gatedv": "finished"})["gatedv"]["step"] == 2
     job = json.loads((tmp_path / "runs" / "gatedv" / "lr0.004" / "seed1" / "job.json").read_text())
     ranks = submitit.LocalJob(job["folder"], job["job_id"], tasks=[0, 1]).results()  # one outcome per task
@@ -159,14 +157,15 @@ def mocked_slurm():
         signal.signal(sig, handler)
 
 
+@pytest.mark.slow
 def test_slurm_submits_one_job_array_and_status_follows_sacct(prepared_data, tmp_path, mocked_slurm):
     from submitit.core.submission import process_job
 
     path = tmp_path / "cluster.toml"
     path.write_text(GRID.format(data=prepared_data, updates=2, eval_every=2))
-    submitted = _sweep(path, "--executor", "slurm", "--partition", "gpu", "--time", "1-12:00:00", "--gpus-per-run",
-                       "2", "--array-parallelism", "1", "--slurm-option", "account=ml", "--slurm-option",
-                       "--cpus-per-task=8", "--slurm-option", "exclusive")
+    submitted = sweep_json(path, "--executor", "slurm", "--partition", "gpu", "--time", "1-12:00:00",
+                           "--gpus-per-run", "2", "--array-parallelism", "1", "--slurm-option", "account=ml",
+                           "--slurm-option", "--cpus-per-task=8", "--slurm-option", "exclusive")
     job_ids = [run["job_id"] for run in submitted["runs"]]
     assert job_ids == ["12_0", "12_1"]
     job = json.loads((tmp_path / "runs" / "gatedv" / "lr0.004" / "seed1" / "job.json").read_text())
@@ -189,7 +188,7 @@ def test_slurm_submits_one_job_array_and_status_follows_sacct(prepared_data, tmp
         process_job(baseline_job["folder"])
     mocked_slurm.set_job_state("12", "COMPLETED", array=2)
     assert {v: r["state"] for v, r in _status(path).items()} == {"baseline": "finished", "gatedv": "failed"}
-    resubmitted = _sweep(path, "--executor", "slurm", "--device", "cpu")["runs"]
+    resubmitted = sweep_json(path, "--executor", "slurm", "--device", "cpu")["runs"]
     assert [run["job_id"] for run in resubmitted] == [None, "13"]  # one run left: a plain job, not an array
 
 
@@ -228,7 +227,8 @@ def test_the_state_of_a_run_combines_run_json_loss_files_and_the_job(record, fil
     (["--slurm-option", "mem=4G"], "error: --partition, --array-parallelism, --slurm-option: only with --executor"),
     (["--executor", "slurm"], "error: --executor slurm: no `srun` here; submit from a Slurm login node"),
 ])
-def test_bad_cluster_options_are_one_line(prepared_data, tmp_path, args, message):
+def test_bad_cluster_options_are_one_line(prepared_data, tmp_path, monkeypatch, args, message):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `srun`, even on a machine with Slurm's commands: nothing submits
     path = tmp_path / "cluster.toml"
     path.write_text(GRID.format(data=prepared_data, updates=2, eval_every=2))
     result = CliRunner().invoke(cli.app, ["sweep", str(path), *args])
@@ -236,13 +236,14 @@ def test_bad_cluster_options_are_one_line(prepared_data, tmp_path, args, message
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_status_counts_a_finished_run_with_a_corrupt_loss_file_as_not_finished(prepared_data, tmp_path):
     path = tmp_path / "cluster.toml"
     path.write_text(GRID.format(data=prepared_data, updates=2, eval_every=2) + 'eval_sets = ["dev"]\n')
     run = load_experiment(path).runs()[0]
     train(run.spec, run.run_dir, runtime=Runtime(device="cpu", progress=False))
     assert _status(path)["baseline"]["state"] == "interrupted"  # no loss file yet
-    from trainer.grid_run import run_one
+    from trainer.grid.grid_run import run_one
 
     run_one(run, Runtime(device="cpu", progress=False))
     assert _status(path)["baseline"]["state"] == "finished"

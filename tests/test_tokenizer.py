@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from cli import app
 from gatedv_stats.errors import InputError
-from trainer.data import PreparedData
-from trainer.tokenizer import encode_batch, load_tokenizer, save_tokenizer, token_byte_lengths, train_tokenizer
+from trainer.data.prepared import PreparedData
+from trainer.data.tokenizer import encode_batch, load_tokenizer, save_tokenizer, token_byte_lengths, train_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,12 @@ import torch
 from typer.testing import CliRunner
 
 import cli
-import trainer.train as train_module
+import trainer.run.train as train_module
 from gatedv_stats.stats.validation import MAX_SEED
-from trainer.checkpoint import load_checkpoint
-from trainer.model import build_model, model_config
-from trainer.train import RunSpec, Runtime, learning_rate, make_optimizer, train
+from trainer.model.transformer import build_model, model_config
+from trainer.run.checkpoint import load_checkpoint
+from trainer.run.recipe import RunSpec, Runtime, learning_rate, make_optimizer
+from trainer.run.train import train
 
 UPDATES, EVAL_EVERY, BATCH = 6, 3, 2  # a short run of small batches keeps the tests fast
 QUIET = Runtime(device="cpu", progress=False)
@@ -80,6 +81,7 @@ def test_adamw_decays_every_matrix_and_no_gain():
     assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
 
 
+@pytest.mark.slow
 def test_training_lowers_the_development_loss(paired_runs):
     runs, _ = paired_runs
     for result, run_dir in runs.values():
@@ -91,6 +93,7 @@ def test_training_lowers_the_development_loss(paired_runs):
         assert result.dev_nll == curve["dev_nll"].iloc[-1]
 
 
+@pytest.mark.slow
 def test_curve_file_columns_and_rows(paired_runs):
     runs, _ = paired_runs
     result, run_dir = runs["gatedv"]
@@ -108,6 +111,7 @@ def test_curve_file_columns_and_rows(paired_runs):
     pd.testing.assert_frame_equal(pd.DataFrame(checkpoint.extra["curve"]), curve)
 
 
+@pytest.mark.slow
 def test_paired_runs_share_initial_weights_and_every_batch(paired_runs):
     _, seen = paired_runs
     base, gated = seen["baseline"], seen["gatedv"]
@@ -116,6 +120,7 @@ def test_paired_runs_share_initial_weights_and_every_batch(paired_runs):
     assert base["weights"] == gated["weights"]  # the same logical tensors, bit for bit
 
 
+@pytest.mark.slow
 def test_the_largest_seed_trains_reproducibly(prepared_data, tmp_path):
     spec = RunSpec.make(prepared_data, "tiny", "baseline", MAX_SEED, updates=2, eval_every=2, batch_size=BATCH)
     for name in ("first", "second"):
@@ -127,6 +132,7 @@ def test_the_largest_seed_trains_reproducibly(prepared_data, tmp_path):
     assert all(torch.equal(tensor, weights[1][name]) for name, tensor in weights[0].items())
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(prepared_data, tmp_path, monkeypatch):
     calls = []
     original = train_module.next_token_loss
@@ -139,8 +145,8 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(prepared_data
     monkeypatch.setattr(train_module, "next_token_loss", poisoned)
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(cli.app, ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1",
-                                          "--updates", "4", "--eval-every", "2", "--batch-size", "2", "--out", str(run_dir),
-                                          "--device", "cpu"])
+                                          "--updates", "4", "--eval-every", "2", "--batch-size", "2", "--out",
+                                          str(run_dir), "--device", "cpu"])
     assert result.exit_code == 3
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [result.stderr.strip().splitlines()[-1]] and "Traceback" not in result.stderr  # progress bar above
@@ -175,6 +181,7 @@ def test_bad_training_input_is_one_line(prepared_data, tmp_path, args, message):
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
+@pytest.mark.slow
 def test_an_existing_run_needs_resume_and_a_missing_data_dir_is_named(paired_runs, tmp_path):
     runs, _ = paired_runs
     _, run_dir = runs["baseline"]

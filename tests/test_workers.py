@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gatedv_stats import workers
-from trainer import launch
+from trainer.grid import launch
 
 HERE = Path(__file__).parent
 POOLS = {
@@ -73,6 +73,7 @@ def _orphans_after_killing_the_parent(kind: str, directory: Path, wait: float) -
 
 
 @pytest.mark.parametrize("kind", ["sweep", "statistics"])
+@pytest.mark.slow
 def test_workers_and_their_commands_end_when_the_parent_is_killed(kind, tmp_path):
     left = _orphans_after_killing_the_parent(kind, tmp_path, wait=30)
     for pid in left:  # do not leave them behind when the test fails
@@ -80,6 +81,7 @@ def test_workers_and_their_commands_end_when_the_parent_is_killed(kind, tmp_path
     assert left == []
 
 
+@pytest.mark.slow
 def test_a_plain_pool_would_leave_its_workers_behind(tmp_path):
     """What the pools above prevent: the busy worker, its command and the idle worker all outlive the parent."""
     left = _orphans_after_killing_the_parent("plain", tmp_path, wait=2)
@@ -93,6 +95,7 @@ def _note(path: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["sweep", "statistics"])
+@pytest.mark.slow
 def test_an_interrupted_pool_stops_its_workers_and_their_commands_at_once(kind, tmp_path):
     slots = [tmp_path / "a", tmp_path / "b"]
     for slot in slots:
@@ -137,6 +140,7 @@ def _stopping_at_points(directory: str, grace: float, polls: bool) -> None:
 
 
 @pytest.mark.parametrize("polls", [True, False], ids=["stopping-point", "cut-short"])
+@pytest.mark.slow
 def test_a_stopped_worker_lets_deferred_work_reach_its_stopping_point_within_the_grace(polls, tmp_path):
     grace = 5.0
     with pytest.raises(KeyboardInterrupt):
@@ -159,6 +163,7 @@ def test_deferred_stop_changes_nothing_outside_a_worker():
         assert deferred is False and not workers.stop_requested()
 
 
+@pytest.mark.slow
 def test_run_child_returns_the_exit_status():
     assert workers.run_child([sys.executable, "-c", "raise SystemExit(3)"]) == 3
     assert workers.exit_with_parent() is False  # the test process has no multiprocessing parent
@@ -171,6 +176,7 @@ def _progress_lock() -> str:
     return type(tqdm.get_lock()).__name__
 
 
+@pytest.mark.slow
 def test_a_workers_progress_bars_take_no_lock_shared_across_processes():
     """tqdm's default lock is a named semaphore shared across processes: one a killed worker never released
     would make Python's resource tracker warn of a leak after the sweep's error line."""

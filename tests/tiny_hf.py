@@ -84,7 +84,8 @@ def train_and_export(data: Path, out: Path, *, seed: int = 2) -> tuple[Path, Pat
     from typer.testing import CliRunner
 
     import cli
-    from trainer.train import RunSpec, Runtime, train
+    from trainer.run.recipe import RunSpec, Runtime
+    from trainer.run.train import train
 
     spec = RunSpec.make(data, "tiny", "baseline", seed, lr=0.01, updates=2, eval_every=2, batch_size=2)
     train(spec, out / "run", runtime=Runtime(device="cpu", progress=False))

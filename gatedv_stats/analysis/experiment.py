@@ -1,6 +1,6 @@
 """The analysis of a whole experiment, run once: every comparison, test and adjustment a report shows.
 
-`analyse_experiment` groups the evaluated runs (`gatedv_stats.runs`), summarises every arm of every group, pairs
+`analyze_experiment` groups the evaluated runs (`gatedv_stats.runs`), summarises every arm of every group, pairs
 each variant with the reference and runs `analyze` on it exactly once, adjusts the p-values of the arms that share
 a reference, selects learning rates, compares training curves and tabulates the inference-time swaps. The
 report sections only format what it returns.
@@ -12,25 +12,38 @@ import os
 import sys
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
-from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyse_curves, analyse_lr_selection
+from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.discovery import ExperimentInputs
 from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing import PairedLosses, pair_runs
-from gatedv_stats.runs import (GATEDV, EvalGroup, add_unique, arm_order, choose_reference, eval_groups,
-                               group_sort_key, is_override, lr_of, mixed_eval_set, native_act, other_arms)
+from gatedv_stats.runs import (
+    GATEDV,
+    EvalGroup,
+    add_unique,
+    arm_order,
+    choose_reference,
+    eval_groups,
+    group_sort_key,
+    is_override,
+    lr_of,
+    mixed_eval_set,
+    native_act,
+    other_arms,
+)
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
 from gatedv_stats.stats.multiple import adjust_p_values
-from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_rng_seed
+from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
 from gatedv_stats.workers import spawn_pool
 
 BREAKDOWN_MIN_DOCS = 5
@@ -47,7 +60,7 @@ class AnalysisSettings:
 
     reference: str | None = None
     n_resamples: int = 2000
-    seed: int = 0
+    rng_seed: int = 0
     confidence_level: float = 0.95
     sesoi: float | None = None
     cluster: str | None = None
@@ -56,7 +69,7 @@ class AnalysisSettings:
 
     def __post_init__(self) -> None:
         check_n_resamples(self.n_resamples)
-        check_rng_seed(self.seed)
+        check_seed(self.rng_seed, "rng_seed")
         check_confidence_level(self.confidence_level)
         if self.sesoi is not None:
             check_open_unit("sesoi", self.sesoi)
@@ -71,8 +84,8 @@ class PairResult:
     analysis: PairAnalysis
 
     def per_token_differences(self) -> np.ndarray:
-        """d_i / n_i: each document's seed-averaged loss difference per target (variant − reference)."""
-        return document_differences(self.paired.baseline, self.paired.variant) / self.paired.n_targets
+        """d_i / n_i: each document's seed-averaged loss difference per target, or per byte (variant − reference)."""
+        return document_differences(self.paired.baseline, self.paired.variant) / self.paired.n_units
 
 
 @dataclass(frozen=True)
@@ -150,40 +163,41 @@ def breakdown_column(paired: PairedLosses, min_docs: int = BREAKDOWN_MIN_DOCS) -
     return "n_bytes" if "n_bytes" in paired.doc_columns else None
 
 
-def analyse_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = AnalysisSettings(), *,
+def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = AnalysisSettings(), *,
                        progress: bool | None = None, workers: int | None = 1) -> ExperimentAnalysis:
-    """Group, pair and analyse every comparison of the experiment once.
+    """Group, pair and analyze every comparison of the experiment once.
 
-    `workers` > 1 (None: one per CPU) analyses a large experiment's pairs on that many worker processes; each
+    `workers` > 1 (None: one per CPU) analyzes a large experiment's pairs on that many worker processes; each
     analysis depends on its pair and the settings alone, so where it runs changes no bit of the result. The
     workers are fresh interpreters (multiprocessing's "spawn"), so a script calling this must guard its entry
-    point with `if __name__ == "__main__":`; where they cannot start, the pairs are analysed here."""
+    point with `if __name__ == "__main__":`; where they cannot start, the pairs are analyzed here."""
     reference = choose_reference({run.arm for run in inputs.runs}, settings.reference)
     groups = eval_groups(inputs.runs)
     found = [_pair_group(group, reference, settings) for group in groups]
     pairs = [paired for group_pairs, _ in found for _, paired in group_pairs]
     with tqdm(total=len(pairs), desc="comparisons", unit="comparison", file=sys.stderr,
               disable=None if progress is None else not progress, leave=False) as bar:
-        analyses = iter(_analyse_pairs(pairs, settings, workers, bar))
-    analysed = tuple(_group_analysis(group, reference, settings, group_pairs, left_out, analyses)
+        analyses = iter(_analyze_pairs(pairs, settings, workers, bar))
+    analyzed = tuple(_group_analysis(group, reference, settings, group_pairs, left_out, analyses)
                      for group, (group_pairs, left_out) in zip(groups, found))
-    return ExperimentAnalysis(inputs=inputs, settings=settings, reference=reference, groups=analysed,
-                              lr_selection=analyse_lr_selection(groups, inputs.curves),
-                              curves=analyse_curves(inputs.curves, reference),
+    return ExperimentAnalysis(inputs=inputs, settings=settings, reference=reference, groups=analyzed,
+                              lr_selection=analyze_lr_selection(groups, inputs.curves),
+                              curves=analyze_curves(inputs.curves, reference),
                               swaps=_swap_tables(inputs.runs, reference))
 
 
-def analyse_pair(paired: PairedLosses, settings: AnalysisSettings, errors: dict | None = None) -> PairAnalysis:
+def analyze_pair(paired: PairedLosses, settings: AnalysisSettings,
+                 errors: Mapping[str, Any] | None = None) -> PairAnalysis:
     """A report's analysis of one pair: `analyze` with the settings, D broken down by `breakdown_column`; under
     NumPy's floating-point error settings `errors` (the caller's `np.geterr()`) when given."""
     column = breakdown_column(paired)
     with np.errstate(**(errors or {})):
         return analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
-                       seed=settings.seed, by=(column,) if column else (), cluster=settings.cluster,
+                       rng_seed=settings.rng_seed, by=(column,) if column else (), cluster=settings.cluster,
                        sesoi=settings.sesoi)
 
 
-def _analyse_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int | None,
+def _analyze_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int | None,
                    bar: tqdm) -> list[PairAnalysis]:
     """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large,
     else (or when the workers cannot start) in this process."""
@@ -191,23 +205,23 @@ def _analyse_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, worker
     workers = min(cpus if workers is None else workers, len(pairs))
     if workers >= 2 and sum(paired.baseline.size for paired in pairs) >= PARALLEL_MIN_LOSS_SUMS:
         try:
-            return _analyse_on_workers(pairs, settings, workers, bar)
+            return _analyze_on_workers(pairs, settings, workers, bar)
         except BrokenProcessPool as error:
-            warnings.warn(f"worker processes could not analyse the comparisons ({error}); analysing them here")
+            warnings.warn(f"worker processes could not analyze the comparisons ({error}); analyzing them here")
             bar.reset()
     analyses = []
     for paired in pairs:
-        analyses.append(analyse_pair(paired, settings))
+        analyses.append(analyze_pair(paired, settings))
         bar.update()
     return analyses
 
 
-def _analyse_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int,
+def _analyze_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int,
                         bar: tqdm) -> list[PairAnalysis]:
-    """`analyse_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
+    """`analyze_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
     settings."""
     with spawn_pool(workers) as pool:
-        futures = [pool.submit(analyse_pair, paired, settings, np.geterr()) for paired in pairs]
+        futures = [pool.submit(analyze_pair, paired, settings, np.geterr()) for paired in pairs]
         for _ in as_completed(futures):
             bar.update()
         return [future.result() for future in futures]
@@ -251,9 +265,14 @@ def _adjust(pairs: list[PairResult]) -> AdjustedPValues:
                      pair.analysis.comparison.seed_document.p_value for pair in pairs]
     t_values = [None if pair.analysis.seed_level is None else pair.analysis.seed_level.t_interval.p_value
                 for pair in pairs]
-    return AdjustedPValues(seed_document=None if None in seed_document else adjust_p_values(seed_document),
-                           t=None if None in t_values else adjust_p_values(t_values),
+    return AdjustedPValues(seed_document=_adjust_if_all(seed_document), t=_adjust_if_all(t_values),
                            permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]))
+
+
+def _adjust_if_all(p_values: list[float | None]) -> dict[str, list[float]] | None:
+    """The adjusted p-values, or None when a pair lacks the test."""
+    present = [value for value in p_values if value is not None]
+    return adjust_p_values(present) if len(present) == len(p_values) else None
 
 
 def _swap_tables(runs: tuple[LossRun, ...], reference: str | None) -> tuple[SwapTable, ...]:

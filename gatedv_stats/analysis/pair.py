@@ -14,16 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats.breakdowns import Breakdown, breakdown
-from gatedv_stats.stats.comparison import (Comparison, cluster_labels, compare, resampled_units,
-                                           seed_document_or_none)
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
+from gatedv_stats.stats.breakdowns import Breakdown, breakdown
+from gatedv_stats.stats.comparison import Comparison, cluster_labels, compare, resampled_units, seed_document_or_none
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
+from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
 from gatedv_stats.stats.resampling import interval_from_distribution
+from gatedv_stats.stats.seed_level import SeedUncertainty, seed_uncertainty
 from gatedv_stats.stats.validation import check_at_least, check_n_resamples
-from gatedv_stats.stats.seed_uncertainty import SeedUncertainty, seed_uncertainty
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,8 @@ class BitsPerByte:
         text = f"bits per byte: {self.baseline_mean:.4f} vs {self.variant_mean:.4f} ({relative}, mean over seeds)"
         if self.difference_interval is not None:
             low, high = self.difference_interval
-            text += f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)} bits per byte"
+            text += (f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)}"
+                     " bits per byte")
             if self.relative_change_interval is not None:
                 text += f", relative {fmt.format_delta_p_interval(self.relative_change_interval)}"
             text += " (seeds and documents sampled)"
@@ -63,7 +63,7 @@ class BitsPerByte:
 
 @dataclass(frozen=True)
 class PairAnalysis:
-    """One paired comparison with every reviewer statistic; `seed` and resample counts are recorded inside."""
+    """One paired comparison with every reviewer statistic; `rng_seed` and resample counts are recorded inside."""
 
     comparison: Comparison
     bca_interval: ConfidenceInterval | None  # BCa interval for D from the comparison's own bootstrap distribution
@@ -103,15 +103,15 @@ class PairAnalysis:
         return "\n".join(lines)
 
 
-def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
+def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, rng_seed: int = 0,
             n_permutations: int = 10_000, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
             cluster: str | None = None, sesoi: float | None = None, progress: bool | None = False) -> PairAnalysis:
-    """Every reviewer statistic for one pair of arms; all resampling is seeded from `seed`. `cluster` and `sesoi`
+    """Every reviewer statistic for one pair of arms; all resampling is seeded from `rng_seed`. `cluster` and `sesoi`
     as in `compare`; with `cluster` the models-fixed statistics resample clusters."""
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
-    comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, seed=seed,
+    comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
                          cluster=cluster, sesoi=sesoi, progress=progress)
     differences, units_n = resampled_units(paired, cluster_labels(paired, cluster))
     notes = []
@@ -127,17 +127,18 @@ def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
     else:
         try:
             seed_level = seed_uncertainty(paired, n_resamples=n_resamples, confidence_level=confidence_level,
-                                          seed=seed, progress=progress)
+                                          rng_seed=rng_seed, progress=progress)
         except InputError as error:  # e.g. identical arms: no spread over seeds, every pair tied
             notes.append(f"no seed-level statistics: {error}")
     return PairAnalysis(
         comparison=comparison,
         bca_interval=bca,
-        permutation=sign_flip_test(differences, units_n, n_resamples=n_permutations, seed=seed, progress=progress),
+        permutation=sign_flip_test(differences, units_n, n_resamples=n_permutations, rng_seed=rng_seed,
+                                   progress=progress),
         seed_level=seed_level,
         bits_per_byte=_bits_per_byte(paired, comparison),
         breakdowns=tuple(breakdown(paired, column, bins=bins, min_docs=min_docs, n_resamples=n_resamples,
-                                   confidence_level=confidence_level, seed=seed) for column in by),
+                                   confidence_level=confidence_level, rng_seed=rng_seed) for column in by),
         notes=tuple(notes),
     )
 
@@ -158,7 +159,7 @@ def _bits_per_byte(paired: PairedLosses, comparison: Comparison) -> BitsPerByte 
         interval = ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
     if per_byte is not None and relative is not None:
         # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
-        half = (per_byte.confidence_interval.high - per_byte.d) / (float(np.mean(baseline)) / bits)
+        half = (per_byte.confidence_interval.high - per_byte.nll_diff_mean) / (float(np.mean(baseline)) / bits)
         relative_interval = log_interval_as_change(math.log1p(relative) - half, math.log1p(relative) + half)
     return BitsPerByte(baseline=tuple(float(v) for v in baseline), variant=tuple(float(v) for v in variant),
                        baseline_mean=float(np.mean(baseline)), variant_mean=float(np.mean(variant)),

@@ -34,11 +34,12 @@ class CurveAnalysis:
     final_quarter: pd.DataFrame
 
 
-def analyse_lr_selection(groups: list[EvalGroup], curves: pd.DataFrame) -> LRSelectionAnalysis:
+def analyze_lr_selection(groups: list[EvalGroup], curves: pd.DataFrame) -> LRSelectionAnalysis:
     """Select from the final development-set loss files, else from the last point of each development curve."""
     dev_runs = [run for group in groups if group.eval_set == "dev" and group.lr is not None for run in group.runs]
     table = pd.DataFrame([{"arm": run.arm, "lr": lr_of(run), "seed": run.seed,
-                           "dev_nll": float(token_nll(run.docs["loss_sum"].to_numpy(), run.docs["n_targets"].to_numpy()))}
+                           "dev_nll": float(token_nll(run.docs["loss_sum"].to_numpy(),
+                                                      run.docs["n_targets"].to_numpy()))}
                           for run in dev_runs], columns=["arm", "lr", "seed", "dev_nll"])
     source = "final development-set loss files"
     notes: tuple[str, ...] = ()
@@ -63,15 +64,17 @@ def _several_rates(table: pd.DataFrame) -> bool:
     return bool(len(table)) and bool((table.groupby("arm")["lr"].nunique() > 1).any())
 
 
-def analyse_curves(curves: pd.DataFrame, reference: str | None) -> tuple[CurveAnalysis, ...]:
+def analyze_curves(curves: pd.DataFrame, reference: str | None) -> tuple[CurveAnalysis, ...]:
     """Per learning rate: each variant's ΔP(t) against the reference (when both have curves) and the final quarter."""
+    if not len(curves):
+        return ()
     analyses = []
-    unfinished = final_curve_points(curves)[1] if len(curves) else None
+    unfinished = final_curve_points(curves)[1]
     for lr in sorted(curves["lr"].unique()):
         at_lr = curves[curves["lr"] == lr]
         arms = set(at_lr["arm"])
         comparisons, notes = [], []
-        if reference in arms and len(arms) > 1:
+        if reference is not None and reference in arms and len(arms) > 1:
             for variant in other_arms(arms, reference):
                 try:
                     comparisons.append((variant, curve_delta_p(at_lr, reference, variant, baseline_lr=lr,

@@ -21,7 +21,7 @@ TEMP_SUFFIX = ".tmp"
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed.
 
     Readers never see a half-written file and a previous version survives a crash. A symbolic link is written
@@ -46,7 +46,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     remove_stale_temp_files(target.parent, target.name)
 
 
-def remove_stale_temp_files(directory: str | os.PathLike, name: str | None = None) -> list[Path]:
+def remove_stale_temp_files(directory: str | os.PathLike[str], name: str | None = None) -> list[Path]:
     """Remove the temporary files of `name` (None: of every target) in `directory` that no live writer holds;
     returns the paths removed."""
     pattern = f".{glob.escape(name)}.*{TEMP_SUFFIX}" if name is not None else f".*{TEMP_SUFFIX}"
@@ -65,13 +65,13 @@ def remove_stale_temp_files(directory: str | os.PathLike, name: str | None = Non
     return removed
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` (UTF-8) to `path` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)

@@ -37,13 +37,14 @@ def read_bench_result(path: str | Path) -> dict:
                f"an integer of at least {least}")
     pairs = result["pairs"]
     _check(path, "pairs", pairs, isinstance(pairs, list) and bool(pairs) and
-           all(isinstance(pair, dict) and pair for pair in pairs), "a list of seed pairs (at least one, each an object of its results)")
+           all(isinstance(pair, dict) and pair for pair in pairs),
+           "a list of seed pairs (at least one, each an object of its results)")
     for key in SUMMARY_KEYS:
         value = summary.get(key)
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-        least, what = (0.0, "a finite number of bytes ≥ 0") if key.endswith("bytes") else (
+        smallest, what = (0.0, "a finite number of bytes ≥ 0") if key.endswith("bytes") else (
             math.ulp(0.0), "a finite positive number")
-        _check(path, f"summary.{key}", value, math.isfinite(number) and number >= least, what)
+        _check(path, f"summary.{key}", value, math.isfinite(number) and number >= smallest, what)
     return {**result, "source": str(path)}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ def read_curve_file(path: str | Path) -> pd.DataFrame:
     return validate_curves(frame, str(path))
 
 
-def read_curve_inputs(paths: list[str | Path]) -> pd.DataFrame:
+def read_curve_inputs(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Read curve files (directories are searched for `curve.csv`) into one validated table. A file named twice
     (itself and through its directory) counts once; a run's step recorded by two files is an error naming both.
 
@@ -89,8 +90,8 @@ def with_run_record(curve: pd.DataFrame, path: str | Path) -> pd.DataFrame:
         other |= (curve["seed"] != seed).to_numpy()
     if other.any():
         row = curve[other].iloc[0]
-        recorded = " ".join(f"{name} {format_lr(value) if name == 'lr' else value}"
-                            for name, value in (("arm", arm), ("lr", lr), ("seed", seed)) if value is not None)
+        shown = {"arm": arm, "lr": None if lr is None else format_lr(lr), "seed": seed}
+        recorded = " ".join(f"{name} {value}" for name, value in shown.items() if value is not None)
         raise InputError(f"{path}: step {row['step']} holds arm {row['arm']} lr {format_lr(row['lr'])} "
                          f"seed {row['seed']}, not the run of {record_path} ({recorded})")
     status = record.get("status")

@@ -17,7 +17,7 @@ from gatedv_stats.stats.validation import MAX_SEED
 _EXACT_FLOAT = 2**53  # a float beyond it may have lost the seed's last digits
 
 
-def paths_under(directory: str | os.PathLike) -> list[Path]:
+def paths_under(directory: str | os.PathLike[str]) -> list[Path]:
     """Every path under `directory`, sorted, as `Path.rglob("*")` finds them (linked directories are not entered),
     except that a directory that cannot be listed is an `InputError` naming it instead of passed over."""
     found = []
@@ -30,7 +30,7 @@ def _unlistable(error: OSError) -> None:
     raise InputError(f"{error.filename}: cannot list the directory: {error.strerror or type(error).__name__}")
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a file's bytes, read in 1 MiB blocks; a file that cannot be read is an `InputError` naming it."""
     digest = hashlib.sha256()
     try:
@@ -42,7 +42,7 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def read_json_object(path: str | os.PathLike) -> dict:
+def read_json_object(path: str | os.PathLike[str]) -> dict:
     """A JSON file holding one object; anything else is an `InputError` naming the file."""
     try:
         value = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -64,12 +64,13 @@ def read_seed(value: object, where: str) -> int:
         except ValueError:
             number = None
     if isinstance(number, numbers.Real) and not isinstance(number, numbers.Integral):
-        integral = math.isfinite(number) and number == round(number)
-        if integral and _EXACT_FLOAT < number <= MAX_SEED:
+        real = float(number)
+        integral = math.isfinite(real) and real == round(real)
+        if integral and _EXACT_FLOAT < real <= MAX_SEED:
             raise InputError(f"{where}: {value!r} is a float beyond 2**53, which may have lost digits; "
                              "record the seed as an integer")
-        number = int(number) if integral else None
-    if isinstance(number, bool) or not isinstance(number, numbers.Integral) or not 0 <= number <= MAX_SEED:
+        number = int(real) if integral else None
+    if isinstance(number, bool) or not isinstance(number, numbers.Integral) or not 0 <= int(number) <= MAX_SEED:
         raise InputError(f"{where}: {value!r} is not an integer from 0 to {MAX_SEED}")
     return int(number)
 

@@ -15,15 +15,17 @@ import json
 import math
 import numbers
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.io.fileio import file_sha256, read_json_object
 from gatedv_stats.io.lossfiles import validate_docs, write_loss_file
-from gatedv_stats.stats.validation import check_rng_seed
+from gatedv_stats.stats.validation import check_seed
 
 ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 _BYTE_METRICS = ("byte_perplexity", "bits_per_byte")
@@ -43,14 +45,14 @@ class HarnessSamples:
     warnings: tuple[str, ...] = ()
 
 
-def read_lm_eval_samples(paths: list[str | Path], *, id_field: str = "id") -> HarnessSamples:
+def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id") -> HarnessSamples:
     """Read rolling-loglikelihood sample logs; documents are named by the logged document's `id_field`
     (an empty `id_field`: by the harness's `doc_id`, the document's position in its task's dataset)."""
     if not paths:
         raise InputError("no lm-evaluation-harness sample log given")
     rows: list[tuple] = []
     seen: dict[str, str] = {}
-    files = []
+    files: list[dict[str, Any]] = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
@@ -160,7 +162,8 @@ def _task_kind(sample: dict) -> str:
 def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
     """A logged `[log-likelihood, count]`."""
     if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], numbers.Real)
-            or isinstance(value[0], bool) or isinstance(value[1], bool) or not isinstance(value[1], int) or value[1] < 0):
+            or isinstance(value[0], bool) or isinstance(value[1], bool) or not isinstance(value[1], int)
+            or value[1] < 0):
         raise InputError(f"{where}: {metric} must be [log-likelihood, count], got {json.dumps(value)[:80]}")
     try:
         return float(value[0]), value[1]
@@ -191,7 +194,9 @@ def _harness_run(path: Path, match: re.Match | None) -> dict | None:
     if results is None or not results.is_file():
         return None
     data = read_json_object(results)
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    config = data.get("config")
+    if not isinstance(config, dict):
+        config = {}
     return {**{key: data.get(key) for key in _RUN_KEYS}, **{key: config.get(key) for key in _CONFIG_KEYS},
             "results_file": results.name}
 
@@ -221,12 +226,12 @@ class LmEvalImport:
                 f"byte {self.loss_sum / (math.log(2) * self.n_bytes):.6f} -> {self.out}")
 
 
-def import_lm_eval(paths: list[str | Path], out: str | Path, *, arm: str, seed: int = 0,
+def import_lm_eval(paths: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0,
                    id_field: str = "id") -> LmEvalImport:
     """Read sample logs (see `read_lm_eval_samples`) and write them as the loss file `out` of (arm, seed)."""
     if not arm or not arm.strip():
         raise ParameterError("arm", "must name the arm (a non-empty name)")
-    check_rng_seed(seed, "seed")
+    check_seed(seed, "seed")
     samples = read_lm_eval_samples(paths, id_field=id_field)
     write_loss_file(out, samples.docs, {"arm": arm, "seed": seed, **samples.meta})
     docs = samples.docs

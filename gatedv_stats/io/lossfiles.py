@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.errors import InputError
+from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.io.fileio import file_sha256, paths_under, read_json_object, read_model_config, read_seed
 from gatedv_stats.io.outputs import check_output_file
 
@@ -100,7 +100,7 @@ def read_long_table(path: str | Path) -> list[LossRun]:
     return _read_runs(Path(path), long_table=True)
 
 
-def read_loss_inputs(paths: list[str | Path] | tuple[str | Path, ...], *,
+def read_loss_inputs(paths: Sequence[str | Path], *,
                      skipped: list[SkippedFile] | None = None) -> list[LossRun]:
     """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column).
 
@@ -186,7 +186,8 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
         ids = list(dict.fromkeys(doc_id[duplicated]))
         rows = np.flatnonzero(duplicated) + 1
         raise InputError(f"{source}: duplicate doc_id {', '.join(map(repr, ids[:_SHOWN]))}"
-                         f"{' ...' if len(ids) > _SHOWN else ''} ({len(ids)} ids, rows {', '.join(map(str, rows[:_SHOWN]))}...)")
+                         f"{' ...' if len(ids) > _SHOWN else ''} ({len(ids)} ids,"
+                         f" rows {', '.join(map(str, rows[:_SHOWN]))}...)")
     loss_sum = _numeric(frame["loss_sum"], "loss_sum", source, where)
     _fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
     _fail_rows(np.isinf(loss_sum), where, "loss_sum is infinite", loss_sum)
@@ -326,7 +327,8 @@ def _decode_parquet_metadata(raw: dict) -> dict:
     return meta
 
 
-def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None, long_table: bool = False) -> list[LossRun]:
+def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None,
+               long_table: bool = False) -> list[LossRun]:
     frame, file_meta = _read_table(path)
     missing = [column for column in RUN_KEYS if column not in frame.columns]
     if long_table and missing:

@@ -1,9 +1,9 @@
 """Output locations, checked before a command does any work: one `InputError` naming the flag and the path.
 
 A location fails when it is empty, when it exists as the wrong kind (a directory where a file goes, or the
-reverse; a device, pipe or socket), when it is one of the command's inputs, when a part of its parent path is a file, or when the directory that would receive it is not
-writable. Writability is `os.access` (through `_writable`): the superuser passes it everywhere except on a
-read-only file system."""
+reverse; a device, pipe or socket), when it is one of the command's inputs, when a part of its parent path is a
+file, or when the directory that would receive it is not writable. Writability is `os.access` (through
+`_writable`): the superuser passes it everywhere except on a read-only file system."""
 
 from __future__ import annotations
 
@@ -15,17 +15,16 @@ from pathlib import Path
 
 from gatedv_stats.errors import InputError
 
-
 PREPARED_DATA_FILES = ("manifest.json", "tokenizer.json")  # what makes a directory one `gatedv prepare` wrote
 
 
-def check_path_given(path: str | os.PathLike, flag: str) -> None:
+def check_path_given(path: str | os.PathLike[str], flag: str) -> None:
     """`path` is not empty (an empty path would silently mean the current directory)."""
     if not os.fspath(path).strip():
         raise InputError(f"{flag}: the path is empty; give a file or directory path")
 
 
-def check_output_file(path: str | os.PathLike, flag: str, suffix: str | None = None) -> None:
+def check_output_file(path: str | os.PathLike[str], flag: str, suffix: str | None = None) -> None:
     """`path` can be written as a file (given by `flag`, e.g. "--out"), whose name ends in `suffix` when the
     file has one format."""
     check_path_given(path, flag)
@@ -44,7 +43,7 @@ def check_output_file(path: str | os.PathLike, flag: str, suffix: str | None = N
     _check_creatable(target, flag)
 
 
-def check_not_an_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str) -> None:
+def check_not_an_input(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]], flag: str) -> None:
     """`path` (given by `flag`) is none of the files the command reads: writing it would replace an input."""
     target = os.path.realpath(path)
     for given in inputs:
@@ -53,7 +52,7 @@ def check_not_an_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLi
             raise InputError(f"{flag}: {path} is one of the inputs{named}; write the output to another file")
 
 
-def check_output_dir(path: str | os.PathLike, flag: str) -> None:
+def check_output_dir(path: str | os.PathLike[str], flag: str) -> None:
     """`path` is, or can be created as, a writable directory (given by `flag`)."""
     check_path_given(path, flag)
     path = Path(path)
@@ -67,7 +66,7 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
 
 
 @contextlib.contextmanager
-def cleaned_on_failure(directory: str | os.PathLike) -> Iterator[Path]:
+def cleaned_on_failure(directory: str | os.PathLike[str]) -> Iterator[Path]:
     """Create `directory` (and its missing parents); when the body fails, remove what it added: the directories
     created here, or else the entries that were not in `directory` before. Entries it rewrote stay."""
     directory = Path(directory)

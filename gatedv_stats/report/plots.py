@@ -134,18 +134,18 @@ def largest_groups(groups: pd.DataFrame, limit: int = FOREST_MAX_GROUPS) -> pd.D
 def forest_chart(groups: pd.DataFrame, *, title: str) -> alt.FacetChart:
     """Forest plot of D per document group: point and interval per group, one panel per comparison.
 
-    `groups`: columns comparison, group, n_docs, nll_diff, low, high (as `Breakdown.to_frame` gives, plus
+    `groups`: columns comparison, group, n_docs, nll_diff_mean, low, high (as `Breakdown.to_frame` gives, plus
     the comparison label); groups keep their row order.
     """
     y = alt.Y("group:N", sort=None, title=None)
     interval = alt.Chart().mark_rule(strokeWidth=2, color="#4c78a8").encode(
         x=alt.X("low:Q", title="D (nats / target)"), x2="high:Q", y=y)
     point = alt.Chart().mark_point(filled=True, size=60, color="#4c78a8").encode(
-        x="nll_diff:Q", y=y,
-        tooltip=["group:N", "n_docs:Q", alt.Tooltip("nll_diff:Q", format=".6f", title="D"),
+        x="nll_diff_mean:Q", y=y,
+        tooltip=["group:N", "n_docs:Q", alt.Tooltip("nll_diff_mean:Q", format=".6f", title="D"),
                  alt.Tooltip("low:Q", format=".6f"), alt.Tooltip("high:Q", format=".6f")])
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
-    plotted = groups[["comparison", "group", "n_docs", "nll_diff", "low", "high"]]  # no undefined p-values
+    plotted = groups[["comparison", "group", "n_docs", "nll_diff_mean", "low", "high"]]  # no undefined p-values
     return (alt.layer(interval, point, zero, data=plotted)
             .properties(width=FACET_WIDTH, height=alt.Step(18))
             .facet(row=alt.Row("comparison:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from gatedv_stats.analysis.experiment import AnalysisSettings, analyse_experiment
+from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.io.discovery import discover_inputs
@@ -89,7 +89,7 @@ def latex_escape(value: object) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _environment(fmt: str) -> jinja2.Environment:
     loader = jinja2.PackageLoader("reports", "templates")
     if fmt == "html":
@@ -121,12 +121,14 @@ def vega_bundle() -> str:
     """
     import vl_convert
 
-    cached = _cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"
+    # vl_convert's stub omits __version__ and marks javascript_bundle's optional snippet as required.
+    cached = _cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"  # type: ignore[attr-defined]
     try:
         return cached.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         pass
-    bundle = vl_convert.javascript_bundle().replace("</script", "<\\/script")  # cannot end the <script> early
+    bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]
+    bundle = bundle.replace("</script", "<\\/script")  # cannot end the <script> early
     try:
         write_text_atomic(cached, bundle)
     except OSError:  # a read-only home only costs the rebuild next time
@@ -194,11 +196,11 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
 def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
                  settings: AnalysisSettings = AnalysisSettings(), *, skipped: list[SkippedFile] | None = None,
                  left_out: list[str] | None = None, workers: int | None = None) -> Path:
-    """Discover runs under `inputs`, analyse them once and write the report (`out` None: see `default_output`;
+    """Discover runs under `inputs`, analyze them once and write the report (`out` None: see `default_output`;
     a directory: report.<ext> inside it). `fmt` None: the format `out`'s name ends in (.html, .md, .tex), else
     html; a format other than the one `out` is named for is refused. `skipped`: see `discover_inputs`; `left_out`
     (a list) receives a line for each comparison with the reference the report leaves out, and why; `workers`:
-    see `analyse_experiment` (default: a large experiment's comparisons on one process per CPU)."""
+    see `analyze_experiment` (default: a large experiment's comparisons on one process per CPU)."""
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     inputs = [Path(path) for path in inputs]
@@ -207,7 +209,7 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
         out = Path(out)
     named = None if out is None else next((name for name, suffix in FORMATS.items()
                                            if suffix == out.suffix.lower() and not out.is_dir()), None)
-    if fmt is not None and named not in (None, fmt):
+    if fmt is not None and out is not None and named not in (None, fmt):
         raise InputError(f"--out: {out} ends in {out.suffix}, the {named} format's name, but --format is {fmt}; "
                          f"name it *{FORMATS[fmt]} or give --format {named}")
     fmt = fmt or named or "html"
@@ -219,7 +221,7 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
     found = discover_inputs(inputs, skipped=skipped)
     read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
     check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars
-    analysis = analyse_experiment(found, settings, workers=workers)
+    analysis = analyze_experiment(found, settings, workers=workers)
     if left_out is not None:
         left_out += left_out_notes(analysis)
     return render_report(build_report(analysis), out, fmt)

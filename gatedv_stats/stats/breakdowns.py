@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.resampling import document_bootstrap
-from gatedv_stats.stats.seed_document import seed_document_interval
+from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
 from gatedv_stats.stats.validation import check_at_least
 
 OTHER = "(other)"
@@ -32,8 +32,8 @@ OTHER = "(other)"
 class GroupEffect:
     group: str
     n_docs: int
-    n_targets: int
-    nll_diff: float  # D over the group's documents
+    n_units: int  # the group's targets, or its UTF-8 bytes when the comparison is per byte
+    nll_diff_mean: float  # D over the group's documents
     confidence_interval: ConfidenceInterval  # document bootstrap, models fixed
     bootstrap_seed: int
     seed_document_interval: ConfidenceInterval | None = None  # seeds and documents, at the Bonferroni level
@@ -43,8 +43,9 @@ class GroupEffect:
     def to_dict(self) -> dict:
         """The published JSON keys (low, high: the models-fixed interval), then the seed-and-document ones."""
         interval = self.seed_document_interval
-        return {"group": self.group, "n_docs": self.n_docs, "n_targets": self.n_targets, "nll_diff": self.nll_diff,
-                "low": self.confidence_interval.low, "high": self.confidence_interval.high,
+        return {"group": self.group, "n_docs": self.n_docs, "n_units": self.n_units,
+                "nll_diff_mean": self.nll_diff_mean, "low": self.confidence_interval.low,
+                "high": self.confidence_interval.high,
                 "bootstrap_seed": self.bootstrap_seed,
                 "seed_document_low": None if interval is None else interval.low,
                 "seed_document_high": None if interval is None else interval.high,
@@ -64,7 +65,7 @@ class Breakdown:
     confidence_level: float
     n_resamples: int
     method: str
-    seed: int  # group k is resampled with seed + k
+    rng_seed: int  # group k is resampled with rng_seed + k
     adjusted_level: float | None = None  # 1 − α/G of the seed-and-document intervals; None with one seed pair
 
     def to_dict(self) -> dict:
@@ -75,7 +76,7 @@ class Breakdown:
         return data
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per group: group, n_docs, n_targets, nll_diff, low, high (models fixed), bootstrap_seed,
+        """One row per group: group, n_docs, n_units, nll_diff_mean, low, high (models fixed), bootstrap_seed,
         seed_document_low, seed_document_high, p_value, p_holm."""
         return pd.DataFrame([group.to_dict() for group in self.groups])
 
@@ -87,13 +88,13 @@ class Breakdown:
                         if self.adjusted_level is not None else "")
         lines = [f"D by {self.column}" + (" (quantile bins)" if self.binned else "")
                  + f": models fixed: {pct} document-bootstrap intervals ({self.method}, B = "
-                 f"{fmt.format_count(self.n_resamples)}, seed {self.seed} + group index){simultaneous}",
+                 f"{fmt.format_count(self.n_resamples)}, seed {self.rng_seed} + group index){simultaneous}",
                  f"{'group':<{width}}{'docs':>7}  {'D':>10}  {'models fixed':<24}{'seeds and documents':<24}Holm p"]
         for group in self.groups:
             generalising = ("—" if group.seed_document_interval is None else
                             fmt.format_interval(*group.seed_document_interval))
             holm = "—" if group.p_holm is None else f"{group.p_holm:.3g}"
-            lines.append(f"{group.group:<{width}}{group.n_docs:>7}  {fmt.format_nll_diff(group.nll_diff):>10}  "
+            lines.append(f"{group.group:<{width}}{group.n_docs:>7}  {fmt.format_nll_diff(group.nll_diff_mean):>10}  "
                          f"{fmt.format_interval(*group.confidence_interval):<24}{generalising:<24}{holm}")
         if self.pooled_groups:
             lines.append(f"note: {self.pooled_groups} groups with fewer than {self.min_docs} documents pooled into "
@@ -105,17 +106,22 @@ class Breakdown:
 
 
 def document_column(paired: PairedLosses, column: str) -> np.ndarray:
-    """A per-document column aligned with `paired.doc_ids`: n_targets, or domain / n_bytes when the files carry it."""
+    """A per-document column aligned with `paired.doc_ids`: n_targets (not per byte, where the runs' targets may
+    differ), or domain / n_bytes when the files carry it."""
+    targets = {} if paired.unit == "byte" else {"n_targets": paired.n_units}
+    if column in targets:
+        return targets[column]
     if column == "n_targets":
-        return paired.n_targets
+        raise ParameterError("by", "a per-byte comparison has no n_targets column (the runs' targets may differ); "
+                                   "break D down by n_bytes instead")
     if column in paired.doc_columns.columns:
         return paired.doc_columns[column].to_numpy()
-    available = ", ".join(["n_targets", *paired.doc_columns.columns])
+    available = ", ".join([*targets, *paired.doc_columns.columns])
     raise ParameterError("by", f"no document column {column!r} in the loss files (available: {available})")
 
 
 def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int = 5, n_resamples: int = 2000,
-              confidence_level: float = 0.95, seed: int = 0, method: str = "percentile") -> Breakdown:
+              confidence_level: float = 0.95, rng_seed: int = 0, method: str = "percentile") -> Breakdown:
     """D and its document-bootstrap interval per value of `column` (numeric columns: `bins` quantile bins)."""
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
@@ -137,17 +143,17 @@ def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int
     differences = metrics.document_differences(paired.baseline, paired.variant)
     groups = []
     for index, (group, docs) in enumerate(zip(order, members)):
-        result = document_bootstrap(differences[docs], paired.n_targets[docs], n_resamples=n_resamples,
-                                    confidence_level=confidence_level, seed=seed + index, method=method)
+        result = document_bootstrap(differences[docs], paired.n_units[docs], n_resamples=n_resamples,
+                                    confidence_level=confidence_level, rng_seed=rng_seed + index, method=method)
         groups.append(GroupEffect(group=str(group), n_docs=int(docs.size),
-                                  n_targets=int(paired.n_targets[docs].sum()), nll_diff=result.statistic,
-                                  confidence_interval=result.confidence_interval, bootstrap_seed=seed + index))
+                                  n_units=int(paired.n_units[docs].sum()), nll_diff_mean=result.statistic,
+                                  confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index))
     adjusted_level = 1.0 - (1.0 - confidence_level) / max(len(groups), 1)
     if paired.n_pairs >= 2 and groups:
         groups = _with_seed_document(paired, members, groups, adjusted_level)
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
-                     n_resamples=n_resamples, method=method, seed=seed,
+                     n_resamples=n_resamples, method=method, rng_seed=rng_seed,
                      adjusted_level=adjusted_level if paired.n_pairs >= 2 and groups else None)
 
 
@@ -163,11 +169,11 @@ def _members(labels: np.ndarray, order: list) -> list[np.ndarray]:
 def _with_seed_document(paired: PairedLosses, members: list[np.ndarray], groups: list[GroupEffect],
                         adjusted_level: float) -> list[GroupEffect]:
     """Each group's seed-and-document interval at the Bonferroni level and its Holm-adjusted p-value."""
-    fits = []
+    fits: list[SeedDocumentResult | None] = []
     for docs in members:
         try:
             fits.append(seed_document_interval(paired.baseline[:, docs], paired.variant[:, docs],
-                                               paired.n_targets[docs], confidence_level=adjusted_level))
+                                               paired.n_units[docs], confidence_level=adjusted_level))
         except InputError:  # no spread within the group
             fits.append(None)
     p_values = [None if fit is None else fit.p_value for fit in fits]

@@ -111,7 +111,7 @@ class Comparison:
             "ci_level": self.bootstrap.confidence_level,
             "ci_method": self.bootstrap.method,
             "bootstrap_samples": self.bootstrap.n_resamples,
-            "bootstrap_seed": self.bootstrap.seed,
+            "bootstrap_seed": self.bootstrap.rng_seed,
             "wins": self.win.wins,
             "n_docs": self.win.n_docs,
             "win_rate": self.win.win_rate,
@@ -169,7 +169,8 @@ class Comparison:
             f"mean NLL diff D    {fmt.format_nll_diff(self.nll_diff_mean)}",
             *self._seed_document_lines(level),
             f"{f'{level} interval':<18} {fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
-            f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, seed {self.bootstrap.seed}"
+            f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, "
+            f"seed {self.bootstrap.rng_seed}"
             + (f", {self.cluster} clusters resampled" if self.cluster else "") + ")",
             f"wins               {fmt.format_count(self.win.wins)} of {fmt.format_count(self.win.n_docs)} "
             f"({fmt.format_percent(self.win.win_rate)}; {level} Wilson interval "
@@ -219,7 +220,7 @@ def _mean_se(summary: ArmSummary) -> float | None:
     return None if summary.n_seeds < 2 else float(summary.ppl_sd / math.sqrt(summary.n_seeds))
 
 
-def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, seed: int = 0,
+def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, rng_seed: int = 0,
             method: str = "percentile", cluster: str | None = None, sesoi: float | None = None,
             progress: bool | None = False) -> Comparison:
     """Assemble the paired comparison of `paired.variant` against `paired.baseline`.
@@ -230,8 +231,8 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
     """
     labels = cluster_labels(paired, cluster)
     n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
-    baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_targets, n_bytes)
-    variant = metrics.arm_summary(paired.variant_arm, paired.seeds, paired.variant, paired.n_targets, n_bytes)
+    baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_units, n_bytes)
+    variant = metrics.arm_summary(paired.variant_arm, paired.seeds, paired.variant, paired.n_units, n_bytes)
     units, units_n = resampled_units(paired, labels)
     seed_document = seed_document_or_none(paired, labels, confidence_level)
     return Comparison(
@@ -244,8 +245,8 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         seed_document=seed_document,
         verdict=None if seed_document is None else verdict(seed_document, sesoi=sesoi, unit=paired.unit),
         bootstrap=document_bootstrap(units, units_n, n_resamples=n_resamples, confidence_level=confidence_level,
-                                     seed=seed, method=method, progress=progress),
-        win=metrics.document_wins(paired.baseline, paired.variant, paired.n_targets),
+                                     rng_seed=rng_seed, method=method, progress=progress),
+        win=metrics.document_wins(paired.baseline, paired.variant, paired.n_units),
         cluster=cluster,
         unit=paired.unit,
         pairing_notes=paired.notes,
@@ -254,13 +255,13 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
 
 
 def resampled_units(paired: PairedLosses, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """What the document bootstrap and the sign-flip test resample: per-document differences d_i and target
-    counts, or their sums over clusters."""
+    """What the document bootstrap and the sign-flip test resample: per-document differences d_i and unit
+    counts (`paired.n_units`), or their sums over clusters."""
     differences = metrics.document_differences(paired.baseline, paired.variant)
     if labels is None:
-        return differences, paired.n_targets
-    sums = cluster_sums(differences, paired.n_targets, labels)
-    return sums.values, sums.n_targets
+        return differences, paired.n_units
+    sums = cluster_sums(differences, paired.n_units, labels)
+    return sums.values, sums.n_units
 
 
 def cluster_labels(paired: PairedLosses, cluster: str | None) -> np.ndarray | None:
@@ -281,7 +282,7 @@ def seed_document_or_none(paired: PairedLosses, labels: np.ndarray | None, confi
         return None
     try:
         return seed_document_interval(paired.baseline, paired.variant,
-                                      paired.n_targets if weights is None else weights, clusters=labels,
+                                      paired.n_units if weights is None else weights, clusters=labels,
                                       confidence_level=confidence_level)
     except InputError as error:
         if "do not vary" in str(error):

@@ -1,29 +1,16 @@
 """The crossed seeds × documents model, fitted by the method of moments: variance components, Var̂(D), its df.
 
-Seeds are the subjects and documents the items of a crossed design (Clark 1973; Baayen, Davidson & Bates
-2008). Per-token paired difference of seed pair s on document i, token weights w_i = n_i / Σ n:
-
-    y_si = (ℓ_var,s,i − ℓ_base,s,i) / n_i = δ + a_s + b_i + e_si,    D = Σ_s Σ_i w_i y_si / S
-    Var(D) = σ²_seed / S + σ²_doc Σw² + σ²_int Σw² / S
-
-The components come from three weighted mean squares (method of moments, closed form, O(S·N)), with
-κ = Σw² − 2Σw³ + (Σw²)², the trace of the quadratic form of the last two:
-
-    D_s = Σ_i w_i y_si,            V_seed = Σ_s (D_s − D)² / (S − 1)          E = σ²_seed + σ²_int Σw²
-    ȳ_i = mean_s y_si,             Q_doc  = Σ_i w_i² (ȳ_i − D)²                E = (σ²_doc + σ²_int / S) κ
-    r_si = y_si − ȳ_i − D_s + D,   Q_int  = Σ_s Σ_i w_i² r_si² / (S − 1)       E = σ²_int κ
-
-so Var̂(D) = V_seed / S + Σw² σ̂²_doc with σ̂²_doc = (Q_doc − Q_int / S) / κ; with equal weights this is
-(MS_seed + MS_doc − MS_int) / (S·N). Q_doc is the document bootstrap's own (delta-method) variance of D, so
-the document term stays unbiased when documents (or clusters) of different sizes have different variances.
-The document term is pooled into the interaction (left out) unless Q_doc / (Q_int / S) passes a pre-test
-F test at the 0.25 level. The derivation, the degrees of freedom, the pooling rule and the calibration are in
-docs/statistics.md.
+From per-token paired differences y_si (seed pair s, document i) and weights w_i, `crossed_moments` computes
+D = Σ_s Σ_i w_i y_si / S, the three weighted mean squares V_seed (per-seed D_s), Q_doc (documents) and Q_int
+(interaction), the components σ̂²_seed, σ̂²_doc, σ̂²_int, Var̂(D) = V_seed / S + Σw² σ̂²_doc (the document term
+left out unless its F pre-test is significant at POOLING_LEVEL) and Satterthwaite's df under the few-seed guard,
+in closed form, O(S·N). `clustered_moments` does the same over clusters of documents, with the df of a nested
+working model. The model, the derivation of every formula, the df, the pooling rule and the calibration are in
+docs/statistics.md ("The seed-and-document interval", "Clusters (web domains)").
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,31 +20,30 @@ from scipy import special
 from gatedv_stats.errors import InputError
 
 # Level of the pre-test that keeps the document term in Var̂(D): the level Bozivich, Bancroft & Hartley (1956)
-# recommend for "sometimes pool" rules. Truncating the term at 0 alone keeps its positive noise and over-covers
-# (up to 0.982 at a stated 0.95) when the interaction dominates; 0.10 drifts toward under-coverage
-# (bench/pooling_level.py, docs/statistics.md).
+# recommend for "sometimes pool" rules, and the one that keeps the interval calibrated on the grid of
+# bench/pooling_level.py (docs/statistics.md, "Truncation and pooling").
 POOLING_LEVEL = 0.25
 
 
 class ClusterSums(NamedTuple):
-    """Per-cluster sums: `values` (…, C) and `n_targets` (C,) in the order of the sorted `labels` (C,);
+    """Per-cluster sums: `values` (…, C) and `n_units` (C,) in the order of the sorted `labels` (C,);
     `cluster_of` (N,) is each document's cluster."""
 
     values: np.ndarray
-    n_targets: np.ndarray
+    n_units: np.ndarray
     labels: np.ndarray
     cluster_of: np.ndarray
 
 
-def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) -> ClusterSums:
-    """Sum loss (differences) and target counts over the documents of each cluster (e.g. web domain).
+def cluster_sums(values: np.ndarray, n_units: np.ndarray, labels: np.ndarray) -> ClusterSums:
+    """Sum loss (differences) and unit counts (targets or bytes) over the documents of each cluster (e.g. web domain).
 
     `values` has documents on its last axis: (N,) per-document differences d_i, or (S, N) loss sums. The
     document bootstrap of Σ d / Σ n over the cluster sums is the cluster bootstrap; the seed-and-document
     interval over them treats clusters as the sampled units. D = Σ d / Σ n is the same either way.
     """
     values = np.asarray(values, dtype=np.float64)
-    n = np.asarray(n_targets, dtype=np.float64)
+    n = np.asarray(n_units, dtype=np.float64)
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != values.shape[-1] or n.shape != labels.shape:
         raise InputError(f"clusters: {labels.shape[0] if labels.ndim == 1 else labels.shape} labels for "
@@ -69,7 +55,7 @@ def cluster_sums(values: np.ndarray, n_targets: np.ndarray, labels: np.ndarray) 
     order = np.argsort(inverse, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
     return ClusterSums(values=np.add.reduceat(values[..., order], starts, axis=-1),
-                       n_targets=np.add.reduceat(n[order], starts), labels=unique, cluster_of=inverse)
+                       n_units=np.add.reduceat(n[order], starts), labels=unique, cluster_of=inverse)
 
 
 @dataclass(frozen=True)
@@ -82,7 +68,7 @@ class CrossedMoments:
     `doc_pretest_p` are NaN.
     """
 
-    d: np.ndarray  # D
+    nll_diff_mean: np.ndarray  # D
     per_seed: np.ndarray  # (…, S) D_s
     v_seed: np.ndarray
     q_doc: np.ndarray
@@ -156,10 +142,10 @@ def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = P
     return _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int)
 
 
-def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
+def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
                       pooling_level: float = POOLING_LEVEL) -> CrossedMoments:
     """`crossed_moments` with clusters (e.g. web domains) as the sampled units, from per-token differences
-    y (…, S, N) of documents with `n_targets` (N,) and one cluster label per document.
+    y (…, S, N) of documents with `n_units` (N,) and one cluster label per document.
 
     The df of the cluster mean squares come from the working model Var(ȳ_c) = σ²_u + τ² h_c with
     h_c = Σ_{i∈c} (n_i / n_c)²: a cluster of many documents averages away more of the document-level variance
@@ -167,13 +153,13 @@ def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
     documents' spread around their cluster's mean, σ²_u from Q_doc less τ²'s share (docs/statistics.md).
     """
     y = np.asarray(y, dtype=np.float64)
-    n = np.asarray(n_targets, dtype=np.float64)
+    n = np.asarray(n_units, dtype=np.float64)
     sums = cluster_sums(y * n, n, labels)
     cluster_of = sums.cluster_of
-    share = n / sums.n_targets[cluster_of]
+    share = n / sums.n_units[cluster_of]
     h = np.bincount(cluster_of, weights=share * share, minlength=sums.labels.size)
-    means = sums.values / sums.n_targets
-    w = sums.n_targets / sums.n_targets.sum()
+    means = sums.values / sums.n_units
+    w = sums.n_units / sums.n_units.sum()
     if np.all(h == 1.0) or sums.labels.size == 1:
         # one document per cluster: the documents are the units, of equal working variance; one cluster: there is
         # no spread between units to estimate, as with one document
@@ -190,7 +176,7 @@ def clustered_moments(y: np.ndarray, n_targets: np.ndarray, labels: np.ndarray,
 
 
 def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int) -> CrossedMoments:
-    """Components, Var̂(D) and its df from the three mean squares (see the module docstring)."""
+    """Components, Var̂(D) and its df from the three mean squares (docs/statistics.md)."""
     w2 = float(np.sum(w * w))
     kappa = float(form_diagonal(w).sum())  # E[Q_doc], E[Q_int] per unit of variance
     seed_part = v_seed / n_seeds  # the per-seed differences' own spread: σ²_seed/S + σ²_int Σw²/S
@@ -198,9 +184,9 @@ def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_do
         nan = np.full_like(d, np.nan)
         no = np.zeros(d.shape, dtype=bool)
         seed_df = np.full_like(d, n_seeds - 1.0)
-        return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan, seed_var=v_seed,
-                              doc_var=nan, interaction_var=nan, seed_truncated=no, doc_truncated=no,
-                              doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
+        return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan,
+                              seed_var=v_seed, doc_var=nan, interaction_var=nan, seed_truncated=no,
+                              doc_truncated=no, doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
                               satterthwaite_df=seed_df)
     interaction_var = q_int / kappa
     doc_raw = (q_doc - q_int / n_seeds) / kappa
@@ -219,7 +205,7 @@ def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_do
         # Few-seed guard: never more df than the seed part's S − 1 divided by its share of Var(D); plain
         # Satterthwaite inflates the df exactly when the few seeds happen to agree (docs/statistics.md).
         df = np.minimum(satterthwaite, (n_seeds - 1) * var_d / seed_part)
-    return CrossedMoments(d=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
+    return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
                           seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
                           interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
                           doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,

@@ -1,7 +1,8 @@
 """Per-run and paired metrics of docs/method.md §5, over plain float64 arrays.
 
 `loss_sums` are (S, N) arrays (row = seed, column = document) of summed token losses in nats;
-`n_targets` is (N,) — the number of predicted tokens of each document.
+`n_units` is (N,) — each document's targets (predicted tokens, or words), or its UTF-8 bytes when a comparison
+is per byte (every per-token figure is then per byte).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from gatedv_stats.stats.validation import check_confidence_level
 ONE_SEED_NOTE = "one seed only: the standard deviation over seeds is undefined"
 
 
-def token_nll(loss_sums: np.ndarray, n_targets: np.ndarray) -> np.ndarray:
+def token_nll(loss_sums: np.ndarray, n_units: np.ndarray) -> np.ndarray:
     """Token-averaged NLL of each run: Σ_i ℓ_i / Σ_i n_i over the last axis."""
     loss_sums = np.asarray(loss_sums, dtype=np.float64)
-    return loss_sums.sum(axis=-1) / np.asarray(n_targets, dtype=np.float64).sum()
+    return loss_sums.sum(axis=-1) / np.asarray(n_units, dtype=np.float64).sum()
 
 
 def perplexity(nll: np.ndarray | float) -> np.ndarray:
@@ -70,12 +71,12 @@ class ArmSummary:
         }
 
 
-def arm_summary(arm: str, seeds: np.ndarray, loss_sums: np.ndarray, n_targets: np.ndarray,
+def arm_summary(arm: str, seeds: np.ndarray, loss_sums: np.ndarray, n_units: np.ndarray,
                 n_bytes: np.ndarray | None = None) -> ArmSummary:
     """Summarise one arm from its (S, N) loss sums."""
-    nll = token_nll(loss_sums, n_targets)
+    nll = token_nll(loss_sums, n_units)
     ppl = perplexity(nll)
-    notes = (ONE_SEED_NOTE,) if ppl.shape[0] == 1 else ()
+    notes: tuple[str, ...] = (ONE_SEED_NOTE,) if ppl.shape[0] == 1 else ()
     if n_bytes is not None and not np.sum(n_bytes) > 0:
         n_bytes, notes = None, notes + ("n_bytes is 0 for every document: no bits per byte",)
     return ArmSummary(
@@ -131,12 +132,12 @@ class WinRate:
         return {"wins": self.wins, "n_docs": self.n_docs, "win_rate": self.win_rate}
 
 
-def document_wins(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray) -> WinRate:
+def document_wins(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray) -> WinRate:
     """wins = #{i : mean_s ℓ_variant,s,i / n_i < mean_s ℓ_baseline,s,i / n_i}."""
-    n_targets = np.asarray(n_targets, dtype=np.float64)
-    per_token_variant = np.mean(variant, axis=0) / n_targets
-    per_token_baseline = np.mean(baseline, axis=0) / n_targets
-    return WinRate(wins=int(np.sum(per_token_variant < per_token_baseline)), n_docs=int(n_targets.shape[0]))
+    n_units = np.asarray(n_units, dtype=np.float64)
+    per_token_variant = np.mean(variant, axis=0) / n_units
+    per_token_baseline = np.mean(baseline, axis=0) / n_units
+    return WinRate(wins=int(np.sum(per_token_variant < per_token_baseline)), n_docs=int(n_units.shape[0]))
 
 
 @dataclass(frozen=True)

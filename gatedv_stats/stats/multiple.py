@@ -11,7 +11,7 @@ seed-and-document p-value (and, with a smallest effect of interest, the Holm-adj
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.comparison import cluster_labels, resampled_units, seed_document_or_none
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.seed_uncertainty import paired_t_interval
+from gatedv_stats.stats.seed_tests import paired_t_interval
 from gatedv_stats.stats.validation import check_n_resamples, check_open_unit
 from gatedv_stats.stats.verdict import verdict
 
@@ -72,12 +72,12 @@ class ArmsComparison:
     alpha: float
     sesoi: float | None
     n_resamples: int  # sign vectors per permutation test
-    permutation_seed: int
+    rng_seed: int  # of every permutation test
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
         return {"reference": self.reference, "alpha": self.alpha, "sesoi": self.sesoi,
-                "permutation_resamples": self.n_resamples, "permutation_seed": self.permutation_seed,
+                "permutation_resamples": self.n_resamples, "permutation_seed": self.rng_seed,
                 "arms": [arm.to_dict() for arm in self.arms], "notes": list(self.notes)}
 
     def to_frame(self) -> pd.DataFrame:
@@ -97,8 +97,8 @@ class ArmsComparison:
         return "\n".join(lines)
 
     def _row(self, arm: ArmTest) -> tuple[str, ...]:
-        interval = "—" if arm.delta_p_seed_document_ci is None else \
-            fmt.format_delta_p_interval(arm.delta_p_seed_document_ci)
+        ci = arm.delta_p_seed_document_ci
+        interval = "—" if ci is None else fmt.format_delta_p_interval((ci[0], ci[1]))
         return (arm.arm, str(arm.n_pairs), fmt.format_ppl(arm.ppl_mean), fmt.format_delta_p(arm.delta_p),
                 fmt.format_pairs(arm.improved_pairs, arm.n_pairs), interval, arm.verdict,
                 self._p(arm.seed_document_p_value), self._p(arm.seed_document_p_holm, True),
@@ -112,8 +112,8 @@ class ArmsComparison:
         return f"{value:.3g}{'*' if mark and value <= self.alpha else ' '}"
 
 
-def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0,
-                 sesoi: float | None = None, cluster: str | None = None) -> ArmsComparison:
+def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamples: int = 10_000,
+                 rng_seed: int = 0, sesoi: float | None = None, cluster: str | None = None) -> ArmsComparison:
     """Each pair's variant against its baseline (the shared reference), adjusted over the arms of each
     evaluation set; `sesoi` and `cluster` as in `compare`."""
     check_open_unit("alpha", alpha)
@@ -125,7 +125,7 @@ def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamp
     references = {pair.baseline_arm for pair in pairs}
     if len(references) != 1:
         raise InputError(f"the pairs must share one reference arm, got {', '.join(sorted(references))}")
-    rows = [_raw_test(pair, alpha=alpha, n_resamples=n_resamples, seed=seed, sesoi=sesoi, cluster=cluster)
+    rows = [_raw_test(pair, alpha=alpha, n_resamples=n_resamples, rng_seed=rng_seed, sesoi=sesoi, cluster=cluster)
             for pair in pairs]
     notes = []
     for eval_set in dict.fromkeys(row["eval_set"] for row in rows):
@@ -134,7 +134,7 @@ def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamp
     notes += [f"{pair.variant_arm}: {note}" for pair in pairs for note in pair.notes]
     return ArmsComparison(reference=pairs[0].baseline_arm,
                           arms=tuple(ArmTest(**row) for row in rows),
-                          alpha=alpha, sesoi=sesoi, n_resamples=n_resamples, permutation_seed=seed,
+                          alpha=alpha, sesoi=sesoi, n_resamples=n_resamples, rng_seed=rng_seed,
                           notes=tuple(dict.fromkeys(notes)))
 
 
@@ -153,7 +153,7 @@ def _adjust_family(rows: list[dict], alpha: float) -> list[str]:
             missing = [row["arm"] for row in rows if row[f"{family}_p_value"] is None]
             notes.append(f"no {FAMILIES[family]} for {', '.join(missing)} (fewer than 2 seed pairs, or no spread); "
                          "its family is not adjusted")
-            adjusted = {key: [None] * len(rows) for key in ADJUSTMENTS}
+            adjusted: Mapping[str, Sequence[float | None]] = {key: [None] * len(rows) for key in ADJUSTMENTS}
         else:
             adjusted = adjust_p_values(values)
         for k, row in enumerate(rows):
@@ -173,10 +173,10 @@ def _adjusted_verdict(row: dict, tost_holm: float | None, alpha: float) -> str:
     return "no detectable difference"
 
 
-def _raw_test(pair: PairedLosses, *, alpha: float, n_resamples: int, seed: int, sesoi: float | None,
+def _raw_test(pair: PairedLosses, *, alpha: float, n_resamples: int, rng_seed: int, sesoi: float | None,
               cluster: str | None) -> dict:
-    nll_baseline = metrics.token_nll(pair.baseline, pair.n_targets)
-    nll_variant = metrics.token_nll(pair.variant, pair.n_targets)
+    nll_baseline = metrics.token_nll(pair.baseline, pair.n_units)
+    nll_variant = metrics.token_nll(pair.variant, pair.n_units)
     ppl_baseline, ppl_variant = metrics.perplexity(nll_baseline), metrics.perplexity(nll_variant)
     log_ratios = nll_variant - nll_baseline
     labels = cluster_labels(pair, cluster)
@@ -195,5 +195,5 @@ def _raw_test(pair: PairedLosses, *, alpha: float, n_resamples: int, seed: int, 
         "tost_p_value": None if tested is None else tested.tost_p_value,
         "t_p_value": (paired_t_interval(log_ratios).p_value
                       if log_ratios.size >= 2 and np.ptp(log_ratios) > 0 else None),
-        "permutation_p_value": sign_flip_test(units, units_n, n_resamples=n_resamples, seed=seed).p_value,
+        "permutation_p_value": sign_flip_test(units, units_n, n_resamples=n_resamples, rng_seed=rng_seed).p_value,
     }

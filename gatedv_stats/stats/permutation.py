@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError
-from gatedv_stats.stats.validation import check_n_resamples, check_rng_seed
+from gatedv_stats.stats.validation import check_n_resamples, check_seed
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_MAX_DOCS = 20
@@ -44,7 +44,7 @@ class SignFlipTest:
     method: str  # "exact" (all 2^N sign vectors) or "monte-carlo"
     n_docs: int
     n_resamples: int  # sign vectors evaluated
-    seed: int | None  # generator seed of the Monte Carlo draw; None when exact
+    rng_seed: int | None  # generator seed of the Monte Carlo draw; None when exact
 
     def to_dict(self) -> dict:
         """The published JSON keys (`resamples` for the sign vectors evaluated)."""
@@ -56,7 +56,7 @@ class SignFlipTest:
         how = (
             f"exact over 2^{self.n_docs} sign vectors"
             if self.method == "exact"
-            else f"Monte Carlo, {self.n_resamples:,} sign vectors, seed {self.seed}"
+            else f"Monte Carlo, {self.n_resamples:,} sign vectors, seed {self.rng_seed}"
         )
         return (f"sign-flip permutation test on d_i ({self.alternative}): D {fmt.format_nll_diff(self.statistic)}, "
                 f"p = {self.p_value:.4g} ({how})")
@@ -64,31 +64,31 @@ class SignFlipTest:
 
 def sign_flip_test(
     differences: np.ndarray,
-    n_targets: np.ndarray,
+    n_units: np.ndarray,
     *,
     alternative: str = "two-sided",
     exact_max_docs: int = EXACT_MAX_DOCS,
     n_resamples: int = 10_000,
-    seed: int = 0,
+    rng_seed: int = 0,
     progress: bool | None = False,
 ) -> SignFlipTest:
     """Sign-flip test of D = Σ d_i / Σ n_i, d_i = mean over seeds of the variant-minus-baseline loss sums.
 
     `alternative`: "two-sided" (|D*| ≥ |D|), "less" (D* ≤ D: the variant is better) or "greater".
-    Exact when N ≤ `exact_max_docs`; otherwise `n_resamples` sign vectors from `numpy.random.default_rng(seed)`
+    Exact when N ≤ `exact_max_docs`; otherwise `n_resamples` sign vectors from `numpy.random.default_rng(rng_seed)`
     and p = (1 + #extreme) / (1 + n_resamples), which never reports an impossible p of zero.
     """
     d = np.asarray(differences, dtype=np.float64)
-    n = np.asarray(n_targets, dtype=np.float64)
+    n = np.asarray(n_units, dtype=np.float64)
     if d.ndim != 1 or d.shape != n.shape or d.size == 0:
-        raise InputError(f"sign-flip test: differences {d.shape} and n_targets {n.shape} must be equal 1-D shapes "
+        raise InputError(f"sign-flip test: differences {d.shape} and n_units {n.shape} must be equal 1-D shapes "
                          "with ≥ 1 document")
     if not np.all(np.isfinite(d)):
         raise InputError("sign-flip test: per-document differences must be finite")
     if alternative not in ALTERNATIVES:
         raise InputError(f"sign-flip test: alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
     check_n_resamples(n_resamples, minimum=1)
-    check_rng_seed(seed)
+    check_seed(rng_seed, "rng_seed")
 
     total = n.sum()
     observed = float(d.sum() / total)
@@ -97,7 +97,7 @@ def sign_flip_test(
     exact = d.size <= exact_max_docs
     n_vectors = (1 << d.size) if exact else n_resamples
     null_sums = (signs @ d for signs in _sign_vectors(d.size, n_vectors, progress)) if exact else \
-        _flipped_sums(d, n_vectors, seed, progress)
+        _flipped_sums(d, n_vectors, rng_seed, progress)
     count = sum(_count_extreme(sums / total, observed, alternative, tolerance) for sums in null_sums)
     return SignFlipTest(
         statistic=observed,
@@ -106,7 +106,7 @@ def sign_flip_test(
         method="exact" if exact else "monte-carlo",
         n_docs=int(d.size),
         n_resamples=int(n_vectors),
-        seed=None if exact else int(seed),
+        rng_seed=None if exact else int(rng_seed),
     )
 
 
@@ -119,10 +119,10 @@ def _sign_vectors(n_docs: int, n_vectors: int, progress: bool | None) -> Iterato
         yield 1.0 - 2.0 * ((codes[:, None] >> bit) & 1)
 
 
-def _flipped_sums(d: np.ndarray, n_vectors: int, seed: int, progress: bool | None) -> Iterator[np.ndarray]:
+def _flipped_sums(d: np.ndarray, n_vectors: int, rng_seed: int, progress: bool | None) -> Iterator[np.ndarray]:
     """Σ ε_i d_i of `n_vectors` random sign vectors, a chunk at a time.
 
-    Vector r is the bits of ceil(N/64) consecutive raw outputs of default_rng(seed) (little-endian; bit i is
+    Vector r is the bits of ceil(N/64) consecutive raw outputs of default_rng(rng_seed) (little-endian; bit i is
     document i, 1 = flipped), whatever the chunking. The flipped documents' sum is gathered per byte of bits from
     the sums of the 256 subsets of its 8 documents, segment by segment, one table row for all vectors at once.
     """
@@ -133,7 +133,7 @@ def _flipped_sums(d: np.ndarray, n_vectors: int, seed: int, progress: bool | Non
     segments = [range(start, min(start + _SEGMENT_GROUPS, groups)) for start in range(0, groups, _SEGMENT_GROUPS)]
     kept = [_subset_sums(padded, segment) for segment in segments] if groups << _GROUP <= _KEPT_TABLE_ENTRIES else None
     rows = max(1, min(n_vectors, _CHUNK_LOOKUPS // len(segments[0])))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed)
     # index and gather buffers reused by every chunk (fresh large arrays would be faulted in again each time)
     index, gathered = np.empty(len(segments[0]) * rows, dtype=np.intp), np.empty(len(segments[0]) * rows)
     for start in tqdm(range(0, n_vectors, rows), desc="sign-flip (Monte Carlo)", disable=_quiet(progress),

@@ -1,16 +1,31 @@
 """Planning a paired study: variance components from pilot runs, then seeds and documents for a target ΔP.
 
-The model behind it is a crossed random-effects model for the per-token loss difference of a document i
-under seed pair s,
+The components are those of the crossed seeds × documents model of `crossed`, for the per-token loss
+difference of document i under seed pair s,
 
     X_si = (ℓ_variant,s,i − ℓ_baseline,s,i) / n_i = δ + e_s + h_i + ε_si,
 
 with a seed effect e_s (SD σ_seed: how much the variant's advantage moves from one training seed to the
-next), a document effect h_i (SD σ_doc: how much it moves between documents) and a residual ε_si
-(SD σ_resid). The per-seed log PPL ratio r_s then has variance σ_seed² + σ_resid²/N, and the
-seed-averaged per-document difference has variance σ_doc² + σ_resid²/S between documents. The components
-are estimated by the two-way ANOVA method of moments (documents weighted equally — exact when every
-document has the same number of targets, as in the evaluation sets of docs/method.md §3).
+next), a document effect h_i (SD σ_doc: how much it moves between documents) and a residual, the seed ×
+document interaction ε_si (SD σ_resid). The per-seed log PPL ratio r_s then has variance σ_seed² + σ_resid²/N,
+and the seed-averaged per-document difference has variance σ_doc² + σ_resid²/S between documents. The
+components come from `crossed_moments` with documents weighted equally, where the method of moments is the
+two-way ANOVA (exact when every document has the same number of targets, as in the evaluation sets of
+docs/method.md §3).
+
+Three tests are planned: the seed-level paired t test on r_s, the document-level test of D (models fixed), and
+the verdict's seed-and-document test. A design of S seed pairs on N′ documents like the pilot's has for the last
+    Var(D) = σ²_seed / S + σ²_doc Σw² + σ²_int Σw² / S,      Σw² = Σw²_pilot · N_pilot / N′,
+and its test of D = 0 is a t test with the interval's degrees of freedom: Satterthwaite's over the expected mean
+squares, under the same few-seed guard as the interval (docs/method.md §10). The pilot's own seed mean square
+rests on S − 1 degrees of freedom; an upper confidence bound on it, (S − 1) V_seed / χ²_{γ, S−1}, shows how many
+seeds a less lucky pilot would have asked for.
+
+Power is that of the two-sided t test from the noncentral t (scipy.stats.nct): with `df` degrees of freedom and
+noncentrality λ = δ / SE(δ̂) it rejects at level α with probability P(T > t) + P(T < −t), T ~ nct(df, λ),
+t = t_{1−α/2, df}. statsmodels' `TTestPower.solve_power` can stop short of the root with very few observations
+(3 seeds at α = 0.01); here the root is bracketed and found by Brent's method, and every result is checked by
+recomputing its power.
 """
 
 from __future__ import annotations
@@ -19,16 +34,188 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+from scipy import optimize, stats
 
 from gatedv_stats import formatting as fmt
-from gatedv_stats.stats import metrics
 from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.stats.power import detectable_effect_size, required_pairs
-from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.seed_document_plan import SeedDocumentPlan, seed_document_plan
-from gatedv_stats.stats.seed_uncertainty import paired_arrays
-from gatedv_stats.stats.validation import check_open_unit
+from gatedv_stats.pairing import PairedLosses, paired_arrays
+from gatedv_stats.stats import metrics
+from gatedv_stats.stats.crossed import crossed_moments
+from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
+from gatedv_stats.stats.validation import check_at_least, check_open_unit
+
+_POWER_TOLERANCE = 1e-9
+MAX_PAIRS = 10**12  # more pairs than any study can run: an effect that needs more is not detectable
+MAX_SEEDS = 1000
+UPPER_BOUND_LEVEL = 0.9  # one-sided level of the upper confidence bound on the pilot's seed mean square
+
+
+def t_power(noncentrality: float, df: float, alpha: float) -> float:
+    """Power of the two-sided level-α t test with `df` degrees of freedom at noncentrality λ ≥ 0."""
+    critical = stats.t.ppf(1.0 - alpha / 2.0, df)
+    lower = stats.nct.cdf(-critical, df, noncentrality)
+    if not math.isfinite(lower):
+        # scipy's lower tail fails far out (λ ≳ 8); it is below P(T < 0) = Φ(−λ), negligible there
+        bound = stats.norm.cdf(-noncentrality)
+        if bound > 1e-12:
+            raise ArithmeticError(f"noncentral t lower tail undefined at λ = {noncentrality}, df = {df}")
+        lower = 0.0
+    return float(stats.nct.sf(critical, df, noncentrality) + lower)
+
+
+def detectable_noncentrality(df: float, alpha: float, power: float) -> float:
+    """The noncentrality λ at which the two-sided level-α t test with `df` degrees of freedom has `power`."""
+    _check_power_above_alpha(alpha, power)
+    high = 1.0
+    while t_power(high, df, alpha) < power:
+        high *= 2.0
+    root = optimize.brentq(lambda nc: t_power(nc, df, alpha) - power, 0.0, high, xtol=1e-12, rtol=1e-12)
+    if abs(t_power(root, df, alpha) - power) > _POWER_TOLERANCE:
+        raise ArithmeticError(f"the power solver missed: λ = {root} gives power {t_power(root, df, alpha)}")
+    return float(root)
+
+
+def one_sample_power(effect_size: float, nobs: int, alpha: float) -> float:
+    """Power of the two-sided one-sample (paired) t test at a standardised effect δ/σ with `nobs` observations."""
+    return t_power(effect_size * math.sqrt(nobs), nobs - 1, alpha)
+
+
+def detectable_effect_size(nobs: int, alpha: float, power: float) -> float:
+    """The smallest standardised effect δ/σ the two-sided one-sample t test detects with `power` from `nobs`."""
+    check_at_least("nobs", nobs, 2)
+    return detectable_noncentrality(nobs - 1, alpha, power) / math.sqrt(nobs)
+
+
+def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.8,
+                   parameter: str = "effect_size") -> int:
+    """Smallest n ≥ 2 whose two-sided paired (one-sample) t test has at least `power` at `effect_size` = δ/σ.
+
+    An effect that needs more than `MAX_PAIRS` pairs raises `ParameterError` under `parameter`.
+    """
+    if not effect_size > 0.0:
+        raise ParameterError(parameter, f"the standardised effect must be positive, got {effect_size}")
+    _check_power_above_alpha(alpha, power)
+    high = 2
+    while one_sample_power(effect_size, high, alpha) < power:
+        if high == MAX_PAIRS:
+            raise ParameterError(parameter, f"too small to detect: power {power} at alpha {alpha} needs more than "
+                                            f"{MAX_PAIRS:.0e} pairs (standardised effect {effect_size:.3g})")
+        high = min(2 * high, MAX_PAIRS)
+    if high == 2:
+        return 2
+    low = high // 2  # power(low) < power
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if one_sample_power(effect_size, middle, alpha) >= power else (middle, high)
+    return high
+
+
+def _check_power_above_alpha(alpha: float, power: float) -> None:
+    check_open_unit("alpha", alpha)
+    check_open_unit("power", power)
+    if power <= alpha:
+        raise ParameterError("power", f"{power} must exceed alpha {alpha}: a test has power α at no effect")
+
+
+@dataclass(frozen=True)
+class Design:
+    """Expected components of D's variance for S seed pairs on N documents like the pilot's."""
+
+    seed_var: float
+    doc_var: float
+    interaction_var: float
+    weight_square_sum: float  # Σw² of the pilot's N documents (1/N for equal target counts)
+    n_docs: int
+
+    def variance(self, n_seeds: int, n_docs: int | None = None) -> tuple[float, float]:
+        """Var(D) and the test's degrees of freedom for S seeds on `n_docs` (default: the pilot's) documents."""
+        w2 = self.weight_square_sum * self.n_docs / (n_docs or self.n_docs)
+        docs = n_docs or self.n_docs
+        seed_part = (self.seed_var + self.interaction_var * w2) / n_seeds
+        doc_part = self.doc_var * w2
+        variance = seed_part + doc_part
+        doc_noise = w2 ** 2 * ((self.doc_var + self.interaction_var / n_seeds) ** 2 / max(docs - 1, 1)
+                               + (self.interaction_var / n_seeds) ** 2 / max((n_seeds - 1) * (docs - 1), 1))
+        satterthwaite = variance ** 2 / (seed_part ** 2 / (n_seeds - 1) + doc_noise)
+        return variance, min(satterthwaite, (n_seeds - 1) * variance / seed_part)
+
+    def power(self, log_effect: float, n_seeds: int, alpha: float, n_docs: int | None = None) -> float:
+        variance, df = self.variance(n_seeds, n_docs)
+        return t_power(log_effect / math.sqrt(variance), df, alpha)
+
+    def seeds_required(self, log_effect: float, alpha: float, power: float, n_docs: int | None = None) -> int | None:
+        """Smallest S ≥ 2 with the power (power rises with S), or None beyond MAX_SEEDS."""
+        low, high = 2, 2
+        while self.power(log_effect, high, alpha, n_docs) < power:
+            if high >= MAX_SEEDS:
+                return None
+            low, high = high, min(2 * high, MAX_SEEDS)
+        if high == 2:
+            return 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (low, middle) if self.power(log_effect, middle, alpha, n_docs) >= power else (middle, high)
+        return high
+
+    def detectable_log_effect(self, n_seeds: int, alpha: float, power: float) -> float:
+        variance, df = self.variance(n_seeds)
+        return detectable_noncentrality(df, alpha, power) * math.sqrt(variance)
+
+
+@dataclass(frozen=True)
+class SeedDocumentPlan:
+    """What the verdict's test needs, from the pilot's seed-and-document components."""
+
+    seed_var: float
+    doc_var: float
+    interaction_var: float
+    pilot_power: float  # power of the pilot's own design at the target effect
+    seeds_required: int | None  # on the pilot's documents; None: more than MAX_SEEDS
+    seeds_required_many_docs: int | None  # with 10× the pilot's documents
+    mde: float  # smallest relative |ΔP| the pilot design detects with the power
+    upper_bound_level: float
+    seed_mean_square_upper: float  # upper confidence bound on E[V_seed] = σ²_seed + σ²_int Σw²
+    seeds_required_upper: int | None  # at that bound, on the pilot's documents
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self, n_seeds: int, n_docs: int, unit: str = "token") -> list[str]:
+        def seeds(count: int | None) -> str:
+            return f"more than {MAX_SEEDS}" if count is None else str(count)
+
+        return [
+            "the verdict's seed-and-document test (new seeds and new documents):",
+            f"  components (nats² per {unit}): seed {self.seed_var:.3e}, document {self.doc_var:.3e}, interaction "
+            f"{self.interaction_var:.3e}",
+            f"  power of the pilot design ({n_seeds} seeds × {n_docs} documents): {self.pilot_power:.2f}; its minimum "
+            f"detectable |ΔP| {100 * self.mde:.2f}%",
+            f"  paired seeds needed on {n_docs} documents: {seeds(self.seeds_required)}; with 10× the documents: "
+            f"{seeds(self.seeds_required_many_docs)}",
+            f"  if the pilot's seeds agreed by luck: at the {fmt.format_percent(self.upper_bound_level, 0)} upper "
+            f"bound of the seed mean square ({self.seed_mean_square_upper:.3e}, {n_seeds - 1} df) "
+            f"{seeds(self.seeds_required_upper)} seeds would be needed",
+        ]
+
+
+def seed_document_plan(fit: SeedDocumentResult, weight_square_sum: float, log_effect: float, *, alpha: float,
+                       power: float) -> SeedDocumentPlan:
+    """Plan the seed-and-document test from a pilot's fit (`weight_square_sum`: its Σw²)."""
+    interaction = fit.interaction_var or 0.0
+    design = Design(fit.seed_var, fit.doc_var or 0.0, interaction, weight_square_sum, fit.n_docs)
+    chi2 = stats.chi2.ppf(1.0 - UPPER_BOUND_LEVEL, fit.n_seeds - 1)
+    upper = (fit.n_seeds - 1) * fit.v_seed / chi2
+    pessimistic = Design(max(upper - interaction * weight_square_sum, 0.0), design.doc_var, interaction,
+                         weight_square_sum, fit.n_docs)
+    return SeedDocumentPlan(
+        seed_var=design.seed_var, doc_var=design.doc_var, interaction_var=interaction,
+        pilot_power=design.power(log_effect, fit.n_seeds, alpha),
+        seeds_required=design.seeds_required(log_effect, alpha, power),
+        seeds_required_many_docs=design.seeds_required(log_effect, alpha, power, n_docs=10 * fit.n_docs),
+        mde=math.expm1(design.detectable_log_effect(fit.n_seeds, alpha, power)),
+        upper_bound_level=UPPER_BOUND_LEVEL, seed_mean_square_upper=float(upper),
+        seeds_required_upper=pessimistic.seeds_required(log_effect, alpha, power),
+    )
 
 
 @dataclass(frozen=True)
@@ -37,13 +224,13 @@ class VarianceComponents:
 
     n_seeds: int
     n_docs: int
-    mean_log_ratio: float  # mean over seeds of r_s (= D)
+    nll_diff_mean: float  # D: the mean over seeds of r_s
     seed_ratio_var: float  # observed variance over seeds of r_s, ddof 1
     doc_diff_var: float  # observed variance over documents of d_i / n_i, ddof 1
     seed_var: float  # σ_seed², clipped at 0
     doc_var: float  # σ_doc², clipped at 0
     residual_var: float  # σ_resid²
-    equal_targets: bool  # every document has the same n_targets (the equal weighting is then exact)
+    equal_units: bool  # every document has the same n_units (the equal weighting is then exact)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,7 +267,7 @@ class StudyPlan:
                      if self.seeds_required_many_docs is None else f"{self.seeds_required_many_docs}")
         lines = [
             f"pilot: {self.n_seeds} paired seeds × {self.n_docs} documents, per {self.unit}, "
-            f"mean log PPL ratio {fmt.format_nll_diff(c.mean_log_ratio)}",
+            f"mean log PPL ratio {fmt.format_nll_diff(c.nll_diff_mean)}",
             f"variance components (per-{self.unit} log loss, nats²):",
             f"  seed (σ_seed²)      {c.seed_var:.3e}   observed var of r_s over seeds: {c.seed_ratio_var:.3e}",
             f"  document (σ_doc²)   {c.doc_var:.3e}   observed var of d_i/n_i over documents: {c.doc_diff_var:.3e}",
@@ -96,42 +283,34 @@ class StudyPlan:
             "  the seed-level test generalises to new training seeds; the document-level test holds the trained "
             "models fixed",
         ]
-        if not c.equal_targets:
-            lines.append("  note: documents have different n_targets; the components weight documents equally")
+        if not c.equal_units:
+            lines.append(f"  note: documents hold different numbers of {self.unit}s; the components weight documents "
+                         "equally")
         if self.seed_document is not None:
             lines += self.seed_document.summary(self.n_seeds, self.n_docs, self.unit)
         return "\n".join(lines)
 
 
-def variance_components(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray) -> VarianceComponents:
-    """Two-way (seed × document) ANOVA estimates of σ_seed², σ_doc², σ_resid² from (S, N) loss sums.
+def variance_components(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray) -> VarianceComponents:
+    """σ_seed², σ_doc², σ_resid² from (S, N) loss sums: the crossed fit with documents weighted equally.
 
     Beside them the two observed variances the plan rests on at the pilot's own size: of the per-seed log
     PPL ratios r_s (token-weighted, as the paired t test uses them) and of the seed-averaged per-token
     document differences d_i / n_i.
     """
-    baseline, variant, n = paired_arrays(baseline, variant, n_targets)
+    baseline, variant, n = paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
     if n_seeds < 2 or n_docs < 2:
         raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 documents, "
                          f"got {n_seeds} × {n_docs}")
-    x = (variant - baseline) / n
-    grand = x.mean()
-    seed_means = x.mean(axis=1)
-    doc_means = x.mean(axis=0)
-    residual = x - seed_means[:, None] - doc_means[None, :] + grand
-    ms_seed = n_docs * np.sum((seed_means - grand) ** 2) / (n_seeds - 1)
-    ms_doc = n_seeds * np.sum((doc_means - grand) ** 2) / (n_docs - 1)
-    ms_residual = np.sum(residual ** 2) / ((n_seeds - 1) * (n_docs - 1))
+    fit = crossed_moments((variant - baseline) / n, np.full(n_docs, 1.0 / n_docs))
     log_ratios = metrics.token_nll(variant, n) - metrics.token_nll(baseline, n)
     return VarianceComponents(
-        n_seeds=n_seeds, n_docs=n_docs, mean_log_ratio=float(log_ratios.mean()),
+        n_seeds=n_seeds, n_docs=n_docs, nll_diff_mean=float(log_ratios.mean()),
         seed_ratio_var=float(np.var(log_ratios, ddof=1)),
         doc_diff_var=float(np.var(metrics.document_differences(baseline, variant) / n, ddof=1)),
-        seed_var=float(max(0.0, (ms_seed - ms_residual) / n_docs)),
-        doc_var=float(max(0.0, (ms_doc - ms_residual) / n_seeds)),
-        residual_var=float(ms_residual),
-        equal_targets=bool(np.all(n == n[0])),
+        seed_var=float(fit.seed_var), doc_var=float(fit.doc_var), residual_var=float(fit.interaction_var),
+        equal_units=bool(np.all(n == n[0])),
     )
 
 
@@ -168,13 +347,13 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
 def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
     """`plan_study` on the variance components of paired pilot runs, with the plan for the verdict's
     seed-and-document test."""
-    plan = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_targets), effect,
+    plan = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_units), effect,
                               alpha=alpha, power=power), unit=paired.unit)
     try:
-        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_targets)
+        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
     except InputError:  # no spread to plan from: plan_study has said so already
         return plan
-    weights = paired.n_targets / paired.n_targets.sum()
+    weights = paired.n_units / paired.n_units.sum()
     return replace(plan, seed_document=seed_document_plan(fit, float(np.sum(weights ** 2)), plan.log_effect,
                                                          alpha=alpha, power=power))
 

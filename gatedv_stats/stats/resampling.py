@@ -5,8 +5,8 @@ from N documents is a block of 2^k consecutive documents drawn with probability 
 whose index is k raw random bits: so each resample draws its per-block counts from a multinomial and its
 offsets as masked raw generator output, about 3× cheaper than bounded integer draws, and each block's gather
 (d + i·n packed as one complex, so that one gather serves both sums) stays in a core's L2 cache. Chunks of
-resamples are dealt round-robin to a fixed number of generators spawned from the seed and run on threads
-(numpy releases the GIL in each bulk step), so the result depends on the seed alone, not on the thread count.
+resamples are dealt round-robin to a fixed number of generators spawned from the RNG seed and run on threads
+(numpy releases the GIL in each bulk step), so the result depends on the RNG seed alone, not on the thread count.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import functools
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.stats.intervals import ConfidenceInterval
-from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_rng_seed
+from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_seed
 
 METHODS = ("percentile", "bca")
 CHUNK_ELEMENTS = 1 << 16  # draws from one block of documents per chunk of resamples (at least one resample)
@@ -41,7 +41,7 @@ class BootstrapResult:
     bootstrap_distribution: np.ndarray  # (n_resamples,)
     n_resamples: int
     confidence_level: float
-    seed: int
+    rng_seed: int
     method: str
 
     @property
@@ -55,23 +55,23 @@ class BootstrapResult:
             "standard_error": self.standard_error,
             "n_resamples": self.n_resamples,
             "confidence_level": self.confidence_level,
-            "seed": self.seed,
+            "rng_seed": self.rng_seed,
             "method": self.method,
         }
 
 
-def ratio_statistic(d: np.ndarray, n_targets: np.ndarray) -> float:
+def ratio_statistic(d: np.ndarray, n_units: np.ndarray) -> float:
     """Σ d_i / Σ n_i."""
-    return float(np.sum(d) / np.sum(n_targets, dtype=np.float64))
+    return float(np.sum(d) / np.sum(n_units, dtype=np.float64))
 
 
-def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, n_resamples: int, seed: int,
+def bootstrap_ratio_distribution(d: np.ndarray, n_units: np.ndarray, *, n_resamples: int, rng_seed: int,
                                  progress: bool | None = False) -> np.ndarray:
-    """Σ d_i / Σ n_i over `n_resamples` resamples of the documents with replacement; `seed` fixes every draw."""
+    """Σ d_i / Σ n_i over `n_resamples` resamples of the documents with replacement; `rng_seed` fixes every draw."""
     d = np.asarray(d, dtype=np.float64)
-    n = np.asarray(n_targets, dtype=np.float64)
+    n = np.asarray(n_units, dtype=np.float64)
     count = d.shape[0]
-    # Equal target counts (the usual fixed-length windows) make every resample's denominator the same.
+    # Equal unit counts (the usual fixed-length windows) make every resample's denominator the same.
     constant_denominator = float(count * n[0]) if np.all(n == n[0]) else None
     table = d if constant_denominator is not None else d + 1j * n
     blocks = _document_blocks(count)
@@ -91,16 +91,16 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_targets: np.ndarray, *, n_resa
                 distribution[start:start + size] = sums / constant_denominator
         return draw
 
-    _run_streams(n_resamples, rows, seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
+    _run_streams(n_resamples, rows, rng_seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
                  progress=progress, desc="document bootstrap")
     return distribution
 
 
-def resampled_sums(table: np.ndarray, *, n_resamples: int, seed: int, progress: bool | None = False,
+def resampled_sums(table: np.ndarray, *, n_resamples: int, rng_seed: int, progress: bool | None = False,
                    desc: str = "document bootstrap") -> np.ndarray:
     """(n_resamples, K): Σ_i c_i · table[i] for each resample, c_i how often it drew document i of the N rows of
-    `table` (N, K) (N uniform draws with replacement, as `bootstrap_ratio_distribution` draws them). `seed` fixes
-    every draw, whatever the thread count."""
+    `table` (N, K) (N uniform draws with replacement, as `bootstrap_ratio_distribution` draws them). `rng_seed`
+    fixes every draw, whatever the thread count."""
     table = np.asarray(table, dtype=np.float64)
     count = table.shape[0]
     blocks = _document_blocks(count)
@@ -116,7 +116,7 @@ def resampled_sums(table: np.ndarray, *, n_resamples: int, seed: int, progress: 
 
     # Each stream's products are small: BLAS threads of their own would only contend with the streams' threads.
     with _blas_controller().limit(limits=1, user_api="blas"):
-        _run_streams(n_resamples, rows, seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
+        _run_streams(n_resamples, rows, rng_seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
                      progress=progress, desc=desc)
     return sums
 
@@ -144,14 +144,14 @@ def _blas_controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _run_streams(n_resamples: int, rows: int, seed: int,
+def _run_streams(n_resamples: int, rows: int, rng_seed: int,
                  start_stream: Callable[[np.random.Generator], Callable[[int, int], None]], *, threaded: bool,
                  progress: bool | None, desc: str) -> None:
-    """Deal chunks of `rows` resamples round-robin to generators spawned from `seed` (chunk c to generator
+    """Deal chunks of `rows` resamples round-robin to generators spawned from `rng_seed` (chunk c to generator
     c % _STREAMS); each generator's `start_stream(generator)(start, size)` draws its chunks in order, on threads."""
     chunk_starts = range(0, n_resamples, rows)
     streams = range(min(_STREAMS, len(chunk_starts)))
-    seeds = np.random.SeedSequence(seed).spawn(len(streams))  # the first children of spawn(_STREAMS)
+    seeds = np.random.SeedSequence(rng_seed).spawn(len(streams))  # the first children of spawn(_STREAMS)
     bar_lock = threading.Lock()
 
     def run_stream(stream: int) -> None:
@@ -175,7 +175,7 @@ def _run_streams(n_resamples: int, rows: int, seed: int,
 # Largest block of documents: its slice of the table (512 KiB as complex) stays in a core's L2 cache while it is
 # gathered; 2^14-2^16 measured fastest among 2^12-2^20 at N = 10^5 and 10^6.
 _BLOCK_SIZE = 1 << 15
-_STREAMS = 16  # generators spawned from the seed; chunk c is drawn by generator c % _STREAMS
+_STREAMS = 16  # generators spawned from the RNG seed; chunk c is drawn by generator c % _STREAMS
 _THREADED_DRAWS = 1 << 20  # fewer draws in all run on the calling thread (a pool costs more than it saves)
 _COUNT_ELEMENTS = 1 << 18  # (resample, document) counts of one block per chunk of `resampled_sums` (2 MiB)
 
@@ -231,33 +231,35 @@ def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return sums
 
 
-def document_bootstrap(d: np.ndarray, n_targets: np.ndarray, *, n_resamples: int = 2000,
-                       confidence_level: float = 0.95, seed: int = 0, method: str = "percentile",
+def document_bootstrap(d: np.ndarray, n_units: np.ndarray, *, n_resamples: int = 2000,
+                       confidence_level: float = 0.95, rng_seed: int = 0, method: str = "percentile",
                        progress: bool | None = False) -> BootstrapResult:
     """Bootstrap interval for D = Σ d_i / Σ n_i, resampling documents (percentile or BCa, as scipy defines them)."""
     d = np.asarray(d, dtype=np.float64)
-    n_targets = np.asarray(n_targets, dtype=np.float64)
+    n_units = np.asarray(n_units, dtype=np.float64)
     if method not in METHODS:
         raise ParameterError("method", f"must be one of {', '.join(METHODS)} (got {method!r})")
     check_confidence_level(confidence_level)
     check_n_resamples(n_resamples)
-    check_rng_seed(seed)
-    if d.ndim != 1 or d.shape != n_targets.shape or d.size == 0:
-        raise ValueError("d and n_targets must be non-empty 1-D arrays of equal length")
-    statistic = ratio_statistic(d, n_targets)
-    distribution = bootstrap_ratio_distribution(d, n_targets, n_resamples=n_resamples, seed=seed, progress=progress)
-    interval = interval_from_distribution(d, n_targets, distribution, confidence_level=confidence_level, method=method)
+    check_seed(rng_seed, "rng_seed")
+    if d.ndim != 1 or d.shape != n_units.shape or d.size == 0:
+        raise ValueError("d and n_units must be non-empty 1-D arrays of equal length")
+    statistic = ratio_statistic(d, n_units)
+    distribution = bootstrap_ratio_distribution(d, n_units, n_resamples=n_resamples, rng_seed=rng_seed,
+                                                progress=progress)
+    interval = interval_from_distribution(d, n_units, distribution, confidence_level=confidence_level, method=method)
     return BootstrapResult(statistic=statistic, confidence_interval=interval, bootstrap_distribution=distribution,
-                           n_resamples=n_resamples, confidence_level=confidence_level, seed=seed, method=method)
+                           n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
+                           method=method)
 
 
-def interval_from_distribution(d: np.ndarray, n_targets: np.ndarray, distribution: np.ndarray, *,
+def interval_from_distribution(d: np.ndarray, n_units: np.ndarray, distribution: np.ndarray, *,
                                confidence_level: float, method: str = "percentile") -> ConfidenceInterval:
     """Two-sided interval from a bootstrap distribution of Σ d_i / Σ n_i (linear-interpolated quantiles)."""
     alpha = (1.0 - confidence_level) / 2.0
     if method == "bca":
-        statistic = ratio_statistic(d, n_targets)
-        probabilities = _bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_targets, dtype=np.float64),
+        statistic = ratio_statistic(d, n_units)
+        probabilities = _bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_units, dtype=np.float64),
                                            statistic, distribution, alpha)
     else:
         probabilities = (alpha, 1.0 - alpha)

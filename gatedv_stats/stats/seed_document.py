@@ -15,10 +15,10 @@ from scipy import special
 
 from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError
+from gatedv_stats.pairing import paired_arrays
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
-from gatedv_stats.stats.seed_uncertainty import paired_arrays
 from gatedv_stats.stats.validation import check_confidence_level
 
 
@@ -26,7 +26,7 @@ from gatedv_stats.stats.validation import check_confidence_level
 class SeedDocumentResult:
     """The seed-and-document interval for D and ΔP (nats per token; negative favours the variant)."""
 
-    d: float  # mean over seeds of the token-averaged NLL difference
+    nll_diff_mean: float  # D: the mean over seeds of the token-averaged NLL difference
     se: float  # sqrt(Var̂(D))
     df: float
     satterthwaite_df: float
@@ -58,12 +58,13 @@ class SeedDocumentResult:
     @property
     def p_value(self) -> float:
         """Two-sided t test of D = 0 with the interval's SE and df."""
-        return float(2.0 * special.stdtr(self.df, -abs(self.d) / self.se))  # scipy.stats.t.sf without its checks
+        # scipy.stats.t.sf without its checks
+        return float(2.0 * special.stdtr(self.df, -abs(self.nll_diff_mean) / self.se))
 
     def interval_at(self, confidence_level: float) -> ConfidenceInterval:
         """D ± t · SE at another level (e.g. a Bonferroni-adjusted one)."""
         half_width = float(special.stdtrit(self.df, 0.5 + confidence_level / 2)) * self.se
-        return ConfidenceInterval(self.d - half_width, self.d + half_width)
+        return ConfidenceInterval(self.nll_diff_mean - half_width, self.nll_diff_mean + half_width)
 
     def to_dict(self) -> dict:
         """Strict JSON: undefined or infinite numbers become None."""
@@ -85,7 +86,8 @@ class SeedDocumentResult:
             components += [f"{'cluster' if self.n_clusters is not None else 'document'} {self.doc_var:.3g}",
                            f"interaction {self.interaction_var:.3g}"]
         lines = [
-            f"seed-and-document interval ({self.n_seeds} seed pairs × {units}): D {fmt.format_nll_diff(self.d)} "
+            f"seed-and-document interval ({self.n_seeds} seed pairs × {units}): "
+            f"D {fmt.format_nll_diff(self.nll_diff_mean)} "
             f"(SE {self.se:.3g}, df {self.df:.1f}), {pct} interval {fmt.format_interval(*self.confidence_interval)}",
             f"ΔP {fmt.format_delta_p(self.delta_p)}, {pct} interval [{fmt.format_delta_p(low)}, "
             f"{fmt.format_delta_p(high)}] (through the log PPL ratio; approximate)",
@@ -95,19 +97,19 @@ class SeedDocumentResult:
         return "\n".join(lines)
 
 
-def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets: np.ndarray, *,
+def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, *,
                            clusters: np.ndarray | None = None,
                            confidence_level: float = 0.95) -> SeedDocumentResult:
     """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document).
 
-    `baseline`, `variant`: (S, N) loss sums in nats (row = seed pair); `n_targets`: (N,). D ± t_df · SE with
+    `baseline`, `variant`: (S, N) loss sums in nats (row = seed pair); `n_units`: (N,). D ± t_df · SE with
     SE² = V_seed / S + Σw² σ̂²_doc and df Satterthwaite's, capped at (S − 1) / (the seed part's share of SE²).
     ΔP = P̄_var / P̄_base − 1; its interval is exp(log(1 + ΔP) ± t_df · SE) − 1, which treats the log ratio
     of mean PPLs as having D's standard error: an approximation that holds while per-seed PPL spreads are
     small (log(1 + ΔP) − D is about half the difference of the arms' variances of NLL over seeds).
     """
     confidence_level = check_confidence_level(confidence_level)
-    baseline, variant, n = paired_arrays(baseline, variant, n_targets)
+    baseline, variant, n = paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
     if n_seeds < 2:
         raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
@@ -115,12 +117,12 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
     if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
         raise InputError("seed-and-document interval: loss sums must be finite")
     if not np.all(n > 0):
-        raise InputError("seed-and-document interval: every n_targets must be at least 1")
+        raise InputError("seed-and-document interval: every n_units must be at least 1")
     y = (variant - baseline) / n
     if clusters is None:
-        fit, n_units = crossed_moments(y, n / n.sum()), n_docs
+        fit, n_sampled = crossed_moments(y, n / n.sum()), n_docs
     else:
-        fit, n_units = clustered_moments(y, n, clusters), int(np.unique(np.asarray(clusters)).size)
+        fit, n_sampled = clustered_moments(y, n, clusters), int(np.unique(np.asarray(clusters)).size)
     if not float(fit.var_d) > 0.0:
         raise InputError("seed-and-document interval: the loss differences do not vary over seeds or documents, "
                          "so there is no spread to form an interval from")
@@ -130,13 +132,14 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
     mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
     mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
     log_ratio = math.log(mean_ppl_var / mean_ppl_base)
-    n_clusters = None if clusters is None else n_units
+    n_clusters = None if clusters is None else n_sampled
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), ("document", fit.doc_truncated))
                       if bool(flag))
     return SeedDocumentResult(
-        d=float(fit.d), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),
+        nll_diff_mean=float(fit.nll_diff_mean), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),
         confidence_level=confidence_level,
-        confidence_interval=ConfidenceInterval(float(fit.d) - half_width, float(fit.d) + half_width),
+        confidence_interval=ConfidenceInterval(float(fit.nll_diff_mean) - half_width,
+                                               float(fit.nll_diff_mean) + half_width),
         log_ratio=log_ratio, log_ratio_se=se, delta_p=math.expm1(log_ratio),
         delta_p_interval=log_interval_as_change(log_ratio - half_width, log_ratio + half_width),
         per_seed=tuple(float(v) for v in fit.per_seed), seed_var=float(fit.seed_var),
@@ -144,14 +147,14 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_targets:
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
         doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
-        notes=_notes(fit, n_seeds, n_units, n_clusters is not None),
+        notes=_notes(fit, n_seeds, n_sampled, n_clusters is not None),
     )
 
 
-def _notes(fit: CrossedMoments, n_seeds: int, n_units: int, clustered: bool) -> tuple[str, ...]:
+def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, clustered: bool) -> tuple[str, ...]:
     unit = "cluster" if clustered else "document"
     notes = []
-    if n_units == 1:
+    if n_sampled == 1:
         notes.append(f"one {unit}: no {unit} component can be estimated; the interval is the paired t over seeds "
                      f"and speaks to this {unit} only")
     if n_seeds == 2:

@@ -46,8 +46,9 @@ def check_at_least(parameter: str, value: int, minimum: int) -> int:
 MAX_SEED = 2**63 - 1  # seeds are stored as int64 in every output
 
 
-def check_rng_seed(seed: int, parameter: str = "seed") -> int:
-    """A seed: an integer in 0..2**63 − 1, so that every output can record it exactly (int64)."""
+def check_seed(seed: int, parameter: str) -> int:
+    """A seed (a training seed, a resampling RNG's `rng_seed`, a `selection_seed`): an integer in 0..2**63 − 1, so
+    that every output can record it exactly (int64). `parameter` names it in the error."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
         raise ParameterError(parameter, f"must be an integer from 0 to {MAX_SEED} (got {seed})")
     return int(seed)

@@ -79,6 +79,7 @@ def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_
     pct = fmt.format_level(result.confidence_level)
     interval = fmt.format_interval(*result.confidence_interval)
     if outcome == "equivalent":
+        assert sesoi is not None  # equivalence is tested only against a smallest effect of interest
         text = (f"The arms are equivalent within ±{fmt.format_percent(sesoi, 2)} in PPL: both one-sided tests reject "
                 f"a larger difference (TOST p = {tost_p:.3g}), {scope}")
         if direction is not None:
@@ -87,8 +88,8 @@ def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_
         return text + "."
     if direction is not None:
         lower_or_higher = "lower" if direction == "better" else "higher"
-        size = (f"{abs(result.d) / math.log(2.0):.6f} bits per byte" if unit == "byte" else
-                f"{fmt.format_nll_diff(abs(result.d))} nats per {unit}")
+        size = (f"{abs(result.nll_diff_mean) / math.log(2.0):.6f} bits per byte" if unit == "byte" else
+                f"{fmt.format_nll_diff(abs(result.nll_diff_mean))} nats per {unit}")
         return (f"The variant is {direction}: its loss is {lower_or_higher} by {size} (ΔP "
                 f"{fmt.format_delta_p(result.delta_p)}; {pct} interval for D {interval}, p = {p_value:.3g}), {scope}.")
     text = (f"No detectable difference: the {pct} interval for D {interval} includes 0 (p = {p_value:.3g}), "

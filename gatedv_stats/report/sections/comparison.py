@@ -7,8 +7,18 @@ from __future__ import annotations
 import pandas as pd
 
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis, PairResult
-from gatedv_stats.formatting import (eval_set_name, format_count, format_delta_p, format_interval, format_level,
-                                     format_lr, format_nll_diff, format_pairs, format_percent, format_ppl)
+from gatedv_stats.formatting import (
+    eval_set_name,
+    format_count,
+    format_delta_p,
+    format_interval,
+    format_level,
+    format_lr,
+    format_nll_diff,
+    format_pairs,
+    format_percent,
+    format_ppl,
+)
 from gatedv_stats.report import plots
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
@@ -46,7 +56,7 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
             f"Paired comparison on the {name}: P̄ ± SD over seeds, ΔP = P̄ variant / P̄ "
             f"{reference} − 1, improved pairs, mean NLL difference D with its {level} interval when seeds and "
             f"documents are sampled (the verdict's) and with the paper's {level} document-bootstrap interval, which "
-            f"holds the trained models fixed (B = {settings.n_resamples:,}, seed {settings.seed}), and documents "
+            f"holds the trained models fixed (B = {settings.n_resamples:,}, seed {settings.rng_seed}), and documents "
             "won.",
             ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "Verdict", "D",
              f"{level} interval, seeds and documents", f"{level} interval, models fixed", "Documents won"),

@@ -18,7 +18,8 @@ def curves_section(analysis: ExperimentAnalysis) -> Section:
         return omitted(KEY, TITLE, f"No curve files ({CURVE_FILE_NAME}) among the inputs, so there are no training "
                                    "curves to show.")
     reference = analysis.reference
-    figures, notes = [], []
+    figures = []
+    notes: list[str] = []
     for curves in analysis.curves:
         lr = format_lr(curves.lr)
         notes += curves.notes

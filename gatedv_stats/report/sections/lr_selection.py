@@ -17,9 +17,10 @@ KEY, TITLE = "lr-selection", "Learning-rate selection"
 def lr_selection_section(analysis: ExperimentAnalysis) -> Section:
     """The grid of the selection seed with each arm's parameter count (Table 7 shows sizes beside the grid)."""
     result = analysis.lr_selection
-    if result.selection is None:
-        return omitted(KEY, TITLE, " ".join((result.omitted, *result.notes)))
     selection = result.selection
+    if selection is None:
+        assert result.omitted is not None  # an analysis without a selection says why
+        return omitted(KEY, TITLE, " ".join((result.omitted, *result.notes)))
     lrs = list(selection.ppl.columns)
     parameters = _parameters_by_arm(analysis)
     rows = []
@@ -44,5 +45,5 @@ def lr_selection_section(analysis: ExperimentAnalysis) -> Section:
 
 def _parameters_by_arm(analysis: ExperimentAnalysis) -> dict[str, int]:
     """Trainable parameters per arm from the run.json files that record them."""
-    return {record_arm(info): int(info["parameters"]) for info in analysis.inputs.run_infos
-            if info.get("parameters") is not None and record_arm(info)}
+    return {arm: int(info["parameters"]) for info in analysis.inputs.run_infos
+            if info.get("parameters") is not None and (arm := record_arm(info))}

@@ -64,7 +64,7 @@ def _settings_table(analysis: ExperimentAnalysis) -> Table:
             row("gatedv version (loss files)", ", ".join(versions) or MISSING),
             row("Reference arm", analysis.reference or MISSING),
             row("Bootstrap resamples B", format_count(settings.n_resamples)),
-            row("Bootstrap RNG seed", str(settings.seed)),
+            row("Bootstrap RNG seed", str(settings.rng_seed)),
             row("Confidence level", format_level(settings.confidence_level)),
             row("Smallest effect of interest (relative ΔP)",
                 MISSING if settings.sesoi is None else format_percent(settings.sesoi, 2)),

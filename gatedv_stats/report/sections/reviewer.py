@@ -6,8 +6,15 @@ from __future__ import annotations
 import pandas as pd
 
 from gatedv_stats.analysis.experiment import AdjustedPValues, ExperimentAnalysis, PairResult
-from gatedv_stats.formatting import (eval_set_name, format_delta_p, format_delta_p_interval, format_interval,
-                                     format_level, format_lr, format_pairs)
+from gatedv_stats.formatting import (
+    eval_set_name,
+    format_delta_p,
+    format_delta_p_interval,
+    format_interval,
+    format_level,
+    format_lr,
+    format_pairs,
+)
 from gatedv_stats.report import plots
 from gatedv_stats.report.cells import MISSING, NO_REFERENCE
 from gatedv_stats.report.model import Figure, RowGroup, Section, Table, omitted, row, slug
@@ -19,7 +26,8 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
     reference, settings = analysis.reference, analysis.settings
     if reference is None:
         return omitted(KEY, TITLE, NO_REFERENCE)
-    tables, figures, limits = [], [], {}
+    tables, figures = [], []
+    limits: dict[int, tuple[str, ...]] = {}  # the few-seed limits, by number of seed pairs
     level = format_level(settings.confidence_level)
     for eval_set, groups in analysis.by_eval_set():
         groups = [group for group in groups if group.pairs]
@@ -42,7 +50,7 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
             f"the one-sided exact sign test on improved pairs; the exact two-sided permutation test over the seed "
             f"pairs; the two-sided sign-flip permutation test on the per-document differences (models fixed); the "
             f"BCa interval for D (models fixed); bits per byte when the files carry n_bytes "
-            f"(B = {settings.n_resamples:,}, seed {settings.seed}).",
+            f"(B = {settings.n_resamples:,}, seed {settings.rng_seed}).",
             ("Variant", "ΔP", "Two-level bootstrap", "PPL ratio (t)", "t interval", "t p", "Sign test",
              "Seed permutation p", "Sign-flip p", "BCa interval for D", "Bits per byte"),
             "lrrrrrrrrrr",

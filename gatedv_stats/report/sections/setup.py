@@ -13,9 +13,9 @@ from gatedv_stats.report.model import RowGroup, Section, Table, row
 from gatedv_stats.runs import arm_order, lr_of
 
 COLUMNS = (  # header, alignment
-    ("Arm", "l"), ("Knobs", "l"), ("Size", "l"), ("Layers / width", "l"), ("Heads / head width", "l"), ("FFN hidden width", "r"),
-    ("Vocabulary", "r"), ("Parameters", "r"), ("Updates", "r"), ("Warmup", "r"), ("Batch", "r"),
-    ("Target exposures", "r"), ("Peak LR", "l"), ("Seeds", "l"),
+    ("Arm", "l"), ("Knobs", "l"), ("Size", "l"), ("Layers / width", "l"), ("Heads / head width", "l"),
+    ("FFN hidden width", "r"), ("Vocabulary", "r"), ("Parameters", "r"), ("Updates", "r"), ("Warmup", "r"),
+    ("Batch", "r"), ("Target exposures", "r"), ("Peak LR", "l"), ("Seeds", "l"),
 )
 
 
@@ -113,6 +113,6 @@ def _joined(values: set, fmt: Callable) -> str:
 
 def _seed_text(seeds: set) -> str:
     ordered = sorted(int(seed) for seed in seeds)
-    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+    if len(ordered) > 2 and ordered[-1] - ordered[0] == len(ordered) - 1:  # distinct, so consecutive
         return f"{len(ordered)} ({ordered[0]}–{ordered[-1]})"
     return f"{len(ordered)} ({', '.join(map(str, ordered))})"

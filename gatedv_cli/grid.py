@@ -1,0 +1,89 @@
+"""The commands over a grid of runs from an experiment file: `sweep` (here or as cluster jobs) and `select-lr`."""
+
+from __future__ import annotations
+
+import typer
+
+from gatedv_cli.options import BF16, DEVICE, JSON, TF32, emit, runtime, warn
+
+
+def sweep_command(
+    experiment: str = typer.Argument(..., help="An experiment TOML file (see examples/)."),
+    jobs: int = typer.Option(None, "--jobs", help="Runs at a time on this machine, each in its own process on its "
+                             "own GPU(s) (default: one per visible GPU, else 1).", show_default=False),
+    gpus_per_run: int = typer.Option(1, "--gpus-per-run", help="GPUs per run; K > 1 trains each run data parallel "
+                                     "in K processes (torchrun here, K tasks of one job on a cluster; gloo on a CPU)."),
+    executor: str = typer.Option("pool", "--executor", help="pool (processes on this machine), slurm (one job per "
+                                 "unfinished run, as a job array) or local (the same jobs as local subprocesses)."),
+    partition: str = typer.Option(None, "--partition", help="Slurm partition.", show_default=False),
+    time_limit: str = typer.Option("24:00:00", "--time", help="Time limit of each job, as Slurm writes it "
+                                   "(90, 12:00:00, 2-00:00:00); a longer run is requeued from its last checkpoint."),
+    array_parallelism: int = typer.Option(None, "--array-parallelism", help="Slurm jobs of the array running at "
+                                          "once (default: all).", show_default=False),
+    slurm_options: list[str] = typer.Option(None, "--slurm-option", metavar="KEY=VALUE", help="Extra sbatch "
+                                            "option, repeatable (e.g. account=ml, cpus-per-task=8, exclusive).",
+                                            show_default=False),
+    status: bool = typer.Option(False, "--status", help="Only show each run's state: not started, pending, "
+                                "running, interrupted, failed (with its log), unknown, finished or diverged."),
+    device: str = DEVICE,
+    tf32: bool = TF32,
+    bf16: bool = BF16,
+    compile_model: bool = typer.Option(False, "--compile", help="torch.compile the models for training."),
+    as_json: bool = JSON,
+) -> None:
+    """Train and evaluate a grid of variants x learning rates x seeds, here or as cluster jobs; finished runs are
+    skipped, interrupted ones resumed from their checkpoint."""
+    from gatedv_stats.io.outputs import check_output_dir
+    from trainer.grid.experiment import load_experiment
+    from trainer.grid.sweep import check_executor_options, run_experiment
+
+    grid = load_experiment(experiment)
+    if not status:
+        check_output_dir(grid.out, f"{experiment}: out")
+    how = runtime(device, tf32, bf16, compile_model)
+    if status:
+        from trainer.grid.cluster import experiment_status
+
+        emit(experiment_status(grid), as_json)
+        return
+    check_executor_options(executor, jobs=jobs, partition=partition, array_parallelism=array_parallelism,
+                           slurm_options=slurm_options or ())
+    if executor != "pool":
+        from trainer.grid.cluster import ClusterOptions, submit_experiment
+
+        options = ClusterOptions(executor, partition, time_limit, gpus_per_run, array_parallelism,
+                                 tuple(slurm_options or ()))
+        emit(submit_experiment(grid, options, how), as_json)
+        return
+    result = run_experiment(grid, jobs=jobs, gpus_per_run=gpus_per_run, runtime=how)
+    warn(result.warnings)
+    emit(result, as_json)
+
+
+def select_lr_command(
+    experiment: str = typer.Argument(..., help="The experiment TOML file of a finished learning-rate grid."),
+    selection_seed: int = typer.Option(None, "--seed", help="Selection seed (default: [select] seed, else the "
+                                       "smallest).", show_default=False),
+    seeds: str = typer.Option(None, "--seeds", help="Confirmation seeds, comma-separated (default: [select] "
+                              "confirm_seeds).", show_default=False),
+    out: str = typer.Option(None, "--out", help="The confirmation grid TOML (default: EXPERIMENT-confirm.toml).",
+                            show_default=False),
+    as_json: bool = JSON,
+) -> None:
+    """Per variant, the grid rate with the lowest final development NLL (ties: lower rate); writes the confirmation grid."""  # noqa: E501 - one line in --help's list
+    from gatedv_stats.io.jsonout import strict_json
+    from trainer.grid.experiment import load_experiment, write_experiment
+    from trainer.grid.lr_selection import (
+        confirmation_experiment,
+        confirmation_grid_path,
+        parse_seeds,
+        select_learning_rates,
+    )
+
+    path = confirmation_grid_path(experiment, out)
+    grid = load_experiment(experiment)
+    confirm_seeds = parse_seeds(seeds)
+    selection = select_learning_rates(grid, selection_seed)
+    write_experiment(path, confirmation_experiment(grid, selection, seeds=confirm_seeds))
+    typer.echo(strict_json({**selection.to_dict(), "confirmation_grid": str(path)}) if as_json
+               else f"{selection.summary()}\nwrote {path}")

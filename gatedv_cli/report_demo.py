@@ -1,0 +1,59 @@
+"""The commands that put it all together: `report` (a paper-ready report of whatever runs the inputs hold) and
+`demo` (the main job on the embedded default corpus)."""
+
+from __future__ import annotations
+
+import typer
+
+from gatedv_cli.options import DEVICE, JSON, N_RESAMPLES, SEED, emit, warn
+from gatedv_cli.skipped import skipped_files, warn_skipped
+
+
+def report_command(
+    ctx: typer.Context,
+    inputs: list[str] = typer.Argument(..., help="Experiment directories, loss files, curve.csv, run.json or "
+                                       "bench*.json files.", show_default=False),
+    fmt: str = typer.Option(None, "--format", "-f", help="html (one offline file), md or latex (default: as the "
+                            "--out file is named, else html).", show_default=False),
+    reference: str = typer.Option(None, "--reference", help="Reference arm (default: baseline when present).",
+                                  show_default=False),
+    out: str = typer.Option(None, "--out", "-o", help="Output file (default: report.<ext> in the single input "
+                            "directory, else in the current directory).", show_default=False),
+    n_resamples: int = N_RESAMPLES,
+    rng_seed: int = SEED,
+    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
+                                         "like a loss file but cannot be read: warn, leave it out and list it in the "
+                                         "report's provenance instead of failing."),
+) -> None:
+    """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
+    from pathlib import Path
+
+    from gatedv_stats.analysis.experiment import AnalysisSettings
+    from gatedv_stats.report import write_report
+
+    skipped = skipped_files(ctx, skip_unreadable)
+    left_out: list[str] = []
+    settings = AnalysisSettings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed)
+    path = write_report([Path(given) for given in inputs], out, fmt, settings, skipped=skipped, left_out=left_out)
+    warn_skipped(skipped)
+    warn(left_out)
+    typer.echo(f"wrote {path}")
+
+
+def demo_command(
+    out: str = typer.Option("gatedv-demo", "--out", help="Directory for data, runs and report."),
+    corpus: str = typer.Option("builtin:python-stdlib", "--corpus", help="Corpus to prepare into OUT/data when it "
+                               "holds no prepared data (any gatedv prepare corpus)."),
+    updates: int = typer.Option(None, "--updates", help="Updates per run (default: the tiny recipe's).",
+                                show_default=False),
+    seeds: int = typer.Option(3, "--seeds", help="Paired seeds (1..N)."),
+    jobs: int = typer.Option(None, "--jobs", help="Runs at a time (default: 2 on a CPU, else 1).", show_default=False),
+    device: str = DEVICE,
+    as_json: bool = JSON,
+) -> None:
+    """The main job on the embedded default: prepare, train tiny baseline and GatedV, evaluate, bootstrap, report."""
+    from demo import run_demo
+    from gatedv_stats.io.outputs import check_output_dir
+
+    check_output_dir(out, "--out")
+    emit(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs, corpus=corpus), as_json)

@@ -1,0 +1,65 @@
+"""What the test modules share: `gatedv` run in this process, the shape of its refusals, and small fixtures' pieces."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+from typer.testing import CliRunner, Result
+
+import cli
+from trainer.model.transformer import Transformer, build_model, model_config
+
+# A vocabulary and context small enough for models built in a test, large enough for every variant.
+SMALL_VOCAB = {"vocab_size": 512, "seq_len": 32}
+
+
+def invoke(*args: object) -> Result:
+    """`gatedv ARGS` run in this process; each argument is passed as its string."""
+    return CliRunner().invoke(cli.app, [str(arg) for arg in args])
+
+
+def invoke_with_warnings(*args: object) -> tuple[Result, list[str]]:
+    """`invoke`, with the message of every Python warning raised meanwhile (pytest would otherwise swallow it)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = invoke(*args)
+    return result, [str(warning.message) for warning in caught]
+
+
+def sweep_json(path: Path, *args: str) -> dict:
+    """The JSON of `gatedv sweep PATH --json ARGS`, which must succeed."""
+    result = invoke("sweep", path, "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def assert_input_error(result: Result, *fragments: str) -> None:
+    """Bad input: exit 2 and a single `error:` line holding every fragment, without a traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert result.stderr.startswith("error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr)
+
+
+def assert_refused(result: Result, out: Path, *messages: str) -> None:
+    """A refused evaluation or import: exit 2, a single `error:` line holding every message, and no file `out`."""
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for message in messages:
+        assert message in result.stderr, result.stderr
+    assert not out.exists()
+
+
+def ratio(d: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The ratio estimator Σd / Σn along `axis`, vectorised as scipy.stats.bootstrap calls it."""
+    return np.sum(d, axis=axis) / np.sum(n, axis=axis)
+
+
+def small_vocab_model(variant: str = "baseline", seed: int = 0, size: str = "tiny") -> Transformer:
+    """A `size` model of `variant` over SMALL_VOCAB, initialised from `seed`."""
+    return build_model(model_config(size, variant, **SMALL_VOCAB), seed)

@@ -1,0 +1,3 @@
+"""Interop with `transformers`: baseline-family checkpoints exported as `LlamaForCausalLM` (`export`), a local
+causal language model opened offline with what identifies it (`model`), and its per-document loss sums written as
+loss files (`evaluate`)."""
