@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli import grid, model_data, report_demo, statistics, training
+from gatedv_cli import grid, imports, model_data, report_demo, statistics, training
 from gatedv_cli.group import INTERRUPTED, CommandGroup
 from gatedv_cli.options import VERSION, ManyFilesCommand
 
@@ -39,6 +39,7 @@ app.command("arms")(statistics.arms_command)
 app.command("plan")(statistics.plan_command)
 app.command("params")(model_data.params_command)
 app.command("export-hf")(model_data.export_hf_command)
+app.command("export-tasks")(model_data.export_tasks_command)
 app.command("prepare")(model_data.prepare_command)
 app.command("train")(training.train_command)
 app.command("evaluate")(training.evaluate_command)
@@ -50,9 +51,9 @@ app.command("report")(report_demo.report_command)
 app.command("bench", cls=ManyFilesCommand)(training.bench_command)
 
 # Other tools' results, `gatedv import TOOL`.
-import_app = typer.Typer(name="import", help="Bring other tools' per-document results in as loss files.",
+import_app = typer.Typer(name="import", help="Bring other tools' results in as loss files and item-score files.",
                          no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-import_app.command("lm-eval")(statistics.import_lm_eval_command)
+import_app.command("lm-eval")(imports.import_lm_eval_command)
 app.add_typer(import_app, name="import")
 
 

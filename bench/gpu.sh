@@ -4,7 +4,9 @@
 #   2. the training-step benchmark (ours vs transformers Llama, GatedV vs baseline) for the small and medium
 #      configs in FP32 and TF32, with MFU;
 #   3. `gatedv bench` (docs/method.md §7, Table 6) on two freshly initialised medium models (baseline and GatedV,
-#      one seed).
+#      one seed);
+#   4. the `large` size of examples/large-context.toml (110M parameters, 2,048-token context): training-step
+#      throughput, MFU and GPU-hours per run in TF32 and bf16, peak memory beside `gatedv params --memory`.
 # Usage: bash bench/gpu.sh [OUT_DIR]      (default: a new temporary directory; JSON results are kept there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,13 @@ EOF
 gatedv bench "$OUT/medium-baseline.pt" --variant "$OUT/medium-gatedv.pt" --device cuda --out "$OUT/bench.json" \
   > "$OUT/bench.txt"
 
+for variant in baseline gatedv; do
+  for precision in tf32 bf16; do
+    echo "large step: $variant $precision" >&2
+    python bench/large_step.py --variant "$variant" --precision "$precision" --json > "$OUT/large-$variant-$precision.json"
+  done
+done
+
 python - "$OUT" "$tests_status" <<'EOF'
 import json
 import sys
@@ -62,5 +71,13 @@ for config in ("small", "medium"):
 print(f"device: {r['device_name']}, torch {r['torch']}")
 print("\ngatedv bench (medium, fresh weights, seed 20270211):")
 print((out / "bench.txt").read_text().rstrip())
+print("\nlarge (examples/large-context.toml), batch 64 x 2048 in 8 micro-batches:")
+print(f"{'variant':10}{'precision':10}{'tok/s':>10}{'MFU':>8}{'GPU-h/run':>11}{'peak GiB':>10}{'estimate GiB':>14}")
+for variant in ("baseline", "gatedv"):
+    for precision in ("tf32", "bf16"):
+        r = json.loads((out / f"large-{variant}-{precision}.json").read_text())
+        mfu = f"{r['mfu']:.1%}" if r["mfu"] else "n/a"
+        print(f"{variant:10}{precision:10}{r['tokens_per_s']:>10,.0f}{mfu:>8}{r['gpu_hours_per_run']:>11.1f}"
+              f"{r['peak_allocated_bytes'] / 2**30:>10.2f}{r['estimated_bytes'] / 2**30:>14.2f}")
 sys.exit(tests_status)
 EOF

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import BF16, DEVICE, JSON, TF32, emit, runtime, warn
+from gatedv_cli.options import (
+    BF16,
+    CHECKPOINT_ACTIVATIONS,
+    DEVICE,
+    GRAD_ACCUM,
+    JSON,
+    SIZE_KNOBS,
+    TF32,
+    emit,
+    runtime,
+    warn,
+)
 
 
 def sweep_command(
@@ -12,7 +23,8 @@ def sweep_command(
     jobs: int = typer.Option(None, "--jobs", help="Runs at a time on this machine, each in its own process on its "
                              "own GPU(s) (default: one per visible GPU, else 1).", show_default=False),
     gpus_per_run: int = typer.Option(1, "--gpus-per-run", help="GPUs per run; K > 1 trains each run data parallel "
-                                     "in K processes (torchrun here, K tasks of one job on a cluster; gloo on a CPU)."),
+                                     "in K processes (torchrun here, K tasks of one job on a cluster; gloo on a CPU); "
+                                     "0 with --executor slurm or local: CPU jobs, no GPU asked for."),
     executor: str = typer.Option("pool", "--executor", help="pool (processes on this machine), slurm (one job per "
                                  "unfinished run, as a job array) or local (the same jobs as local subprocesses)."),
     partition: str = typer.Option(None, "--partition", help="Slurm partition.", show_default=False),
@@ -29,6 +41,9 @@ def sweep_command(
     tf32: bool = TF32,
     bf16: bool = BF16,
     compile_model: bool = typer.Option(False, "--compile", help="torch.compile the models for training."),
+    grad_accum: int = GRAD_ACCUM,
+    checkpoint_activations: bool = CHECKPOINT_ACTIVATIONS,
+    size_knobs: list[str] = SIZE_KNOBS,
     as_json: bool = JSON,
 ) -> None:
     """Train and evaluate a grid of variants x learning rates x seeds, here or as cluster jobs; finished runs are
@@ -36,11 +51,12 @@ def sweep_command(
     from gatedv_stats.io.outputs import check_output_dir
     from trainer.grid.experiment import load_experiment
     from trainer.grid.sweep import check_executor_options, run_experiment
+    from trainer.model.sizes import parse_size_knob_options
 
-    grid = load_experiment(experiment)
+    grid = load_experiment(experiment, parse_size_knob_options(size_knobs or []))
     if not status:
         check_output_dir(grid.out, f"{experiment}: out")
-    how = runtime(device, tf32, bf16, compile_model)
+    how = runtime(device, tf32, bf16, compile_model, grad_accum, checkpoint_activations)
     if status:
         from trainer.grid.cluster import experiment_status
 

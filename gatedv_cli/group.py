@@ -86,7 +86,8 @@ class CommandGroup(TyperGroup):
                        err=True)
             raise typer.Exit(2) from None
         except ParameterError as error:
-            typer.echo(f"error: {flag_of(ctx.meta.get(_COMMAND), error.parameter)}: {error.detail}", err=True)
+            command = ctx.meta.get(_COMMAND)
+            typer.echo(f"error: {error.render(lambda parameter: flag_of(command, parameter))}", err=True)
             raise typer.Exit(2) from None
         except InputError as error:
             typer.echo(f"error: {error}", err=True)

@@ -1,29 +1,46 @@
-"""The commands about the model family and its data: `params` (Table 1), `export-hf`, `prepare`, `moments`."""
+"""The commands about the model family and its data: `params` (Table 1), `export-hf`, `export-tasks`, `prepare`,
+`moments`."""
 
 from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import DEVICE, JSON, KNOBS, emit, knob_flag, warn
+from gatedv_cli.options import DEVICE, GRAD_ACCUM, JSON, KNOBS, SIZE_KNOBS, emit, knob_flag, warn
 
 
 def params_command(
-    config: str = typer.Option("all", "--config", help="tiny, small, medium, or all (small and medium)."),
+    config: str = typer.Option("all", "--config", help="tiny, small, medium, or all (small and medium); a new name "
+                               "with --size-knob."),
     variant: str = typer.Option("all", "--variant", help="A variant name, or all; a new name with --knob."),
     knobs: list[str] = KNOBS,
+    size_knobs: list[str] = SIZE_KNOBS,
     list_knobs: bool = typer.Option(False, "--knobs", help="List the knobs, their values and what they do."),
+    list_size_knobs: bool = typer.Option(False, "--size-knobs", help="List the size knobs and what they do."),
+    memory: bool = typer.Option(False, "--memory", help="Instead: the memory per GPU of a training step of one "
+                                "--config and --variant, without and with activation checkpointing (an estimate)."),
+    batch_size: int = typer.Option(None, "--batch-size", help="With --memory: the global batch (default: the "
+                                   "size's).", show_default=False),
+    grad_accum: int = GRAD_ACCUM,
+    gpus: int = typer.Option(1, "--gpus", help="With --memory: data-parallel GPUs sharing the batch."),
     as_json: bool = JSON,
 ) -> None:
     """Table 1: the model setup and the trainable-parameter count of each variant (or of one with --knob)."""
     from gatedv_stats.io.jsonout import strict_json
     from trainer.model.knobs import knobs_listing, knobs_summary
+    from trainer.model.memory import requested_memory
     from trainer.model.params import requested_table
+    from trainer.model.sizes import size_knobs_listing, size_knobs_summary
 
-    if list_knobs:
-        typer.echo(strict_json(knobs_listing()) if as_json else knobs_summary())
+    if list_knobs or list_size_knobs:
+        listing, summary = (knobs_listing, knobs_summary) if list_knobs else (size_knobs_listing, size_knobs_summary)
+        typer.echo(strict_json(listing()) if as_json else summary())
         return
     with knob_flag():
-        table = requested_table(config, variant, knobs or [])
+        if memory:
+            emit(requested_memory(config, variant, knobs or [], size_knobs or [], batch_size=batch_size,
+                                  grad_accum=grad_accum, devices=gpus), as_json)
+            return
+        table = requested_table(config, variant, knobs or [], size_knobs or [])
     emit(table, as_json)
 
 
@@ -39,6 +56,22 @@ def export_hf_command(
 
     check_output_dir(out_dir, "OUT_DIR")
     typer.echo(export_summary(export_hf(checkpoint, out_dir, tokenizer=tokenizer)))
+
+
+def export_tasks_command(
+    data: str = typer.Argument(..., help="A prepared data directory (gatedv prepare)."),
+    eval_set: str = typer.Option("dev", "--eval-set", help="dev, heldout, or an evaluation-set Parquet file."),
+    out: str = typer.Option(..., "--out", help="The directory of the task files (give it to lm_eval as "
+                            "--include_path)."),
+    task: str = typer.Option(None, "--task", help="The task's name (default: gatedv_<set name>).",
+                             show_default=False),
+    as_json: bool = JSON,
+) -> None:
+    """An evaluation set as an lm-evaluation-harness task: its documents' text (JSONL) and a task YAML scoring each
+    one's rolling log-likelihood (README, Downstream tasks)."""
+    from trainer.data.harness_tasks import export_tasks
+
+    emit(export_tasks(data, out, eval_set=eval_set, task=task), as_json)
 
 
 def prepare_command(
@@ -57,6 +90,8 @@ def prepare_command(
                                         "them in the manifest) or fail."),
     max_docs: int = typer.Option(None, "--max-docs", help="Read only the first N documents of the corpus.",
                                  show_default=False),
+    context: int = typer.Option(256, "--context", help="Tokens per window a model sees: evaluation and training "
+                                "windows are N + 1 tokens (the model's seq_len must be N)."),
     force: bool = typer.Option(False, "--force", help="Prepare again even when the inputs are unchanged."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
@@ -70,7 +105,7 @@ def prepare_command(
         warnings.simplefilter("ignore", PrepareWarning)  # reported below from the manifest
         result = prepare(corpus, out, eval_docs=eval_docs, split_seed=split_seed, tokenizer=tokenizer,
                          vocab_size=vocab_size, remove_eval_groups=not keep_eval_groups,
-                         on_decode_error=on_decode_error, max_docs=max_docs, force=force)
+                         on_decode_error=on_decode_error, max_docs=max_docs, force=force, context=context)
     warn(result.manifest["warnings"])
     emit(result, as_json)
 

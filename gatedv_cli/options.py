@@ -96,7 +96,7 @@ VARIANT_ARM = typer.Option(None, "--variant-arm", help="Variant arm name (select
 
 ALLOW_MISMATCH = typer.Option(None, "--allow-mismatch", metavar="FIELD", show_default=False,
                               help="Compare runs whose files record a different FIELD (eval_set, eval_set_sha256, "
-                              "tokenizer_sha256) anyway, with a warning. Repeatable.")
+                              "tokenizer_sha256, scoring) anyway, with a warning. Repeatable.")
 UNIT = typer.Option("auto", "--unit", help="auto (per byte of the same text when the arms' tokenizers or target "
                     "units differ, else per token), token or byte.")
 SESOI = typer.Option(None, "--sesoi", show_default=False, help="Smallest effect size of interest, a relative ΔP "
@@ -108,6 +108,13 @@ N_RESAMPLES = typer.Option(2000, "--samples", "--n-resamples", help="Bootstrap r
 CONFIDENCE_LEVEL = typer.Option(0.95, "--level", "--confidence-level",
                                 help="Confidence level of every interval (confidence_level).")
 SEED = typer.Option(0, "--seed", help="Seed of every resampling RNG (an integer from 0 to 2**63 - 1).")
+
+
+METRIC = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="Compare downstream-task "
+                      "item-score files on this metric (acc, acc_norm, exact_match, ...) instead of loss files; "
+                      "--sesoi is then a difference in the metric's units (0.01 = one point of accuracy), "
+                      "--cluster a grouping column (subtask), --allow-mismatch doc_hash, prompt_hash, target_hash, "
+                      "task_config_sha256 or n_shot.")
 
 
 def pairing(allow_unpaired: bool, allow_mismatch: list[str] | None, unit: str) -> dict:
@@ -134,13 +141,26 @@ def knob_flag() -> Iterator[None]:
         raise InputError(f"--knob {error}") from None
 
 
+SIZE_KNOBS = typer.Option(None, "--size-knob", metavar="KEY=VALUE", show_default=False, help="Set a size knob "
+                          "(repeatable; `gatedv params --size-knobs` lists them): depth, width, heads, d_ff, context, "
+                          "vocabulary, RoPE base, and the recipe's batch, updates, warmup, lr. A new --config name is "
+                          "its base (default small) plus its knobs.")
+GRAD_ACCUM = typer.Option(1, "--grad-accum", help="Split each update's batch into K micro-batches (less memory; the "
+                          "same update to float tolerance).")
+CHECKPOINT_ACTIVATIONS = typer.Option(False, "--checkpoint-activations", help="Keep only each block's input and "
+                                      "recompute the block in the backward pass (less memory, the same numbers).")
 TF32 = typer.Option(False, "--tf32", help="Allow TF32 matmuls (CUDA).")
 BF16 = typer.Option(False, "--bf16", help="bf16 autocast for the forward passes.")
 
 
-def runtime(device: str, tf32: bool, bf16: bool, compile_model: bool = False) -> Runtime:
-    """How runs execute, from the --device, --tf32, --bf16 and --compile flags."""
+def runtime(device: str, tf32: bool, bf16: bool, compile_model: bool = False, grad_accum: int = 1,
+            checkpoint_activations: bool = False) -> Runtime:
+    """How runs execute, from the --device, --tf32, --bf16, --compile, --grad-accum and --checkpoint-activations
+    flags."""
     from trainer.run.device import Precision
     from trainer.run.recipe import Runtime
 
-    return Runtime(device=device, precision=Precision(tf32=tf32, bf16=bf16), compile=compile_model)
+    if grad_accum < 1:
+        raise InputError(f"--grad-accum: must be at least 1, got {grad_accum}")
+    return Runtime(device=device, precision=Precision(tf32=tf32, bf16=bf16), compile=compile_model,
+                   grad_accum=grad_accum, checkpoint_activations=checkpoint_activations)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import DEVICE, JSON, N_RESAMPLES, SEED, emit, warn
+from gatedv_cli.options import CLUSTER, CONFIDENCE_LEVEL, DEVICE, JSON, N_RESAMPLES, SEED, SESOI, emit, warn
 from gatedv_cli.skipped import skipped_files, warn_skipped
 
 
@@ -21,20 +21,21 @@ def report_command(
                             "directory, else in the current directory).", show_default=False),
     n_resamples: int = N_RESAMPLES,
     rng_seed: int = SEED,
+    confidence_level: float = CONFIDENCE_LEVEL,
+    sesoi: float = SESOI,
+    cluster: str = CLUSTER,
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
                                          "like a loss file but cannot be read: warn, leave it out and list it in the "
                                          "report's provenance instead of failing."),
 ) -> None:
     """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
-    from pathlib import Path
-
-    from gatedv_stats.analysis.experiment import AnalysisSettings
-    from gatedv_stats.report import write_report
+    import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
     left_out: list[str] = []
-    settings = AnalysisSettings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed)
-    path = write_report([Path(given) for given in inputs], out, fmt, settings, skipped=skipped, left_out=left_out)
+    path = gv.report(inputs, out, fmt=fmt, reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
+                     confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, skipped=skipped,
+                     left_out=left_out)
     warn_skipped(skipped)
     warn(left_out)
     typer.echo(f"wrote {path}")

@@ -1,10 +1,10 @@
-"""The statistics commands: loss files in, comparisons out (`bootstrap`, `analyze`, `arms`, `plan`), and other
-tools' per-document results brought in as loss files (`import lm-eval`)."""
+"""The statistics commands: loss files in, comparisons out (`bootstrap`, `analyze`, `arms`, `plan`)."""
 
 from __future__ import annotations
 
 import typer
 
+from gatedv_cli.click_api import click
 from gatedv_cli.options import (
     ALLOW_MISMATCH,
     ALLOW_UNPAIRED,
@@ -14,6 +14,7 @@ from gatedv_cli.options import (
     CONFIDENCE_LEVEL,
     EVAL_SET,
     JSON,
+    METRIC,
     N_RESAMPLES,
     PAIR_TABLES,
     SEED,
@@ -27,6 +28,7 @@ from gatedv_cli.options import (
     warn,
 )
 from gatedv_cli.skipped import skipped_files, warn_skipped
+from gatedv_stats.errors import InputError
 
 
 def bootstrap_command(
@@ -48,20 +50,25 @@ def bootstrap_command(
     unit: str = UNIT,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
+    metric: str = METRIC,
 ) -> None:
     """The verdict on two arms (seeds and documents sampled), then the paper's ΔP, D with its document bootstrap
-    (models fixed) and win rate."""
-    from gatedv_stats.pairing import load_paired
-    from gatedv_stats.stats.comparison import compare
+    (models fixed) and win rate; with --metric, on the downstream tasks of item-score files."""
+    import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                         variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
-                         **pairing(allow_unpaired, allow_mismatch, unit))
-    result = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
-                     method=method, cluster=cluster, sesoi=sesoi, progress=None)
+    if _item_scores(ctx, metric, [*(tables or ()), *(baseline or ()), *(variant or ())]):
+        return _compare_tasks(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
+                              variant_arm=variant_arm, metric=metric, confidence_level=confidence_level, sesoi=sesoi,
+                              cluster=cluster, allow_mismatch=tuple(allow_mismatch or ()),
+                              allow_unpaired=allow_unpaired, skipped=skipped, as_json=as_json)
+    result = gv.compare(tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
+                        eval_set=eval_set, n_resamples=n_resamples, confidence_level=confidence_level,
+                        rng_seed=rng_seed, method=method, sesoi=sesoi, cluster=cluster, skipped=skipped,
+                        progress=None, **pairing(allow_unpaired, allow_mismatch, unit))
     warn(result.warnings)
-    emit(result, as_json, warn_skipped(skipped))
+    warn_skipped(skipped)
+    emit(result, as_json)
 
 
 def analyze_command(
@@ -88,21 +95,26 @@ def analyze_command(
     unit: str = UNIT,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
+    metric: str = METRIC,
 ) -> None:
     """Everything about one pair of arms: the verdict, seed-level tests, permutation test, BCa, bits per byte and
-    breakdowns with multiplicity-adjusted intervals."""
-    from gatedv_stats.analysis.pair import analyze
-    from gatedv_stats.pairing import load_paired
+    breakdowns with multiplicity-adjusted intervals; with --metric, on the downstream tasks of item-score files."""
+    import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    paired = load_paired(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                         variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
-                         **pairing(allow_unpaired, allow_mismatch, unit))
-    result = analyze(paired, n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
-                     n_permutations=n_permutations, by=tuple(by or ()), bins=bins, min_docs=min_docs,
-                     cluster=cluster, sesoi=sesoi, progress=None)
+    if _item_scores(ctx, metric, [*(tables or ()), *(baseline or ()), *(variant or ())]):
+        return _compare_tasks(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
+                              variant_arm=variant_arm, metric=metric, confidence_level=confidence_level, sesoi=sesoi,
+                              cluster=cluster, allow_mismatch=tuple(allow_mismatch or ()),
+                              allow_unpaired=allow_unpaired, skipped=skipped, as_json=as_json)
+    result = gv.analyze(tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
+                        eval_set=eval_set, n_resamples=n_resamples, confidence_level=confidence_level,
+                        rng_seed=rng_seed, n_permutations=n_permutations, by=tuple(by or ()), bins=bins,
+                        min_docs=min_docs, sesoi=sesoi, cluster=cluster, skipped=skipped, progress=None,
+                        **pairing(allow_unpaired, allow_mismatch, unit))
     warn(result.comparison.warnings)
-    emit(result, as_json, warn_skipped(skipped))
+    warn_skipped(skipped)
+    emit(result, as_json)
 
 
 def arms_command(
@@ -120,29 +132,32 @@ def arms_command(
     unit: str = UNIT,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
+    metric: str = METRIC,
 ) -> None:
-    """Every arm against a reference on each evaluation set: verdicts and p-values with Holm and BH adjustment."""
-    from gatedv_stats.io.jsonout import strict_json
-    from gatedv_stats.io.lossfiles import read_loss_inputs
-    from gatedv_stats.pairing import pair_with_reference
-    from gatedv_stats.runs import select_runs
-    from gatedv_stats.stats.multiple import compare_arms
+    """Every arm against a reference on each evaluation set: verdicts and p-values with Holm and BH adjustment;
+    with --metric, on every downstream task of item-score files (Holm across arms and tasks)."""
+    import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    runs = select_runs(read_loss_inputs(files, skipped=skipped), eval_set=eval_set)
-    pairs = pair_with_reference(runs, reference, **pairing(allow_unpaired, allow_mismatch, unit))
-    result = compare_arms(pairs, alpha=alpha, n_resamples=n_resamples, rng_seed=rng_seed, sesoi=sesoi,
-                          cluster=cluster)
-    payload = {**result.to_dict(),
-               "inputs": [{"arm": pair.variant_arm, "eval_set": pair.eval_set, **pair.sources} for pair in pairs],
-               **warn_skipped(skipped)}
-    typer.echo(strict_json(payload) if as_json else result.summary())
+    if _item_scores(ctx, metric, files):
+        from gatedv_stats.analysis.tasks import compare_item_arms
+
+        return emit(compare_item_arms(files, reference=reference, metric=metric, alpha=alpha, sesoi=sesoi,
+                                      cluster=cluster, allow_mismatch=tuple(allow_mismatch or ()),
+                                      allow_unpaired=allow_unpaired, skipped=skipped), as_json, warn_skipped(skipped))
+    result = gv.arms(files, reference=reference, eval_set=eval_set, alpha=alpha, n_resamples=n_resamples,
+                     rng_seed=rng_seed, sesoi=sesoi, cluster=cluster, skipped=skipped,
+                     **pairing(allow_unpaired, allow_mismatch, unit))
+    warn(result.warnings)
+    warn_skipped(skipped)
+    emit(result, as_json)
 
 
 def plan_command(
     ctx: typer.Context,
     pilot_files: list[str] = typer.Argument(..., help="Pilot loss files (or long tables / directories) of two arms."),
-    effect: float = typer.Option(..., "--effect", help="Relative ΔP to detect, as a fraction (0.02 = 2%)."),
+    effect: float = typer.Option(..., "--effect", help="Relative ΔP to detect, as a fraction (0.02 = 2%); with "
+                                 "--metric a difference in the metric's units (0.01 = one point of accuracy)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Two-sided significance level."),
     power: float = typer.Option(0.8, "--power", help="Required power."),
     baseline_arm: str = typer.Option(None, "--baseline-arm", help="Pilot baseline arm (default: 'baseline').",
@@ -155,39 +170,52 @@ def plan_command(
     unit: str = UNIT,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
+    metric: str = METRIC,
 ) -> None:
-    """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs."""
-    from gatedv_stats.io.jsonout import strict_json
-    from gatedv_stats.io.lossfiles import read_loss_inputs
-    from gatedv_stats.pairing import pilot_pair
-    from gatedv_stats.stats.planning import plan_from_pilot
+    """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs; with
+    --metric, seeds × items for a difference in a downstream task's metric."""
+    import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    paired = pilot_pair(read_loss_inputs(pilot_files, skipped=skipped), baseline_arm=baseline_arm,
-                        variant_arm=variant_arm, eval_set=eval_set, **pairing(allow_unpaired, allow_mismatch, unit))
-    plan = plan_from_pilot(paired, effect, alpha=alpha, power=power)
-    warn(paired.notes)
-    payload = {**plan.to_dict(), "baseline_arm": paired.baseline_arm, "variant_arm": paired.variant_arm,
-               "inputs": paired.sources, **warn_skipped(skipped)}
-    typer.echo(strict_json(payload) if as_json else f"{paired.variant_arm} vs {paired.baseline_arm}\n{plan.summary()}")
+    if _item_scores(ctx, metric, pilot_files):
+        from gatedv_stats.analysis.tasks import plan_item_inputs
 
-
-def import_lm_eval_command(
-    samples: list[str] = typer.Argument(..., metavar="SAMPLES.jsonl...", help="Per-sample logs of "
-                                        "rolling-loglikelihood (perplexity) tasks (lm_eval --log_samples)."),
-    arm: str = typer.Option(..., "--arm", help="The arm name of the evaluated model."),
-    seed: int = typer.Option(0, "--seed", help="The model's training seed."),
-    out: str = typer.Option(..., "--out", help="The loss file to write (.parquet)."),
-    id_field: str = typer.Option("id", "--id-field", help="The logged document's field that holds its id ('' for "
-                                 "the harness's doc_id, the position in the task's dataset)."),
-    as_json: bool = JSON,
-) -> None:
-    """An lm-evaluation-harness sample log as a loss file: per document −log-likelihood (nats), bytes, words."""
-    from gatedv_stats.io.lmeval import import_lm_eval
-    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
-
-    check_output_file(out, "--out", suffix=".parquet")
-    check_not_an_input(out, samples, "--out")
-    result = import_lm_eval(samples, out, arm=arm, seed=seed, id_field=id_field)
-    warn(result.warnings)
+        return emit(plan_item_inputs(pilot_files, effect, metric=metric, baseline_arm=baseline_arm,
+                                     variant_arm=variant_arm, alpha=alpha, power=power,
+                                     allow_mismatch=tuple(allow_mismatch or ()), allow_unpaired=allow_unpaired,
+                                     skipped=skipped), as_json, warn_skipped(skipped))
+    result = gv.plan(pilot_files, effect=effect, alpha=alpha, power=power, baseline_arm=baseline_arm,
+                     variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
+                     **pairing(allow_unpaired, allow_mismatch, unit))
+    warn(result.paired.notes + result.warnings)
+    warn_skipped(skipped)
     emit(result, as_json)
+
+
+# Options of the loss-file path that item scores have no use for: given with --metric, they are refused rather
+# than silently ignored.
+_LOSS_FILE_ONLY = ("eval_set", "n_resamples", "rng_seed", "method", "n_permutations", "by", "bins", "min_docs", "unit")
+
+
+def _item_scores(ctx: typer.Context, metric: str | None, paths: list[str]) -> bool:
+    """Whether the command compares item scores (--metric); refuses inputs of the other kind, and options of the
+    loss-file path, in one line."""
+    from gatedv_cli.group import flag_of
+    from gatedv_stats.item_pairing import check_input_kind
+
+    check_input_kind(paths, metric)
+    if metric is None:
+        return False
+    given = [flag_of(ctx.command, name) for name in _LOSS_FILE_ONLY
+             if name in ctx.params and ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+    if given:
+        raise InputError(f"{', '.join(given)}: only without --metric (they set the loss-file comparison)")
+    return True
+
+
+def _compare_tasks(*, as_json: bool, skipped: list | None, **options) -> None:
+    """`bootstrap` and `analyze` with --metric: the item-score verdict of one task, or of a suite (notes in it)."""
+    from gatedv_stats.analysis.tasks import compare_item_inputs
+
+    emit(compare_item_inputs(**options, skipped=skipped), as_json, warn_skipped(skipped))
+

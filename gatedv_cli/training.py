@@ -4,16 +4,31 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import BF16, DEVICE, JSON, KNOBS, TF32, emit, knob_flag, runtime
+from gatedv_cli.options import (
+    BF16,
+    CHECKPOINT_ACTIVATIONS,
+    DEVICE,
+    GRAD_ACCUM,
+    JSON,
+    KNOBS,
+    SIZE_KNOBS,
+    TF32,
+    emit,
+    knob_flag,
+    runtime,
+    warn,
+)
 from gatedv_stats.errors import InputError
 
 
 def train_command(
     data: str = typer.Option(..., "--data", help="A prepared data directory (gatedv prepare)."),
-    config: str = typer.Option("small", "--config", help="Model size: tiny, small or medium."),
+    config: str = typer.Option("small", "--config", help="Model size: tiny, small or medium; a new name with "
+                               "--size-knob."),
     variant: str = typer.Option("baseline", "--variant", help="Variant name (gatedv params lists them); a new "
                                 "name with --knob."),
     knobs: list[str] = KNOBS,
+    size_knobs: list[str] = SIZE_KNOBS,
     seed: int = typer.Option(..., "--seed", help="Training seed: initial weights and training windows."),
     out: str = typer.Option(..., "--out", help="The run directory."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate (default: the size's confirmation rate).",
@@ -23,7 +38,8 @@ def train_command(
                                "run).", show_default=False),
     eval_every: int = typer.Option(None, "--eval-every", help="Development NLL and checkpoint every k updates.",
                                    show_default=False),
-    batch_size: int = typer.Option(8, "--batch-size", help="Global batch (sequences of 256 targets)."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Global batch: sequences of the model's context per "
+                                   "update (default: the size's, 8).", show_default=False),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
     stop_after: int = typer.Option(None, "--stop-after", help="End this call after update N with a checkpoint "
                                    "(continue later with --resume).", show_default=False),
@@ -31,6 +47,8 @@ def train_command(
     tf32: bool = TF32,
     bf16: bool = BF16,
     compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model for training."),
+    grad_accum: int = GRAD_ACCUM,
+    checkpoint_activations: bool = CHECKPOINT_ACTIVATIONS,
     as_json: bool = JSON,
 ) -> None:
     """Train one run (docs/method.md §4): checkpoints, development curve, --resume; data parallel under torchrun."""
@@ -38,15 +56,18 @@ def train_command(
 
     from gatedv_stats.io.outputs import check_output_dir
     from trainer.model.knobs import parse_knob_options
+    from trainer.model.sizes import parse_size_knob_options
     from trainer.run.recipe import RunSpec
     from trainer.run.train import DivergenceError, train
 
     check_output_dir(out, "--out")
     with knob_flag():
         spec = RunSpec.make(data, config, variant, seed, lr=lr, updates=updates, warmup=warmup, eval_every=eval_every,
-                            batch_size=batch_size, knobs=parse_knob_options(knobs or []))
+                            batch_size=batch_size, knobs=parse_knob_options(knobs or []),
+                            size_knobs=parse_size_knob_options(size_knobs or []))
+    how = runtime(device, tf32, bf16, compile_model, grad_accum, checkpoint_activations)
     try:
-        result = train(spec, out, runtime=runtime(device, tf32, bf16, compile_model), resume=resume,
+        result = train(spec, out, runtime=how, resume=resume,
                        stop_after=stop_after)
     except DivergenceError as error:
         typer.echo(f"error: {error}", err=True)
@@ -63,15 +84,16 @@ def _one_eval_set(eval_set: str | None, old_name: str | None) -> str | None:
 
 
 def evaluate_command(
-    checkpoint: str = typer.Argument(None, help="A checkpoint written by gatedv train (omitted with --hf).",
-                                     show_default=False),
+    checkpoint: list[str] = typer.Argument(None, help="A checkpoint written by gatedv train (omitted with --hf); "
+                                           "several with --tasks.", show_default=False),
     hf: str = typer.Option(None, "--hf", metavar="MODEL_DIR", help="Instead: a local transformers causal LM "
                            "directory (config, weights, tokenizer; read offline, never downloaded).",
                            show_default=False),
     eval_set: str = typer.Option(None, "--eval-set", help="dev, heldout, or an evaluation-set Parquet file "
                                  "(default: dev).", show_default=False),
     old_eval_set: str = typer.Option(None, "--set", hidden=True, help="The old name of --eval-set."),
-    out: str = typer.Option(..., "--out", help="The loss file to write (.parquet)."),
+    out: str = typer.Option(..., "--out", help="The loss file to write (.parquet); with --tasks, the directory of "
+                            "the item-score files (OUT/<arm>/seed<seed>/<task>.parquet)."),
     data: str = typer.Option(None, "--data", help="Data directory (default: the one the run trained on). With --hf: "
                              "a data directory, or any corpus gatedv prepare reads (whole documents).",
                              show_default=False),
@@ -90,20 +112,40 @@ def evaluate_command(
                             show_default=False),
     seed: int = typer.Option(None, "--seed", help="With --hf: the seed recorded in the loss file (default: 0).",
                              show_default=False),
+    tasks: str = typer.Option(None, "--tasks", metavar="TASK[,TASK...]", help="Instead: score the checkpoints on "
+                              "lm-evaluation-harness tasks or groups (README, Downstream tasks).", show_default=False),
+    include_path: list[str] = typer.Option(None, "--include-path", metavar="DIR", help="With --tasks: a directory "
+                                           "of task YAML files (repeatable).", show_default=False),
+    num_fewshot: int = typer.Option(None, "--num-fewshot", metavar="K", help="With --tasks: K examples before each "
+                                    "item (default: each task's own).", show_default=False),
+    limit: int = typer.Option(None, "--limit", metavar="N", help="With --tasks: the first N items of each task.",
+                              show_default=False),
     device: str = DEVICE,
     bf16: bool = BF16,
     as_json: bool = JSON,
 ) -> None:
-    """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5)."""
+    """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5);
+    with --tasks, per-item scores of checkpoints on harness tasks."""
     from gatedv_stats.io.outputs import check_not_an_input, check_output_file
     from trainer.run.evaluate import evaluate_model
+    from trainer.run.tasks import evaluate_tasks
 
     chosen_set = _one_eval_set(eval_set, old_eval_set)
+    if tasks is not None:
+        scores = evaluate_tasks(checkpoint or [], tasks, out, include_path=include_path, num_fewshot=num_fewshot,
+                                limit=limit, data=data, batch_size=batch_size, device=device, loss_file_flags={
+                                    "--hf": hf, "--eval-set": chosen_set, "--value-act": value_act, "--bf16": bf16,
+                                    "--dtype": dtype, "--context": context, "--stride": stride, "--arm": arm,
+                                    "--seed": seed})
+        warn(scores.warnings)
+        emit(scores, as_json)
+        return
     check_output_file(out, "--out", suffix=".parquet")
-    check_not_an_input(out, [given for given in (checkpoint, chosen_set) if given], "--out")
+    check_not_an_input(out, [given for given in (*(checkpoint or ()), chosen_set) if given], "--out")
     emit(evaluate_model(out, checkpoint=checkpoint, hf=hf, eval_set=chosen_set, data=data, value_act=value_act,
                         bf16=bf16, batch_size=batch_size, dtype=dtype, context=context, stride=stride, arm=arm,
-                        seed=seed, device=device), as_json)
+                        seed=seed, device=device, include_path=include_path or (), num_fewshot=num_fewshot,
+                        limit=limit), as_json)
 
 
 def bench_command(

@@ -1,3 +1,61 @@
-"""gatedv-stats: paired comparisons of Transformer variants from per-document loss files."""
+"""gatedv-stats: paired comparisons of Transformer variants from per-document loss files.
+
+The Python API (`import gatedv_stats as gv`; see `gatedv_stats.api`): `gv.load`, `gv.compare`, `gv.analyze`,
+`gv.arms`, `gv.plan`, `gv.report`, paired arrays from any pipeline with `gv.PairedLosses.from_frame`, and the
+errors `gv.InputError` / `gv.ParameterError`. Importing the package loads none of them until first used;
+`__init__.pyi` gives type checkers their types.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it, imported on first use
+_EXPORTS = {
+    "load": "gatedv_stats.api", "pair": "gatedv_stats.api", "compare": "gatedv_stats.api",
+    "analyze": "gatedv_stats.api", "arms": "gatedv_stats.api", "plan": "gatedv_stats.api",
+    "report": "gatedv_stats.api", "AnalysisSettings": "gatedv_stats.analysis.experiment",
+    "PairedLosses": "gatedv_stats.pairing",
+    "InputError": "gatedv_stats.errors", "ParameterError": "gatedv_stats.errors",
+    "Runs": "gatedv_stats.results", "ComparisonResult": "gatedv_stats.results",
+    "AnalysisResult": "gatedv_stats.results", "ArmsResult": "gatedv_stats.results",
+    "PlanResult": "gatedv_stats.results",
+}
+
+__all__ = [
+    "AnalysisResult", "AnalysisSettings", "ArmsResult", "ComparisonResult", "InputError", "PairedLosses",
+    "ParameterError", "PlanResult", "Runs", "__version__", "analyze", "arms", "compare", "load", "pair", "plan",
+    "report",
+]
+
+class _Package(types.ModuleType):
+    """`gatedv_stats.report` is the API function (`gv.report(...)`), not the subpackage of the same name, which
+    importing sets as an attribute here: it stays importable by name (`from gatedv_stats.report import ...`)."""
+
+    @property
+    def report(self) -> Any:
+        return importlib.import_module("gatedv_stats.api").report
+
+    @report.setter
+    def report(self, subpackage: types.ModuleType) -> None:
+        pass  # in sys.modules already
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'gatedv_stats' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # found directly next time
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

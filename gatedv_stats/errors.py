@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class InputError(ValueError):
     """Bad user input (a file, row or field); the message names it in one line."""
@@ -9,15 +11,37 @@ class InputError(ValueError):
 
 class ParameterError(InputError):
     """A bad argument of a library function. `parameter` is the argument's name, so that the command line can
-    name its own flag instead (`n_resamples` → `--samples`); `detail` is the message without the name."""
+    name its own flag instead (`n_resamples` → `--samples`); `detail` is the message without the name.
 
-    def __init__(self, parameter: str, detail: str) -> None:
-        super().__init__(f"{parameter}: {detail}")
+    `detail` may name the parameter and the parameters in `mentions` inside the text as `{name}` fields (then,
+    with `leading=False`, the message is the text alone): `str(error)` names them as parameters, `render` as a
+    caller's own names (the command line: flags)."""
+
+    def __init__(self, parameter: str, detail: str, mentions: tuple[str, ...] = (), leading: bool = True) -> None:
         self.parameter = parameter
-        self.detail = detail
+        self.template = detail
+        self.mentions = mentions
+        self.leading = leading
+        super().__init__(self.render())
 
-    def __reduce__(self):  # rebuilt from both arguments when it crosses a process boundary
-        return type(self), (self.parameter, self.detail)
+    @property
+    def detail(self) -> str:
+        """The message without the leading parameter name, other parameters named as parameters."""
+        return self._filled(str)
+
+    def render(self, name_of: Callable[[str], str] = str) -> str:
+        """The message with every parameter it names as `name_of(parameter)` (e.g. the option that sets it)."""
+        detail = self._filled(name_of)
+        return f"{name_of(self.parameter)}: {detail}" if self.leading else detail
+
+    def _filled(self, name_of: Callable[[str], str]) -> str:
+        text = self.template
+        for name in (self.parameter, *self.mentions):
+            text = text.replace("{" + name + "}", name_of(name))
+        return text
+
+    def __reduce__(self):  # rebuilt from every argument when it crosses a process boundary
+        return type(self), (self.parameter, self.template, self.mentions, self.leading)
 
 
 class RunFailure(RuntimeError):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs
+from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs, runs_from_frame
 from gatedv_stats.runs import eval_set_sort_key, natural_key, select_runs
 
 _SHOWN = 5
@@ -37,10 +37,12 @@ class PairedLosses:
 
     @property
     def n_docs(self) -> int:
+        """The documents N."""
         return int(self.n_units.shape[0])
 
     @property
     def n_pairs(self) -> int:
+        """The seed pairs S."""
         return int(self.seeds.shape[0])
 
     @property
@@ -48,6 +50,19 @@ class PairedLosses:
         """What the pairing dropped or accepted, for the output's warnings."""
         dropped = (f"dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}",) if self.dropped_seeds else ()
         return dropped + self.mismatches
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, baseline_arm: str | None = None, variant_arm: str | None = None,
+                   eval_set: str | None = None, allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (),
+                   unit: str = "auto") -> PairedLosses:
+        """Two arms of a long table in memory: columns `arm`, `seed`, `doc_id`, `n_targets`, `loss_sum` (optional
+        `domain`, `n_bytes` and constant metadata columns such as `eval_set`), checked as a loss file's are. The
+        baseline defaults to the arm named "baseline", the variant to the other arm."""
+        if not isinstance(frame, pd.DataFrame):
+            raise ParameterError("frame", f"expected a pandas DataFrame, got {type(frame).__name__}")
+        return pilot_pair(runs_from_frame(frame, {}, "frame", long_table=True), baseline_arm=baseline_arm,
+                          variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired,
+                          allow_mismatch=allow_mismatch, unit=unit, what="frame")
 
 
 def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
@@ -89,7 +104,8 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
     if unpaired and not allow_unpaired:
         parts = [f"{arm} {', '.join(map(str, seeds))}" for arm, seeds
                  in ((baseline_arm, only_baseline), (variant_arm, only_variant)) if seeds]
-        raise InputError(f"seeds present in one arm only: {'; '.join(parts)} (--allow-unpaired drops them)")
+        raise ParameterError("allow_unpaired", f"seeds present in one arm only: {'; '.join(parts)} "
+                             "({allow_unpaired} drops them)", leading=False)
 
     runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
     doc_ids, losses, n_units, doc_columns = _aligned(runs, unit)
@@ -152,20 +168,24 @@ def comparison_unit(runs: Sequence[LossRun], unit: str = "auto", allow_mismatch:
     if unit == "auto":
         unit = "byte" if differ else "token"
     elif unit == "token" and differ and "tokenizer_sha256" not in allow_mismatch:
-        raise InputError("the runs were scored with different tokenizers or target units, so per-token losses are "
-                         "not comparable; compare per byte (--unit byte) or force it with --allow-mismatch "
-                         "tokenizer_sha256")
+        raise ParameterError("unit", "the runs were scored with different tokenizers or target units, so per-token "
+                             "losses are not comparable; compare per byte ({unit} byte) or force it with "
+                             "{allow_mismatch} tokenizer_sha256", ("allow_mismatch",), leading=False)
     if unit == "token" and len(target_units) == 1:
         return target_units.pop()
     return unit
 
 
-PROVENANCE_FIELDS = ("eval_set", "eval_set_sha256", "tokenizer_sha256")
+# `scoring`: what each document's loss is conditioned on: "context" (an evaluation set's window targets given the
+# window's context), "document" (a whole document of a corpus), "bos" (a harness rolling log-likelihood, the text
+# given the BOS token alone); losses scored differently are not of one quantity.
+PROVENANCE_FIELDS = ("eval_set", "eval_set_sha256", "tokenizer_sha256", "scoring")
 
 
 def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = (),
                      unit: str = "token") -> tuple[str, ...]:
-    """Refuse to pair runs whose files record a different evaluation set (name or hash) or, per token, tokenizer.
+    """Refuse to pair runs whose files record a different evaluation set (name or hash), scoring or, per token,
+    tokenizer.
 
     A field is compared only between files that carry it. A field in `allow_mismatch` is reported in the
     returned notes instead, so that the output can say what was compared anyway. Per byte, different tokenizers
@@ -194,9 +214,11 @@ def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = 
         elif name == "eval_set" and len({(run.arm, str(run.meta[name])) for run in carrying}) > len(
                 {run.arm for run in carrying}):  # an arm evaluated on several sets: the inputs mix them
             sets = ", ".join(sorted({str(run.meta[name]) for run in carrying}))
-            raise InputError(f"{text}; the inputs hold several evaluation sets: choose one with --eval-set ({sets})")
+            raise ParameterError("eval_set", f"{text}; the inputs hold several evaluation sets: choose one with "
+                                 f"{{eval_set}} ({sets})", leading=False)
         else:
-            raise InputError(f"{text}; they were not evaluated alike (--allow-mismatch {name} compares them anyway)")
+            raise ParameterError("allow_mismatch", f"{text}; they were not evaluated alike ({{allow_mismatch}} {name} "
+                                 "compares them anyway)", leading=False)
     return tuple(notes)
 
 
@@ -279,29 +301,39 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
                 allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (), unit: str = "auto",
                 skipped: list[SkippedFile] | None = None) -> PairedLosses:
     """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
-    or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`. `skipped`: see
-    `read_loss_inputs`."""
+    or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`; each may be a list of runs
+    already read instead. `skipped`: see `read_loss_inputs`."""
     if tables and (baseline or variant):
-        raise InputError("give either long tables / directories holding both arms, or --baseline and --variant files")
+        raise ParameterError("baseline", "give either long tables / directories holding both arms, or {baseline} and "
+                             "{variant} files", ("variant",), leading=False)
     _check_distinct_arms(baseline_arm, variant_arm)
     if tables:
-        missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm))
-                   if arm is None]
-        runs = read_loss_inputs(tables, skipped=skipped)
+        missing = [name for name, arm in (("baseline_arm", baseline_arm), ("variant_arm", variant_arm)) if arm is None]
+        runs = runs_of(tables, skipped)
         if missing:
             arms = ", ".join(sorted({run.arm for run in runs}))
-            raise InputError(f"name the arms to compare with {' and '.join(missing)} (arms found: {arms})")
+            named = " and ".join("{" + name + "}" for name in missing)
+            raise ParameterError(missing[0], f"name the arms to compare with {named} (arms found: {arms})",
+                                 tuple(missing[1:]), leading=False)
         baseline_runs, variant_runs = runs, runs
     elif baseline and variant:
-        baseline_runs = read_loss_inputs(baseline, skipped=skipped)
-        variant_runs = read_loss_inputs(variant, skipped=skipped)
+        baseline_runs, variant_runs = runs_of(baseline, skipped), runs_of(variant, skipped)
     else:
-        raise InputError("give --baseline and --variant loss files, or a long table with --baseline-arm and "
-                         "--variant-arm")
+        raise ParameterError("baseline", "give {baseline} and {variant} loss files, or a long table with "
+                             "{baseline_arm} and {variant_arm}", ("variant", "baseline_arm", "variant_arm"),
+                             leading=False)
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
     return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch,
                      unit=unit)
+
+
+def runs_of(inputs: Sequence, skipped: list[SkippedFile] | None = None) -> list[LossRun]:
+    """Runs already read (`LossRun`s) as they are, else the runs read from paths (see `read_loss_inputs`)."""
+    runs = [item for item in inputs if isinstance(item, LossRun)]
+    if runs and len(runs) != len(inputs):
+        raise InputError("give loss runs or paths, not both in one list")
+    return runs or read_loss_inputs(inputs, skipped=skipped)
 
 
 def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False,
@@ -310,7 +342,7 @@ def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpair
     development, then others), arms in natural name order (v2 before v10)."""
     arms = sorted({run.arm for run in runs})
     if reference not in arms:
-        raise InputError(f"--reference: no runs of arm {reference!r} (arms found: {', '.join(arms)})")
+        raise ParameterError("reference", f"no runs of arm {reference!r} (arms found: {', '.join(arms)})")
     if len(arms) < 2:
         raise InputError(f"only the reference arm {reference!r} was found; give loss files of at least one other arm")
     pairs = []
@@ -329,30 +361,33 @@ def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpair
 
 def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
                eval_set: str | None = None, allow_unpaired: bool = False,
-               allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> PairedLosses:
-    """Pair the two arms of pilot runs; the baseline defaults to the arm named "baseline", the variant to the other."""
-    runs = select_runs(runs, eval_set=eval_set, what="pilot files")
+               allow_mismatch: tuple[str, ...] = (), unit: str = "auto", what: str = "pilot") -> PairedLosses:
+    """Pair the two arms of pilot runs (`what` they are, in messages); the baseline defaults to the arm named
+    "baseline", the variant to the other."""
+    runs = select_runs(runs, eval_set=eval_set, what=f"{what} files")
     arms = sorted({run.arm for run in runs})
     baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
     if baseline_arm is None:
-        raise InputError(f"name the pilot's baseline arm with --baseline-arm (arms found: {', '.join(arms)})")
+        raise ParameterError("baseline_arm", f"name the {what}'s baseline arm with {{baseline_arm}} (arms found: "
+                             f"{', '.join(arms)})", leading=False)
     if baseline_arm not in arms:
-        raise InputError(f"--baseline-arm: no pilot runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
+        raise ParameterError("baseline_arm", f"no {what} runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
     _check_distinct_arms(baseline_arm, variant_arm)
     if variant_arm is None:
         others = [arm for arm in arms if arm != baseline_arm]
         if not others:
-            raise InputError(f"the pilot holds runs of arm {baseline_arm!r} only; give the variant's loss files too")
+            raise InputError(f"the {what} holds runs of arm {baseline_arm!r} only; give the variant's loss files too")
         if len(others) != 1:
-            raise InputError(f"the pilot needs runs of a baseline and one variant arm; name the variant with "
-                             f"--variant-arm (arms found: {', '.join(arms)})")
+            raise ParameterError("variant_arm", f"the {what} needs runs of a baseline and one variant arm; name the "
+                                 f"variant with {{variant_arm}} (arms found: {', '.join(arms)})", leading=False)
         variant_arm = others[0]
-    return pair_runs(select_runs(runs, arm=baseline_arm, what="pilot baseline"),
-                     select_runs(runs, arm=variant_arm, what="pilot variant"), allow_unpaired=allow_unpaired,
+    return pair_runs(select_runs(runs, arm=baseline_arm, what=f"{what} baseline"),
+                     select_runs(runs, arm=variant_arm, what=f"{what} variant"), allow_unpaired=allow_unpaired,
                      allow_mismatch=allow_mismatch, unit=unit)
 
 
 def _check_distinct_arms(baseline_arm: str | None, variant_arm: str | None) -> None:
     if baseline_arm is not None and baseline_arm == variant_arm:
-        raise InputError(f"--baseline-arm and --variant-arm both name {baseline_arm!r}: an arm compared with itself "
-                         "has no difference to find; name two different arms")
+        raise ParameterError("baseline_arm", f"{{baseline_arm}} and {{variant_arm}} both name {baseline_arm!r}: an arm "
+                             "compared with itself has no difference to find; name two different arms",
+                             ("variant_arm",), leading=False)

@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.formatting import eval_set_name, format_lr
 from gatedv_stats.io.lossfiles import LossRun
 
@@ -116,7 +116,8 @@ def choose_reference(arms: set[str], requested: str | None) -> str | None:
     """The reference arm: the requested one (an error if absent), else "baseline" when present."""
     if requested is not None:
         if requested not in arms:
-            raise InputError(f"--reference {requested}: no loss file has this arm (arms: {', '.join(sorted(arms))})")
+            raise ParameterError("reference", f"{{reference}} {requested}: no loss file has this arm (arms: "
+                                 f"{', '.join(sorted(arms))})", leading=False)
         return requested
     return DEFAULT_REFERENCE if DEFAULT_REFERENCE in arms else None
 

@@ -8,6 +8,11 @@ sqrt(mean n / n_i), as they do when a document's per-token loss is an average ov
 `PopulationModel` and `simulate` draw whole loss sums with a population ΔP as the truth (for the two-level
 bootstrap, whose target is ΔP) from the same model, with the planning module's names for its components.
 `synthetic_runs` builds loss runs (`LossRun`) whose per-seed perplexities are exactly the ones asked for.
+`ItemScoreModel`, `simulate_item_scores` and `simulated_item_fits` draw 0/1 item scores of two arms on a
+downstream task (item difficulty on the logit scale, a seed effect, a seed × item interaction, subtasks) with a
+known difference of accuracies, for the item-score verdict's calibration.
+`cluster_calibration` runs the group-effect diagnostic and the verdict, with and without the domains as
+clusters, on studies of the crossed model with an arm × domain effect (`cluster_sd`).
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from gatedv_stats.io.lossfiles import LossRun
+from gatedv_stats.stats.cluster_diagnostic import group_effect_test
 from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
+from gatedv_stats.stats.seed_document import seed_document_interval
+from gatedv_stats.stats.verdict import verdict
 
 _CHUNK_ELEMENTS = 1 << 21  # simulated values per chunk (16 MiB of float64)
 TARGETS_PER_DOC = 256  # of every document of `synthetic_runs`
@@ -173,3 +182,158 @@ def ppls_with_moments(mean: float, sd: float, n_seeds: int) -> list[float]:
     spread = np.linspace(-1.0, 1.0, n_seeds)
     spread = spread / np.std(spread, ddof=1)
     return [float(value) for value in mean + sd * spread]
+
+
+# With 20 domains × 50 documents and 5 seeds: a domain effect the documents do not explain (the clustered SE of
+# D is about 2.4× the unclustered one), under which the unclustered verdict names a winner in about 45% of
+# studies with no true difference (docs/statistics.md, "Documents that should be clusters").
+CLUSTERED_STUDY = CrossedModel(0.0, seed_sd=0.0005, doc_sd=0.05, interaction_sd=0.02, cluster_sd=0.02)
+
+
+def equal_domains(n_domains: int, docs_per_domain: int) -> np.ndarray:
+    """Integer domain labels: `n_domains` domains of `docs_per_domain` documents each."""
+    return np.repeat(np.arange(n_domains), docs_per_domain)
+
+
+def domain_lengths(labels: np.ndarray, rng: np.random.Generator, *, low: int = 32, high: int = 1024) -> np.ndarray:
+    """Target counts whose typical size differs between domains (one domain of short documents, another of
+    long ones), as in real corpora: each domain's lengths spread around a log-uniform centre of its own."""
+    labels = np.asarray(labels)
+    centres = np.exp(rng.uniform(np.log(low), np.log(high), int(labels.max()) + 1))
+    lengths = centres[labels] * np.exp(rng.normal(0.0, 0.3, labels.size))
+    return np.clip(np.rint(lengths), low, high - 1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ClusterCalibration:
+    """Rates over simulated studies of the group-effect note and of the verdict naming a winner."""
+
+    n_studies: int
+    note_rate: float  # the group-effect note fires (documents as the sampled units)
+    significant_rate: float  # its F test alone is significant
+    winner_rate: float  # the verdict says better or worse, documents as the sampled units
+    clustered_winner_rate: float  # the same with the domains as clusters (--cluster domain)
+
+
+def cluster_calibration(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, labels: np.ndarray,
+                        rng: np.random.Generator, *, n_studies: int) -> ClusterCalibration:
+    """Simulate `n_studies` studies of `model` on documents with `n_targets` in domains `labels`; run the
+    diagnostic and the verdict (from `seed_document_interval`, without and with the domains as clusters)."""
+    n = np.asarray(n_targets, dtype=np.float64)
+    labels = np.asarray(labels)
+    fired = significant = winners = clustered_winners = 0
+    for _ in range(n_studies):
+        y = simulate_differences(model, n_seeds, n, rng, clusters=labels)[0]
+        baseline, variant = loss_sums(y, n, rng)
+        test = group_effect_test((variant - baseline) / n, labels, n)
+        fired, significant = fired + test.flagged, significant + (test.p_value < test.level)
+        for clusters in (None, labels):
+            named = verdict(seed_document_interval(baseline, variant, n, clusters=clusters)).verdict
+            if named in ("better", "worse"):
+                winners += clusters is None
+                clustered_winners += clusters is not None
+    return ClusterCalibration(n_studies=n_studies, note_rate=fired / n_studies,
+                              significant_rate=significant / n_studies, winner_rate=winners / n_studies,
+                              clustered_winner_rate=clustered_winners / n_studies)
+
+
+@dataclass(frozen=True)
+class ItemScoreModel:
+    """0/1 item outcomes on the logit scale: logit P(item i right | arm, seed s) = θ_i + u_c(i) + a_arm,s + e_arm,s,i,
+    plus δ + h_i + v_c(i) for the variant.
+
+    θ_i (item difficulty, SD `difficulty_sd`, mean 0) and u_c (a subtask's difficulty, `subtask_sd`) are shared by
+    both arms; a_arm,s (a seed's effect, `seed_sd`) and e_arm,s,i (the seed × item interaction, `interaction_sd`)
+    are drawn per arm; h_i and v_c (`item_effect_sd`, `subtask_effect_sd`) are how the variant's advantage varies
+    over items and subtasks. With δ = 0 every term is symmetric about 0, so the arms' population accuracies are
+    both exactly 1/2 and the true difference is 0.
+    """
+
+    delta: float = 0.0
+    difficulty_sd: float = 1.5
+    seed_sd: float = 0.04  # about one point of accuracy at 50%
+    interaction_sd: float = 0.3
+    item_effect_sd: float = 0.0
+    subtask_sd: float = 0.0
+    subtask_effect_sd: float = 0.0
+
+    def true_difference(self, rng: np.random.Generator, n_draws: int = 1_000_000) -> float:
+        """The population difference of accuracies, variant − baseline (exactly 0 when δ = 0; else by Monte Carlo)."""
+        if self.delta == 0.0:
+            return 0.0
+        shared = rng.normal(0.0, math.hypot(self.difficulty_sd, self.subtask_sd), n_draws)
+        arm_sd = math.hypot(self.seed_sd, self.interaction_sd)
+        variant_sd = math.sqrt(arm_sd ** 2 + self.item_effect_sd ** 2 + self.subtask_effect_sd ** 2)
+        baseline = special.expit(shared + rng.normal(0.0, arm_sd, n_draws))
+        variant = special.expit(shared + self.delta + rng.normal(0.0, variant_sd, n_draws))
+        return float(variant.mean() - baseline.mean())
+
+
+
+def simulate_item_scores(model: ItemScoreModel, n_seeds: int, n_items: int, rng: np.random.Generator, *,
+                         n_studies: int = 1, subtasks: np.ndarray | None = None,
+                         seed_effects: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Baseline and variant 0/1 scores (n_studies, S, N) of studies drawn from `model`, new items and seeds each;
+    `subtasks`: integer subtask per item; `seed_effects` (2, n_studies, S): the arms' a_arm,s, given when several
+    tasks are scored by the same models (default: drawn with SD `seed_sd`)."""
+    if seed_effects is None:
+        seed_effects = rng.normal(0.0, model.seed_sd, (2, n_studies, n_seeds))
+    shape = (n_studies, 1, n_items)
+    shared = rng.normal(0.0, model.difficulty_sd, shape)
+    effect = model.delta + rng.normal(0.0, model.item_effect_sd, shape)
+    if subtasks is not None:
+        labels = np.asarray(subtasks)
+        n_subtasks = int(labels.max()) + 1
+        shared += rng.normal(0.0, model.subtask_sd, (n_studies, 1, n_subtasks))[..., labels]
+        effect += rng.normal(0.0, model.subtask_effect_sd, (n_studies, 1, n_subtasks))[..., labels]
+
+    def scores(logit: np.ndarray, arm: int) -> np.ndarray:
+        logit = logit + seed_effects[arm][..., None]
+        logit = logit + rng.normal(0.0, model.interaction_sd, (n_studies, n_seeds, n_items))
+        return (rng.random(logit.shape) < special.expit(logit)).astype(np.float64)
+
+    return scores(shared, 0), scores(shared + effect, 1)
+
+
+def simulated_item_fits(model: ItemScoreModel, n_seeds: int, n_items: int, rng: np.random.Generator, *,
+                        n_studies: int, subtasks: np.ndarray | None = None) -> CrossedMoments:
+    """The verdict's crossed fit (items weighted equally; clustered by subtask when given) of `n_studies` simulated
+    studies, in chunks."""
+    chunk = max(1, _CHUNK_ELEMENTS // (2 * n_seeds * n_items))
+    fits = []
+    for start in range(0, n_studies, chunk):
+        baseline, variant = simulate_item_scores(model, n_seeds, n_items, rng, n_studies=min(chunk, n_studies - start),
+                                                 subtasks=subtasks)
+        y = variant - baseline
+        fits.append(crossed_moments(y, np.full(n_items, 1.0 / n_items)) if subtasks is None
+                    else clustered_moments(y, np.ones(n_items), subtasks))
+    return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
+                             for name in CrossedMoments.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class ItemCalibration:
+    """How the item-score verdict's interval fares on studies with a known difference."""
+
+    truth: float  # the population difference of accuracies
+    coverage: float  # share of intervals holding the truth, over the studies with an interval
+    better_rate: float  # share of studies whose verdict is "better" (the variant's accuracy higher)
+    worse_rate: float
+    mean_df: float
+    no_interval_rate: float  # studies whose differences do not vary (Var̂(D) = 0): no interval, no verdict
+
+
+def item_calibration(model: ItemScoreModel, n_seeds: int, n_items: int, rng: np.random.Generator, *,
+                     n_studies: int, subtasks: np.ndarray | None = None,
+                     confidence_level: float = 0.95) -> ItemCalibration:
+    """Coverage and verdict rates of the seeds × items interval on `n_studies` studies drawn from `model`."""
+    truth = model.true_difference(rng)
+    fit = simulated_item_fits(model, n_seeds, n_items, rng, n_studies=n_studies, subtasks=subtasks)
+    valid = fit.var_d > 0.0
+    d, var_d, df = fit.nll_diff_mean[valid], fit.var_d[valid], fit.df[valid]
+    half = special.stdtrit(df, 0.5 + confidence_level / 2) * np.sqrt(var_d)
+    low, high = d - half, d + half
+    return ItemCalibration(truth=truth, coverage=float(np.mean((low <= truth) & (truth <= high))),
+                           better_rate=float(np.sum(low > 0.0) / n_studies),
+                           worse_rate=float(np.sum(high < 0.0) / n_studies), mean_df=float(np.mean(df)),
+                           no_interval_rate=float(1.0 - np.mean(valid)))

@@ -1,5 +1,6 @@
 """Shared test configuration."""
 
+import functools
 import gc
 import os
 import shutil
@@ -9,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
+import typer.testing  # noqa: E402
 
 # .ci/run sets this: there a system program a test needs must be installed, and its absence fails the test.
 REQUIRE_SYSTEM_TOOLS = "GATEDV_REQUIRE_SYSTEM_TOOLS"
@@ -39,8 +41,12 @@ def chromium_program() -> str:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze the objects of every imported module before the tests run: statsmodels' Holm adjustment runs a full
     garbage collection on each call, about 0.2 s with torch, transformers and hypothesis loaded; frozen objects
-    leave each collection only what the tests themselves create."""
+    leave each collection only what the tests themselves create.
+
+    Also: typer's test runner builds the click command from the app on every call (about 10 ms, and the tests make
+    hundreds of calls); the app does not change during a run, so it is built once per app."""
     gc.freeze()
+    typer.testing._get_command = functools.cache(typer.testing._get_command)  # type: ignore[attr-defined]
 
 
 # --- data fixtures ---

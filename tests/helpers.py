@@ -29,11 +29,16 @@ def invoke_with_warnings(*args: object) -> tuple[Result, list[str]]:
     return result, [str(warning.message) for warning in caught]
 
 
+def invoke_json(*args: object) -> dict:
+    """The JSON of `gatedv ARGS --json`, which must succeed."""
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
 def sweep_json(path: Path, *args: str) -> dict:
     """The JSON of `gatedv sweep PATH --json ARGS`, which must succeed."""
-    result = invoke("sweep", path, "--json", *args)
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    return invoke_json("sweep", path, *args)
 
 
 def assert_input_error(result: Result, *fragments: str) -> None:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from trainer.hf.export import to_llama
+from trainer.model.sizes import parse_size_knob_options, size_config
 from trainer.model.transformer import build_model, model_config
 from trainer.run.checkpoint import save_checkpoint
 
@@ -38,6 +39,26 @@ def test_gqa_and_geglu_baselines_equal_llama():
         model = build_model(model_config("tiny", **overrides), seed=1).eval()
         idx = torch.randint(0, 8192, (1, 64), generator=torch.Generator().manual_seed(1))
         assert _max_logit_diff(model, to_llama(model), idx) <= 1e-4, overrides
+
+
+def test_params_counts_of_sizes_of_ones_own_equal_llamas():
+    """`gatedv params` for custom sizes (depth, width, heads, GQA, d_ff, context, vocabulary, RoPE base) counts what
+    transformers' LlamaForCausalLM holds, and the logits agree."""
+    sizes = [["n_layers=3", "d_model=96", "n_heads=3", "d_ff=160", "seq_len=48", "vocab_size=300"],
+             ["n_layers=1", "d_model=128", "n_heads=8", "n_kv_heads=2", "d_ff=64", "vocab_size=1000",
+              "rope_base=500000", "seq_len=64"]]
+    for options in sizes:
+        result = CliRunner().invoke(app, ["params", "--config", "mine", "--variant", "baseline", "--json",
+                                          *(f"--size-knob={option}" for option in options)])
+        assert result.exit_code == 0, result.output
+        counted = json.loads(result.stdout)["mine"]["parameters"]["baseline"]
+        model = build_model(size_config("mine", parse_size_knob_options(options)), seed=4).eval()
+        llama = to_llama(model)
+        assert llama.config.rope_parameters["rope_theta"] == model.config.rope_base
+        assert counted == sum(p.numel() for p in llama.parameters())
+        idx = torch.randint(0, model.config.vocab_size, (1, model.config.seq_len),
+                            generator=torch.Generator().manual_seed(5))
+        assert _max_logit_diff(model, llama, idx) <= 1e-4, options
 
 
 def test_export_hf_round_trips_through_from_pretrained(tmp_path):

@@ -4,6 +4,7 @@ comparison of models with different tokenizers: two `evaluate --hf` files and a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gatedv_stats.io.itemfiles import read_item_inputs
 from gatedv_stats.io.lossfiles import read_loss_file
 from helpers import assert_refused, invoke
 from tiny_hf import run_harness, save_byte_gpt2, save_random_llama, train_and_export
@@ -73,13 +75,14 @@ def test_the_harness_likelihood_equals_evaluate_hf_with_its_windows(harness, tmp
     assert (ours["n_bytes"] == theirs["n_bytes"]).all()
 
 
-@pytest.mark.parametrize(("kind", "task"), [("multiple_choice", "a multiple-choice task"),
-                                            ("generation", "a generation (generate_until) task")])
+@pytest.mark.parametrize("kind", ["multiple_choice", "generation"])
 @pytest.mark.slow
-def test_logs_of_other_task_types_are_refused(harness, tmp_path, kind, task):
+def test_logs_of_other_task_types_become_item_score_files(harness, tmp_path, kind):
     out = tmp_path / "x.parquet"
-    _assert_refused(["import", "lm-eval", harness[kind], "--arm", "a", "--out", out], out,
-                    f"{harness[kind]}:1: a sample of {task}", "only rolling-loglikelihood (perplexity) tasks")
+    assert _ok("import", "lm-eval", harness[kind], "--arm", "a", "--out", out).stderr == ""  # checked, no warning
+    (run,) = read_item_inputs([out])
+    assert run.task == f"gatedv_{kind}" and run.items["doc_id"].tolist() == harness["heldout"].doc_ids
+    assert run.meta["doc_id_field"] == "doc.id"
 
 
 @pytest.mark.slow
@@ -150,7 +153,8 @@ def test_a_harness_log_with_other_documents_names_both_files(harness, three_file
     fewer = tmp_path / "samples_gatedv_rolling_fewer.jsonl"
     fewer.write_text("\n".join(lines[:-2]) + "\n", encoding="utf-8")
     _ok("import", "lm-eval", fewer, "--arm", "harness", "--out", tmp_path / "fewer.parquet")
-    result = invoke("bootstrap", "--baseline", three_files["bytes"], "--variant", tmp_path / "fewer.parquet")
+    result = invoke("bootstrap", "--baseline", three_files["bytes"], "--variant", tmp_path / "fewer.parquet",
+                    "--allow-mismatch", "scoring")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "documents differ between paired runs" in result.stderr
     assert str(three_files["bytes"]) in result.stderr and str(tmp_path / "fewer.parquet") in result.stderr
@@ -161,9 +165,12 @@ def test_a_harness_log_with_other_documents_names_both_files(harness, three_file
 @pytest.mark.slow
 def test_bootstrap_across_tokenizers_compares_bits_per_byte_with_a_verdict(three_files):
     runs = {name: read_loss_file(three_files[name]).docs.set_index("doc_id") for name in ("llama", "bytes", "harness")}
+    # The harness scores each text after BOS alone, `evaluate` after its window's context: compared only on request.
+    refused = invoke("bootstrap", "--baseline", three_files["bytes"], "--variant", three_files["harness"])
+    assert refused.exit_code == 2 and "scoring differs" in refused.stderr
     for baseline, variant in (("llama", "bytes"), ("bytes", "harness")):
         result = json.loads(_ok("bootstrap", "--baseline", three_files[baseline], "--variant", three_files[variant],
-                                "--samples", "200", "--json").stdout)
+                                "--samples", "200", "--json", "--allow-mismatch", "scoring").stdout)
         base, var = runs[baseline], runs[variant].loc[runs[baseline].index]
         expected = (var["loss_sum"].sum() - base["loss_sum"].sum()) / (math.log(2) * base["n_bytes"].sum())
         assert result["unit"] == "byte" and result["bits_per_byte_diff"] == pytest.approx(expected, rel=1e-9)
@@ -198,10 +205,10 @@ def test_bad_samples_are_refused_naming_the_log_line(tmp_path, line, message):
     _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", out], out, f"{log}{message}")
 
 
-def test_a_directory_is_not_a_sample_log(tmp_path):
-    out = tmp_path / "x.parquet"
+def test_a_directory_without_a_results_file_is_refused(tmp_path):
+    out = tmp_path / "x"
     _assert_refused(["import", "lm-eval", tmp_path, "--arm", "a", "--out", out], out,
-                    f"{tmp_path}: is a directory, not a sample log")
+                    f"{tmp_path}: no lm-evaluation-harness results files (results_<date>.json)")
 
 
 def test_a_boolean_is_not_a_log_likelihood(tmp_path):
@@ -245,3 +252,284 @@ def test_a_comparison_of_word_level_files_is_per_word(tmp_path):
     plan = _ok("plan", tmp_path / "a", tmp_path / "b", "--baseline-arm", "a", "--variant-arm", "b",
                "--effect", 0.02).stdout
     assert "per word" in plan and "per token" not in plan
+
+
+# --- downstream tasks: hand-made logs of each output type, checked against hand-computed values ---
+
+DATE = "2026-01-02T03-04-05.678901"
+
+
+def _hashes(doc_id: int) -> dict:
+    return {"doc_hash": f"d{doc_id}", "prompt_hash": f"p{doc_id}", "target_hash": f"t{doc_id}"}
+
+
+def _mc_line(doc_id: int, lls: list[float], target: int | str, **changes) -> dict:
+    """A multiple-choice sample as the harness writes it (responses as text); acc from the log-likelihoods."""
+    acc = float(int(np.argmax(lls)) == int(target))
+    return {"doc_id": doc_id, "doc": {"q": f"question {doc_id}"}, "target": str(target),
+            "arguments": {f"gen_args_{i}": {"arg_0": "Q:", "arg_1": f" c{i}"} for i in range(len(lls))},
+            "resps": [[[str(ll), "False"]] for ll in lls], "filtered_resps": [[str(ll), "False"] for ll in lls],
+            "filter": "none", "metrics": ["acc", "acc_norm"], **_hashes(doc_id), "acc": acc, "acc_norm": 1.0,
+            **changes}
+
+
+def _ll_line(doc_id: int, ll: float, greedy: bool, **changes) -> dict:
+    return {"doc_id": doc_id, "doc": {"context": "c"}, "target": " sun",
+            "arguments": {"gen_args_0": {"arg_0": "c", "arg_1": " sun"}}, "resps": [[[str(ll), str(greedy)]]],
+            "filtered_resps": [[str(ll), str(greedy)]], "filter": "none", "metrics": ["perplexity", "acc"],
+            **_hashes(doc_id), "perplexity": ll, "acc": int(greedy), **changes}
+
+
+def _gen_line(doc_id: int, name: str, match: float, **changes) -> dict:
+    return {"doc_id": doc_id, "doc": {"question": "1 plus 1 is"}, "target": "2",
+            "arguments": {"gen_args_0": {"arg_0": "1 plus 1 is", "arg_1": {"until": ["\n"], "max_gen_toks": 3}}},
+            "resps": [[" 2"]], "filtered_resps": ["2"], "filter": name, "metrics": ["exact_match"],
+            **_hashes(doc_id), "exact_match": match, **changes}
+
+
+MC_LINES = [_mc_line(0, [-3.5, -1.25, -2.0], 2), _mc_line(1, [-3.5, -1.25, -2.0], 1),
+            _mc_line(2, [-0.5, -4.0, -2.5], 0)]
+
+
+def _write_log(path, lines) -> object:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _results(tasks: dict, groups: dict | None = None, **extra) -> dict:
+    """A results file of `tasks` {name: (output_type, lines)}: each mean metric reported as sum/len, the task hash
+    as the harness computes it."""
+    results, configs, hashes = {}, {}, {}
+    for task, (output_type, lines) in tasks.items():
+        reported = {}
+        for line in lines:
+            for metric in line.get("metrics", []):
+                if metric != "perplexity":
+                    reported.setdefault(f"{metric},{line['filter']}", []).append(float(line[metric]))
+        results[task] = {key: sum(values) / len(values) for key, values in reported.items()}
+        configs[task] = {"task": task, "output_type": output_type, "num_fewshot": 0, "target_delimiter": " ",
+                         "metadata": {"version": 1.0, "pretrained": "m"}}
+        hashes[task] = hashlib.sha256("".join(f"{s.get('doc_hash')}{s.get('prompt_hash')}{s.get('target_hash')}"
+                                              for s in lines).encode()).hexdigest()
+    for group, subtasks in (groups or {}).items():
+        values = [line["acc"] for task in subtasks for line in tasks[task][1]]
+        results[group] = {"acc,none": sum(values) / len(values)}
+    return {"results": results, "configs": configs, "task_hashes": hashes, "group_subtasks": groups or {},
+            "n-shot": {task: 0 for task in [*tasks, *(groups or {})]}, "config": {"model": "hf",
+            "model_args": {"pretrained": "m"}}, "lm_eval_version": "0.4.13", **extra}
+
+
+def _run_dir(root, tasks: dict, groups: dict | None = None, **extra):
+    for task, (_, lines) in tasks.items():
+        _write_log(root / f"samples_{task}_{DATE}.jsonl", lines)
+    (root / f"results_{DATE}.json").write_text(json.dumps(_results(tasks, groups, **extra)), encoding="utf-8")
+    return root
+
+
+def test_a_multiple_choice_log_gives_acc_and_the_gold_choice_loglikelihood_and_margin(tmp_path):
+    log = _write_log(tmp_path / "mc.jsonl", MC_LINES)
+    result = _ok("import", "lm-eval", log, "--arm", "a", "--seed", "2", "--out", tmp_path / "mc.parquet")
+    assert "no results file beside it" in result.stderr
+    (run,) = read_item_inputs([tmp_path / "mc.parquet"])
+    assert (run.arm, run.seed, run.task, run.n_shot) == ("a", 2, "mc", None)
+    assert run.metrics == ("acc", "acc_norm", "gold_loglik", "gold_margin")
+    items = run.items
+    assert items["doc_id"].tolist() == ["0", "1", "2"] and items["doc_hash"].tolist() == ["d0", "d1", "d2"]
+    assert items["acc"].tolist() == [0.0, 1.0, 1.0]
+    assert items["gold_loglik"].tolist() == [-2.0, -1.25, -0.5]
+    assert items["gold_margin"].tolist() == [-2.0 - -1.25, -1.25 - -2.0, -0.5 - -2.5]
+    assert run.meta["doc_id_field"] == "doc_id" and run.meta["output_type"] == "multiple_choice"
+
+
+def test_a_loglikelihood_log_gives_is_greedy_and_the_loglikelihood(tmp_path):
+    log = _write_log(tmp_path / "ll.jsonl", [_ll_line(0, -4.5, True), _ll_line(1, -9.25, False)])
+    _ok("import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "ll.parquet")
+    (run,) = read_item_inputs([tmp_path / "ll.parquet"])
+    assert run.metrics == ("acc", "loglik")
+    assert run.items["acc"].tolist() == [1.0, 0.0] and run.items["loglik"].tolist() == [-4.5, -9.25]
+
+
+def test_a_generation_log_of_two_filters_names_metrics_by_filter(tmp_path):
+    lines = [_gen_line(0, "raw", 0.0), _gen_line(0, "strip", 1.0), _gen_line(1, "raw", 1.0),
+             _gen_line(1, "strip", 1.0)]
+    _ok("import", "lm-eval", _write_log(tmp_path / "g.jsonl", lines), "--arm", "a", "--out", tmp_path / "g.parquet")
+    (run,) = read_item_inputs([tmp_path / "g.parquet"])
+    assert run.metrics == ("exact_match,raw", "exact_match,strip")
+    assert run.items["exact_match,raw"].tolist() == [0.0, 1.0] and run.items["exact_match,strip"].tolist() == [1, 1]
+    assert run.higher_is_better == {"exact_match,raw": True, "exact_match,strip": True}
+
+
+def test_a_results_directory_imports_every_task_and_a_group_in_one_call(tmp_path):
+    sub_a, sub_b = MC_LINES[:2], [_mc_line(0, [-1.0, -2.0], 0), _mc_line(1, [-1.0, -2.0], 1)]
+    tasks = {"mc": ("multiple_choice", MC_LINES), "ll": ("loglikelihood", [_ll_line(0, -4.5, True)]),
+             "sub_a": ("multiple_choice", sub_a), "sub_b": ("multiple_choice", sub_b),
+             "roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])}
+    run_dir = _run_dir(tmp_path / "out" / "model", tasks, {"grp": ["sub_a", "sub_b"]})
+    summary = json.loads(_ok("import", "lm-eval", tmp_path / "out", "--arm", "a", "--seed", "1", "--out",
+                             tmp_path / "imported", "--json").stdout)
+    assert [f["task"] for f in summary["files"]] == ["ll", "mc", "roll", "grp"]
+    assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["grp.parquet", "ll.parquet", "mc.parquet",
+                                                                         "roll.parquet"]
+    runs = {run.task: run for run in read_item_inputs([tmp_path / "imported"])}
+    group = runs["grp"]
+    assert group.items["doc_id"].tolist() == ["sub_a/0", "sub_a/1", "sub_b/0", "sub_b/1"]
+    assert group.items["subtask"].tolist() == ["sub_a", "sub_a", "sub_b", "sub_b"]
+    assert group.items["acc"].tolist() == [0.0, 1.0, 1.0, 0.0] and group.meta["subtasks"] == ["sub_a", "sub_b"]
+    configs = json.loads((run_dir / f"results_{DATE}.json").read_text())["configs"]
+    expected = hashlib.sha256(json.dumps({k: v for k, v in configs["mc"].items() if k != "metadata"},
+                                         sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert runs["mc"].meta["task_config_sha256"] == expected and runs["mc"].n_shot == 0
+    assert read_loss_file(tmp_path / "imported" / "roll.parquet").meta["scoring"] == "bos"
+    # The single-file form finds the results file beside the log and checks against it.
+    assert _ok("import", "lm-eval", run_dir / f"samples_mc_{DATE}.jsonl", "--arm", "a", "--out",
+               tmp_path / "mc.parquet").stderr == ""
+
+
+def _refused_dir(tmp_path, tasks, *messages, groups=None, edit=None):
+    run_dir = _run_dir(tmp_path / "run", tasks, groups)
+    if edit is not None:
+        path = run_dir / f"results_{DATE}.json"
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+    _assert_refused(["import", "lm-eval", run_dir, "--arm", "a", "--out", tmp_path / "o"], tmp_path / "o",
+                    *messages)
+
+
+def test_an_accuracy_other_than_the_reported_one_is_refused(tmp_path):
+    _refused_dir(tmp_path, {"mc": ("multiple_choice", MC_LINES)},
+                 f"samples_mc_{DATE}.jsonl: the mean acc of the logged items (0.6666666666666666) differs from the "
+                 "0.6 that", "reports for mc (acc,none)",
+                 edit=lambda data: data["results"]["mc"].update({"acc,none": 0.6}))
+
+
+def test_a_group_value_other_than_its_subtasks_is_refused(tmp_path):
+    tasks = {"sub_a": ("multiple_choice", MC_LINES[:2]), "sub_b": ("multiple_choice", MC_LINES[2:])}
+    _refused_dir(tmp_path, tasks, "group grp reports acc,none 0.25, but its subtasks' logged items give",
+                 groups={"grp": ["sub_a", "sub_b"]},
+                 edit=lambda data: data["results"]["grp"].update({"acc,none": 0.25}))
+
+
+def test_a_log_of_another_run_than_its_results_file_is_refused(tmp_path):
+    _refused_dir(tmp_path, {"mc": ("multiple_choice", MC_LINES)}, "do not match the task_hashes entry of mc",
+                 edit=lambda data: data["task_hashes"].update({"mc": "0" * 64}))
+
+
+def test_a_results_file_without_its_sample_logs_is_refused(tmp_path):
+    _refused_dir(tmp_path, {"mc": ("multiple_choice", MC_LINES)}, "no sample log samples_<task>_", "for ll",
+                 "--log_samples", edit=lambda data: data["configs"].update({"ll": {"output_type": "loglikelihood"}}))
+
+
+def test_a_directory_of_two_runs_is_refused(tmp_path):
+    _run_dir(tmp_path / "out" / "m1", {"mc": ("multiple_choice", MC_LINES)})
+    _run_dir(tmp_path / "out" / "m2", {"mc": ("multiple_choice", MC_LINES)})
+    _assert_refused(["import", "lm-eval", tmp_path / "out", "--arm", "a", "--out", tmp_path / "o"], tmp_path / "o",
+                    "2 lm-evaluation-harness results files", "give the directory of one run, or its results file")
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ([_mc_line(0, [-3.5, -1.25, -2.0], 2, acc=1.0)], ":1: acc 1 disagrees with target 2"),
+    ([{**_mc_line(0, [-3.5, -1.25, -2.0], 2), "target": "7"}], ":1: target 7 is not one of the 3 choices"),
+    ([{**_mc_line(0, [-3.5, -1.25, -2.0], 2), "target": "zebra"}], ':1: target "zebra" is neither'),
+    ([_mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["-1.0", "False"], ["x", "False"]])],
+     ':1: filtered_resps: log-likelihood "x" is not a number'),
+    ([_mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["2.5", "False"], ["-1", "False"]])],
+     ":1: filtered_resps: log-likelihood 2.5 is not a finite number <= 0"),
+    ([_mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["-2.5"]])], ":1: filtered_resps must be a list of"),
+    ([_ll_line(0, -4.5, True, acc=0)], ":1: acc 0 disagrees with is_greedy True"),
+    ([_ll_line(0, -4.5, True), _ll_line(0, -4.5, True)], ":2: document '0' appears again under filter 'none'"),
+    ([_gen_line(0, "raw", 1.0, metrics="exact_match")], ":1: metrics must be a list of metric names"),
+    ([_gen_line(0, "raw", 1.0), _gen_line(0, "strip", 1.0, doc_hash="other")],
+     ":2: doc_hash of document '0' differs from its line at"),
+    ([_gen_line(0, "raw", 1.0), _gen_line(1, "raw", 1.0), _gen_line(0, "strip", 1.0)],
+     ": filter 'strip' has 1 of the 2 documents"),
+    ([_gen_line(0, "raw", 1.0), _gen_line(1, "raw", 1.0, exact_match=None)], ":2: exact_match is missing or NaN"),
+    ([_gen_line(0, "raw", 1.0, filter=3)], ":1: filter must be a filter's name"),
+])
+def test_bad_item_samples_are_refused_naming_the_log_line_and_field(tmp_path, lines, message):
+    log = _write_log(tmp_path / "log.jsonl", lines)
+    out = tmp_path / "x.parquet"
+    _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", out], out, f"{log}{message}")
+
+
+def test_logs_of_several_item_tasks_or_types_are_refused_in_single_file_form(tmp_path, prepared_data):
+    mc = _write_log(tmp_path / "mc.jsonl", MC_LINES)
+    roll = _write_log(tmp_path / "roll.jsonl", [json.loads(_rolling_line())])
+    out = tmp_path / "x.parquet"
+    _assert_refused(["import", "lm-eval", mc, roll, "--arm", "a", "--out", out], out,
+                    "2 logs (mc.jsonl: multiple-choice, roll.jsonl: rolling loglikelihood): an item-score file holds "
+                    "one task")
+    _assert_refused(["import", "lm-eval", mc, "--arm", "a", "--out", out, "--eval-set", f"{prepared_data}:heldout"],
+                    out, "is a multiple-choice task; an evaluation set names the documents of a rolling")
+    _assert_refused(["import", "lm-eval", roll, "--arm", "a", "--out", out, "--eval-set", "heldout"], out,
+                    "--eval-set: 'heldout': give DATA_DIR:SET, or the set's name with --data DIR")
+
+
+def test_a_doubled_bos_in_a_rolling_log_is_warned_with_what_to_pass(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True}))
+    for name, args in (("given", {"pretrained": "m", "add_bos_token": True}), ("tokenizer", {"pretrained": str(model)}),
+                       ("off", {"pretrained": str(model), "add_bos_token": False})):
+        run_dir = _run_dir(tmp_path / name, {"roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])})
+        path = run_dir / f"results_{DATE}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "config": {"model_args": args}}))
+        result = _ok("import", "lm-eval", run_dir / f"samples_roll_{DATE}.jsonl", "--arm", "a", "--out",
+                     tmp_path / f"{name}.parquet")
+        if name == "off":
+            assert result.stderr == ""
+            continue
+        assert "may have scored a doubled BOS" in result.stderr and "add_bos_token=False" in result.stderr
+        assert ("add_bos_token=True" if name == "given" else "tokenizer_config.json sets add_bos_token") \
+            in result.stderr
+
+
+def test_a_rolling_log_of_a_prepared_set_records_it_and_arms_accepts_the_files(prepared_data, tmp_path):
+    heldout = PreparedData.open(prepared_data).eval_set("heldout")
+    for arm, shift in (("a", 0.0), ("b", 0.5)):
+        for seed in (1, 2):
+            lines = [json.loads(_rolling_line(doc={"id": doc_id}, word_perplexity=[-1.0 * n - shift * seed, int(n)],
+                                              byte_perplexity=[-1.0 * n - shift * seed, int(n)],
+                                              bits_per_byte=[-1.0 * n - shift * seed, int(n)]))
+                     for doc_id, n in zip(heldout.doc_ids, heldout.n_bytes)]
+            log = _write_log(tmp_path / f"{arm}{seed}.jsonl", lines)
+            _ok("import", "lm-eval", log, "--arm", arm, "--seed", seed, "--out", tmp_path / "files" /
+                f"{arm}{seed}.parquet", "--eval-set", f"{prepared_data}:heldout")
+    run = read_loss_file(tmp_path / "files" / "a1.parquet")
+    assert (run.meta["eval_set"], run.meta["eval_set_sha256"]) == ("heldout", heldout.sha256)
+    _ok("import", "lm-eval", log, "--arm", "b", "--out", tmp_path / "c.parquet", "--data", prepared_data,
+        "--eval-set", "heldout")
+    arms = json.loads(_ok("arms", tmp_path / "files", "--reference", "a", "--eval-set", "heldout", "--json").stdout)
+    assert [row["eval_set"] for row in arms["inputs"]] == ["heldout"]
+    wrong = _write_log(tmp_path / "wrong.jsonl", lines[1:])
+    _assert_refused(["import", "lm-eval", wrong, "--arm", "a", "--out", tmp_path / "w.parquet", "--eval-set",
+                     f"{prepared_data}:heldout"], tmp_path / "w.parquet",
+                    "the documents are not those of eval set 'heldout' (1 of its 8 missing")
+
+
+def test_a_task_exported_from_a_set_records_the_set_it_declares(tmp_path):
+    run_dir = _run_dir(tmp_path / "run", {"roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])})
+    path = run_dir / f"results_{DATE}.json"
+    data = json.loads(path.read_text())
+    data["configs"]["roll"]["metadata"].update(gatedv_eval_set="heldout", gatedv_eval_set_sha256="f" * 64)
+    path.write_text(json.dumps(data))
+    _ok("import", "lm-eval", run_dir / f"samples_roll_{DATE}.jsonl", "--arm", "a", "--out", tmp_path / "r.parquet")
+    meta = read_loss_file(tmp_path / "r.parquet").meta
+    assert (meta["eval_set"], meta["eval_set_sha256"], meta["scoring"]) == ("heldout", "f" * 64, "bos")
+
+
+def test_a_task_exported_from_another_set_than_the_one_given_is_refused(prepared_data, tmp_path):
+    heldout = PreparedData.open(prepared_data).eval_set("heldout")
+    metrics = ("word_perplexity", "byte_perplexity", "bits_per_byte")
+    lines = [json.loads(_rolling_line(doc={"id": doc_id}, **{metric: [-1.0, int(n)] for metric in metrics}))
+             for doc_id, n in zip(heldout.doc_ids, heldout.n_bytes)]
+    run_dir = _run_dir(tmp_path / "run", {"roll": ("loglikelihood_rolling", lines)})
+    path = run_dir / f"results_{DATE}.json"
+    data = json.loads(path.read_text())
+    data["configs"]["roll"]["metadata"].update(gatedv_eval_set="dev", gatedv_eval_set_sha256="f" * 64)
+    path.write_text(json.dumps(data))
+    out = tmp_path / "r.parquet"
+    _assert_refused(["import", "lm-eval", run_dir / f"samples_roll_{DATE}.jsonl", "--arm", "a", "--out", out,
+                     "--eval-set", f"{prepared_data}:heldout"], out,
+                    f"the task was exported from an evaluation set of SHA-256 {'f' * 64}, not 'heldout'")

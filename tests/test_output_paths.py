@@ -50,6 +50,7 @@ COMMANDS = {
     "select-lr": (lambda tmp, out: ["select-lr", str(tmp / "missing.toml"), "--out", str(out)], "--out", "file"),
     "demo": (lambda tmp, out: ["demo", "--out", str(out), "--corpus", str(tmp / "missing.jsonl")], "--out", "dir"),
     "export-hf": (lambda tmp, out: ["export-hf", str(tmp / "missing.pt"), str(out)], "OUT_DIR", "dir"),
+    "export-tasks": (lambda tmp, out: ["export-tasks", str(tmp / "missing"), "--out", str(out)], "--out", "dir"),
     "sweep": (_sweep_args, "grid.toml: out", "dir"),
 }
 

@@ -73,11 +73,11 @@ def test_an_arm_evaluated_on_several_sets_asks_for_eval_set_and_different_sets_f
 
     baseline = [on(eval_set, make_run("baseline", seed)) for seed in (1, 2) for eval_set in ("dev", "heldout")]
     variant = [on(eval_set, make_run("gatedv", seed)) for seed in (1, 2) for eval_set in ("dev", "heldout")]
-    with pytest.raises(InputError, match=r"several evaluation sets: choose one with --eval-set \(dev, heldout\)$"):
+    with pytest.raises(InputError, match=r"several evaluation sets: choose one with eval_set \(dev, heldout\)$"):
         pair_runs(baseline, variant)
     apart = ([on("dev", make_run("baseline", seed)) for seed in (1, 2)],
              [on("heldout", make_run("gatedv", seed)) for seed in (1, 2)])
-    with pytest.raises(InputError, match=r"not evaluated alike \(--allow-mismatch eval_set compares them anyway\)$"):
+    with pytest.raises(InputError, match=r"not evaluated alike \(allow_mismatch eval_set compares them anyway\)$"):
         pair_runs(*apart)
     assert pair_runs(*apart, allow_mismatch=("eval_set",)).n_pairs == 2
 

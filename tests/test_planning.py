@@ -118,15 +118,15 @@ def test_pilot_pair_picks_the_arms_and_complains_when_it_cannot():
     paired = pilot_pair(runs)
     assert (paired.baseline_arm, paired.variant_arm, paired.n_pairs) == ("baseline", "gatedv", 2)
     three = runs + synthetic_runs({"q-silu": [30.1, 30.3]}, n_docs=10, rng_seed=0)
-    with pytest.raises(InputError, match="--variant-arm"):
+    with pytest.raises(InputError, match="variant_arm"):
         pilot_pair(three)
     assert pilot_pair(three, variant_arm="q-silu").variant_arm == "q-silu"
     other = synthetic_runs({"a": [30.0, 30.2], "b": [29.5, 29.9]}, n_docs=10, rng_seed=0)
-    with pytest.raises(InputError, match="--baseline-arm"):
+    with pytest.raises(InputError, match="baseline_arm"):
         pilot_pair(other)
-    with pytest.raises(InputError, match=r"^--baseline-arm: no pilot runs of arm 'nosuch' \(arms found: baseline, "):
+    with pytest.raises(InputError, match=r"^baseline_arm: no pilot runs of arm 'nosuch' \(arms found: baseline, "):
         pilot_pair(three, baseline_arm="nosuch")
-    with pytest.raises(InputError, match="^--baseline-arm and --variant-arm both name 'gatedv'"):
+    with pytest.raises(InputError, match="^baseline_arm and variant_arm both name 'gatedv'"):
         pilot_pair(runs, baseline_arm="gatedv", variant_arm="gatedv")
 
 

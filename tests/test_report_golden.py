@@ -12,6 +12,9 @@ import os
 import re
 from pathlib import Path
 
+import jsonschema
+import pytest
+
 from test_report import medium_experiment, report, write_curves, write_runs
 
 GOLDEN = Path(__file__).parent / "golden" / "report.md"
@@ -39,3 +42,22 @@ def test_markdown_report_matches_the_golden_file(tmp_path):
     if os.environ.get("GATEDV_UPDATE_GOLDEN"):
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_every_figure_of_the_golden_and_the_task_reports_is_valid_vega_lite(tmp_path):
+    """Reports skip altair's schema check for speed; every kind of figure they draw is checked here instead."""
+    from gatedv_stats.analysis.experiment import analyze_experiment
+    from gatedv_stats.io.discovery import discover_inputs
+    from gatedv_stats.report.build import build_report
+    from gatedv_stats.report.plots import validate_spec
+    from item_runs import write_tasks
+
+    root = golden_experiment(tmp_path / "experiment")
+    write_tasks(root / "tasks", n_items=30)
+    figures = build_report(analyze_experiment(discover_inputs([root]))).figures
+    assert len(figures) >= 5 and any("task" in figure.key for figure in figures)
+    for figure in figures:  # a few rows of each inlined data set are enough to check the shape, and much faster
+        validate_spec({**figure.spec, "datasets": {name: rows[:3] for name, rows in figure.spec["datasets"].items()}})
+    broken = {**figures[0].spec, "mark": "no-such-mark"}
+    with pytest.raises(jsonschema.ValidationError):
+        validate_spec(broken)

@@ -219,7 +219,7 @@ def test_the_paper_study_examples_load():
         "small-lr-grid": ("small", 2 * 4 * 3),
         "small-moment-controls": ("small", 4 * 2 * 3), "medium-lr-selection": ("medium", 2 * 4),
         "medium-confirmation": ("medium", 2 * 2 * 3), "medium-value-gates": ("medium", 6 * 3),
-        "tiny-lr-grid": ("tiny", 6), "small-placement-controls": ("small", 5 * 3)}
+        "tiny-lr-grid": ("tiny", 6), "small-placement-controls": ("small", 5 * 3), "large-context": ("large", 2 * 3)}
     # Table 5 and Table 7 reuse the runs of the grids they compare against.
     assert examples["small-moment-controls"].out == examples["small-lr-grid"].out
     assert examples["medium-value-gates"].out == examples["medium-lr-selection"].out

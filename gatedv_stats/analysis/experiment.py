@@ -22,6 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
+from gatedv_stats.analysis.tasks import experiment_tasks
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.discovery import ExperimentInputs
@@ -42,7 +43,8 @@ from gatedv_stats.runs import (
     other_arms,
 )
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
-from gatedv_stats.stats.multiple import adjust_p_values
+from gatedv_stats.stats.multiple import adjust_p_values, holm_verdicts
+from gatedv_stats.stats.task_suite import TaskSuite
 from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
 from gatedv_stats.workers import spawn_pool
 
@@ -54,9 +56,11 @@ PARALLEL_MIN_LOSS_SUMS = 1 << 20
 
 @dataclass(frozen=True)
 class AnalysisSettings:
-    """The user's choices: reference arm (None: "baseline" when present), resamples, RNG seed, level, the
-    smallest effect of interest, the document column of clusters, the provenance differences accepted and the
-    comparison unit (see `gatedv_stats.pairing.pair_runs`)."""
+    """The user's choices, one object for every entry point (the report, the statistics commands, the Python
+    API): reference arm (None: "baseline" when present), resamples, RNG seed, level (α = 1 − level for the
+    verdicts and their Holm adjustment), the smallest effect of interest, the document column of clusters, the
+    provenance differences accepted, the comparison unit and whether seeds of one arm only are dropped (see
+    `gatedv_stats.pairing.pair_runs`)."""
 
     reference: str | None = None
     n_resamples: int = 2000
@@ -66,6 +70,7 @@ class AnalysisSettings:
     cluster: str | None = None
     allow_mismatch: tuple[str, ...] = ()
     unit: str = "auto"
+    allow_unpaired: bool = False
 
     def __post_init__(self) -> None:
         check_n_resamples(self.n_resamples)
@@ -95,6 +100,7 @@ class AdjustedPValues:
     seed_document: dict | None  # {"holm": [...], "bh": [...]}; None when a pair has no seed-and-document test
     t: dict | None  # None when a pair has no seed-level t test
     permutation: dict
+    verdicts: tuple[str, ...]  # each pair's verdict from its Holm-adjusted p-values, as `gatedv arms` decides
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,14 @@ class GroupAnalysis:
     def compared(self) -> bool:
         """True when the group holds the reference with another arm and its runs are one evaluation set."""
         return self.holds_reference and self.mixed is None
+
+    @property
+    def verdicts(self) -> tuple[str, ...]:
+        """Each pair's verdict: its own with one variant, else from the Holm-adjusted p-values over the group's
+        variants (`stats.multiple.holm_verdicts`), so that every entry point gives the same answer."""
+        if self.adjusted is None:
+            return tuple(pair.analysis.comparison.verdict_text for pair in self.pairs)
+        return self.adjusted.verdicts
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,7 @@ class ExperimentAnalysis:
     lr_selection: LRSelectionAnalysis
     curves: tuple[CurveAnalysis, ...]
     swaps: tuple[SwapTable, ...]
+    tasks: TaskSuite | None = None  # downstream tasks from item-score files, every arm against the reference
 
     def by_eval_set(self) -> list[tuple[str | None, list[GroupAnalysis]]]:
         """The groups of each evaluation set, sets in report order."""
@@ -183,7 +198,9 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
     return ExperimentAnalysis(inputs=inputs, settings=settings, reference=reference, groups=analyzed,
                               lr_selection=analyze_lr_selection(groups, inputs.curves),
                               curves=analyze_curves(inputs.curves, reference),
-                              swaps=_swap_tables(inputs.runs, reference))
+                              swaps=_swap_tables(inputs.runs, reference),
+                              tasks=experiment_tasks(inputs.item_runs, reference,
+                                                     confidence_level=settings.confidence_level))
 
 
 def analyze_pair(paired: PairedLosses, settings: AnalysisSettings,
@@ -236,6 +253,7 @@ def _pair_group(group: EvalGroup, reference: str | None,
         for variant in other_arms(group.arms, reference):
             try:
                 pairs.append((variant, pair_runs(group.arms[reference], group.arms[variant],
+                                                 allow_unpaired=settings.allow_unpaired,
                                                  allow_mismatch=settings.allow_mismatch, unit=settings.unit)))
             except InputError as error:
                 left_out.append((variant, str(error)))
@@ -256,17 +274,21 @@ def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisS
     pairs = [PairResult(variant, paired, next(analyses)) for variant, paired in group_pairs]
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
                          left_out=tuple(left_out), mixed=_mixed(group, settings),
-                         adjusted=_adjust(pairs) if len(pairs) > 1 else None,
+                         adjusted=_adjust(pairs, 1.0 - settings.confidence_level) if len(pairs) > 1 else None,
                          holds_reference=reference in group.arms and len(group.arms) > 1)
 
 
-def _adjust(pairs: list[PairResult]) -> AdjustedPValues:
+def _adjust(pairs: list[PairResult], alpha: float) -> AdjustedPValues:
     seed_document = [None if pair.analysis.comparison.seed_document is None else
                      pair.analysis.comparison.seed_document.p_value for pair in pairs]
     t_values = [None if pair.analysis.seed_level is None else pair.analysis.seed_level.t_interval.p_value
                 for pair in pairs]
+    comparisons = [pair.analysis.comparison for pair in pairs]
+    tost = [None if comparison.verdict is None else comparison.verdict.tost_p_value for comparison in comparisons]
+    verdicts = holm_verdicts(seed_document, tost, [comparison.nll_diff_mean for comparison in comparisons], alpha)
     return AdjustedPValues(seed_document=_adjust_if_all(seed_document), t=_adjust_if_all(t_values),
-                           permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]))
+                           permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]),
+                           verdicts=tuple(verdicts))
 
 
 def _adjust_if_all(p_values: list[float | None]) -> dict[str, list[float]] | None:

@@ -11,7 +11,8 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
 from gatedv_stats.io.fileio import file_sha256, paths_under
-from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, SkippedFile, read_loss_inputs
+from gatedv_stats.io.itemfiles import ItemRun, is_item_file, read_item_inputs
+from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, SkippedFile, UnreadableFileError, read_loss_inputs
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file
 
 
@@ -20,7 +21,7 @@ class InputFile:
     """One file read for an experiment, for the provenance record."""
 
     path: str
-    kind: str  # "loss file", "curve file", "run file", "bench results"
+    kind: str  # "loss file", "curve file", "run file", "bench results", "item-score file"
     sha256: str
 
 
@@ -34,6 +35,7 @@ class ExperimentInputs:
     bench: tuple[dict, ...]  # bench results, each with "source"
     files: tuple[InputFile, ...]
     skipped: tuple[SkippedFile, ...] = ()  # unreadable files passed over on request
+    item_runs: tuple[ItemRun, ...] = ()  # downstream-task item scores (gatedv_stats.io.itemfiles)
 
 
 @dataclass
@@ -42,14 +44,16 @@ class _Found:
     curve: list[Path]
     run: list[Path]
     bench: list[Path]
+    items: list[Path]
 
 
 def _sort_inputs(inputs: list[Path]) -> _Found:
-    found = _Found([], [], [], [])
+    found = _Found([], [], [], [], [])
     for given in map(Path, inputs):
         if given.is_dir():
             found.loss.append(given)
             under = paths_under(given)
+            found.items += [path for path in under if found_item_file(path)]
             found.curve += [path for path in under if path.name == CURVE_FILE_NAME]
             found.run += [path for path in under if path.name == RUN_FILE_NAME]
             found.bench += [path for path in under if path.match(BENCH_GLOB)]
@@ -61,13 +65,25 @@ def _sort_inputs(inputs: list[Path]) -> _Found:
             found.run.append(given)
         elif given.match(BENCH_GLOB):
             found.bench.append(given)
+        elif is_item_file(given):
+            found.items.append(given)
         elif given.suffix in LOSS_FILE_SUFFIXES:
             found.loss.append(given)
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
-    found.curve, found.run, found.bench = _once(found.curve), _once(found.run), _once(found.bench)
+    found.curve, found.run, found.bench, found.items = (_once(paths) for paths in (found.curve, found.run, found.bench,
+                                                                                   found.items))
     return found
+
+
+def found_item_file(path: Path) -> bool:
+    """An item-score file found under a directory; an unreadable file is left to the loss-file reader to report
+    (or skip)."""
+    try:
+        return is_item_file(path)
+    except UnreadableFileError:
+        return False
 
 
 def _once(paths: list[Path]) -> list[Path]:
@@ -91,7 +107,8 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
              for run in runs}
-    for paths, kind in ((found.curve, "curve file"), (found.run, "run file"), (found.bench, "bench results")):
+    for paths, kind in ((found.curve, "curve file"), (found.run, "run file"), (found.bench, "bench results"),
+                        (found.items, "item-score file")):
         for path in paths:
             files[str(path)] = InputFile(str(path), kind, file_sha256(path))
     curves = read_curve_inputs(found.curve) if found.curve else pd.DataFrame(columns=list(CURVE_COLUMNS))
@@ -102,4 +119,5 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
         bench=tuple(read_bench_result(path) for path in found.bench),
         files=tuple(files.values()),
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
+        item_runs=tuple(read_item_inputs(found.items)) if found.items else (),
     )

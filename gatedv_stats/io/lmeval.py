@@ -5,8 +5,9 @@ Each line of such a log is one document: under the metrics `word_perplexity`, `b
 `bits_per_byte` the harness records `[log-likelihood, count]`, the natural-log likelihood of the document's whole
 text summed over the model's tokens, with the document's word or UTF-8 byte count. Here loss_sum = −log-likelihood
 (nats), n_bytes = the byte count and n_targets = the word count (`target_unit` "word"), or the byte count when a
-log holds no word count (`target_unit` "byte"). Samples of other task types (multiple choice, generation, a
-single context-continuation loglikelihood) hold no per-document likelihood of a text and are refused.
+log holds no word count (`target_unit` "byte"). The harness conditions each document on the BOS token alone and
+scores the whole text (`scoring` "bos"). Samples of other task types hold no per-document likelihood of a text:
+they are item scores (`gatedv_stats.io.lmeval_items`).
 """
 
 from __future__ import annotations
@@ -18,22 +19,23 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.fileio import file_sha256, read_json_object
+from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.io.lmeval_results import results_beside
 from gatedv_stats.io.lossfiles import validate_docs, write_loss_file
 from gatedv_stats.stats.validation import check_seed
 
 ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 _BYTE_METRICS = ("byte_perplexity", "bits_per_byte")
-_SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
-# What a harness results file says about the run that wrote the samples (kept as provenance).
-_RUN_KEYS = ("model_name", "lm_eval_version", "transformers_version", "max_length", "eot_token_id",
-             "tokenizer_bos_token", "tokenizer_eos_token")
-_CONFIG_KEYS = ("model", "model_args", "model_revision", "model_sha", "model_dtype", "batch_size")
+SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
+# How the harness's task types are named in messages.
+KIND_NAMES = {"generate_until": "generation (generate_until)", "multiple_choice": "multiple-choice",
+              "loglikelihood": "loglikelihood (context and continuation)",
+              "loglikelihood_rolling": "rolling loglikelihood"}
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,27 @@ class HarnessSamples:
     warnings: tuple[str, ...] = ()
 
 
-def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id") -> HarnessSamples:
+class EvalSetLike(Protocol):
+    """The evaluation set a log was made from (a prepared data directory's set): its name, hash, documents."""
+
+    name: str
+    sha256: str
+    doc_ids: list[str]
+    n_bytes: Any
+
+
+def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
+                         eval_set: EvalSetLike | None = None) -> HarnessSamples:
     """Read rolling-loglikelihood sample logs; documents are named by the logged document's `id_field`
-    (an empty `id_field`: by the harness's `doc_id`, the document's position in its task's dataset)."""
+    (an empty `id_field`: by the harness's `doc_id`, the document's position in its task's dataset). With
+    `eval_set` the documents must be that set's, and the file records its name and SHA-256."""
     if not paths:
         raise InputError("no lm-evaluation-harness sample log given")
     rows: list[tuple] = []
     seen: dict[str, str] = {}
     files: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    declared: set[tuple[str, str]] = set()
     for given in paths:
         path = Path(given)
         if path.is_dir():
@@ -60,7 +75,7 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id") -
         if not path.is_file():
             raise InputError(f"{path}: no such file")
         count = 0
-        for where, sample in _samples(path):
+        for where, sample in sample_lines(path):
             row = _document(sample, where, id_field)
             if row[0] in seen:
                 raise InputError(f"{where}: document {row[0]!r} appears again (first at {seen[row[0]]})")
@@ -69,25 +84,62 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id") -
             count += 1
         if count == 0:
             raise InputError(f"{path}: holds no sample")
-        match = _SAMPLES_NAME.fullmatch(path.name)
+        match = SAMPLES_NAME.fullmatch(path.name)
+        results = results_beside(path, match["date"] if match else None)
+        doubled = results.doubled_bos() if results else None
+        if results is not None and match and (named := results.declared_eval_set(match["task"])):
+            declared.add(named)
+        if doubled:
+            warnings.append(f"{path}: the harness may have scored a doubled BOS ({doubled}): it conditions each "
+                            "document on BOS and the tokenizer prepends another, which is then predicted and "
+                            "counted; run lm_eval with --model_args ...,add_bos_token=False")
         files.append({"path": str(path), "sha256": file_sha256(path), "task": match["task"] if match else None,
-                      "documents": count, "run": _harness_run(path, match)})
+                      "documents": count, "run": results.run() if results else None})
     wordless = [row[4] for row in rows if row[2] is None]
     by_words = not wordless
-    warnings = () if by_words or len(wordless) == len(rows) else (
-        f"{len(wordless)} of {len(rows)} samples log no word count (word_perplexity; the first at {wordless[0]}): "
-        "every document's targets are its bytes",)
+    if not by_words and len(wordless) != len(rows):
+        warnings.append(f"{len(wordless)} of {len(rows)} samples log no word count (word_perplexity; the first at "
+                        f"{wordless[0]}): every document's targets are its bytes")
     docs = pd.DataFrame({"doc_id": [row[0] for row in rows], "loss_sum": [row[1] for row in rows],
                          "n_targets": [row[2] if by_words else row[3] for row in rows],
                          "n_bytes": [row[3] for row in rows]})
     docs = validate_docs(docs, ", ".join(map(str, paths)), row_names=[row[4] for row in rows])
     meta = {"source": "lm-evaluation-harness", "lm_eval_tasks": sorted({f["task"] for f in files if f["task"]}),
             "lm_eval_files": files, "target_unit": "word" if by_words else "byte", "loss_unit": "nats",
-            "doc_id_field": f"doc.{id_field}" if id_field else "doc_id"}
-    return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta, warnings)
+            "doc_id_field": f"doc.{id_field}" if id_field else "doc_id", "scoring": "bos"}
+    meta.update(_eval_set_meta(docs, eval_set, declared, ", ".join(map(str, paths))))
+    return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta, tuple(warnings))
 
 
-def _samples(path: Path):
+def _eval_set_meta(docs: pd.DataFrame, eval_set: EvalSetLike | None, declared: set[tuple[str, str]],
+                   source: str) -> dict:
+    """`eval_set` and `eval_set_sha256`: of the set given (its documents checked), else of the one the tasks
+    declare (a task of `gatedv export-tasks` names its set); none when neither."""
+    if eval_set is None:
+        return dict(zip(("eval_set", "eval_set_sha256"), declared.pop())) if len(declared) == 1 else {}
+    _check_eval_set(docs, eval_set, source)
+    other = next((sha for _, sha in declared if sha != eval_set.sha256), None)
+    if other is not None:
+        raise InputError(f"{source}: the task was exported from an evaluation set of SHA-256 {other}, not "
+                         f"{eval_set.name!r} ({eval_set.sha256})")
+    return {"eval_set": eval_set.name, "eval_set_sha256": eval_set.sha256}
+
+
+def _check_eval_set(docs: pd.DataFrame, eval_set: EvalSetLike, source: str) -> None:
+    """The logged documents are the set's, with its byte counts."""
+    expected = dict(zip(map(str, eval_set.doc_ids), map(int, eval_set.n_bytes)))
+    logged = dict(zip(docs["doc_id"], docs["n_bytes"].astype(int)))
+    missing, extra = sorted(set(expected) - set(logged)), sorted(set(logged) - set(expected))
+    if missing or extra:
+        raise InputError(f"{source}: the documents are not those of eval set {eval_set.name!r} ({len(missing)} of its "
+                         f"{len(expected)} missing, first {missing[:1]}; {len(extra)} not in it, first {extra[:1]})")
+    differing = next((doc_id for doc_id, n in logged.items() if expected[doc_id] != n), None)
+    if differing is not None:
+        raise InputError(f"{source}: document {differing!r} has {logged[differing]} bytes, in eval set "
+                         f"{eval_set.name!r} {expected[differing]}; the log scored other text")
+
+
+def sample_lines(path: Path):
     """(path:line, sample object) of each non-blank line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -109,10 +161,10 @@ def _samples(path: Path):
 
 def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int | None, int]:
     """(doc_id, loss_sum, words or None, bytes) of one rolling-loglikelihood sample."""
-    kind = _task_kind(sample)
+    kind = KIND_NAMES.get(output_type_of(sample) or "", "unknown")
     if kind != "rolling loglikelihood":
         article = "an" if kind[0] in "aeiou" else "a"
-        raise InputError(f"{where}: a sample of {article} {kind} task ({_metrics(sample, where)}); only "
+        raise InputError(f"{where}: a sample of {article} {kind} task ({metrics_text(sample, where)}); only "
                          "rolling-loglikelihood (perplexity) tasks log a per-document log-likelihood "
                          f"({', '.join(ROLLING_METRICS)})")
     pairs = {metric: _pair(sample[metric], where, metric) for metric in ROLLING_METRICS if metric in sample}
@@ -132,10 +184,10 @@ def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int 
     words = pairs["word_perplexity"][1] if "word_perplexity" in pairs else None
     if n_bytes < 1 or words == 0:
         raise InputError(f"{where}: an empty document (counts: {n_bytes} bytes, {words} words)")
-    return _doc_id(sample, where, id_field), -likelihood, words, n_bytes
+    return doc_id_of(sample, where, id_field), -likelihood, words, n_bytes
 
 
-def _metrics(sample: dict, where: str) -> str:
+def metrics_text(sample: dict, where: str) -> str:
     """The sample's `metrics` field (a list of names, or an object keyed by them), for a message."""
     metrics = sample.get("metrics") or []
     if not isinstance(metrics, (list, dict)):
@@ -144,19 +196,19 @@ def _metrics(sample: dict, where: str) -> str:
     return f"metrics: {', '.join(map(str, metrics)) or 'none'}"
 
 
-def _task_kind(sample: dict) -> str:
-    """The task type a logged sample comes from, told by its requests (`arguments`)."""
+def output_type_of(sample: dict) -> str | None:
+    """The harness output_type a logged sample comes from, told by its requests (`arguments`); None if unknown."""
     arguments = sample.get("arguments")
     requests = list(arguments.values()) if isinstance(arguments, dict) else []
     if any(isinstance(request, dict) and isinstance(request.get("arg_1"), dict) for request in requests):
-        return "generation (generate_until)"
+        return "generate_until"
     if len(requests) > 1:
-        return "multiple-choice"
+        return "multiple_choice"
     if requests and isinstance(requests[0], dict) and "arg_1" in requests[0]:
-        return "loglikelihood (context and continuation)"
+        return "loglikelihood"
     if requests and any(metric in sample for metric in ROLLING_METRICS):
-        return "rolling loglikelihood"
-    return "unknown"
+        return "loglikelihood_rolling"
+    return None
 
 
 def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
@@ -171,7 +223,7 @@ def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
         raise InputError(f"{where}: {metric}: log-likelihood {str(value[0])[:40]}... is beyond float64") from None
 
 
-def _doc_id(sample: dict, where: str, id_field: str) -> str:
+def doc_id_of(sample: dict, where: str, id_field: str) -> str:
     if not id_field:
         if isinstance(sample.get("doc_id"), bool) or not isinstance(sample.get("doc_id"), int):
             raise InputError(f"{where}: no integer doc_id in the sample")
@@ -186,19 +238,6 @@ def _doc_id(sample: dict, where: str, id_field: str) -> str:
         raise InputError(f"{where}: doc.{id_field} must be a string or an integer, got "
                          f"{json.dumps(doc[id_field])[:80]}")
     return str(doc[id_field])
-
-
-def _harness_run(path: Path, match: re.Match | None) -> dict | None:
-    """What the results file written beside the samples (`results_<date>.json`) says about the model."""
-    results = path.with_name(f"results_{match['date']}.json") if match else None
-    if results is None or not results.is_file():
-        return None
-    data = read_json_object(results)
-    config = data.get("config")
-    if not isinstance(config, dict):
-        config = {}
-    return {**{key: data.get(key) for key in _RUN_KEYS}, **{key: config.get(key) for key in _CONFIG_KEYS},
-            "results_file": results.name}
 
 
 @dataclass(frozen=True)
@@ -226,13 +265,18 @@ class LmEvalImport:
                 f"byte {self.loss_sum / (math.log(2) * self.n_bytes):.6f} -> {self.out}")
 
 
-def import_lm_eval(paths: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0,
-                   id_field: str = "id") -> LmEvalImport:
-    """Read sample logs (see `read_lm_eval_samples`) and write them as the loss file `out` of (arm, seed)."""
+def check_run(arm: str, seed: int) -> None:
+    """The arm and seed an import names."""
     if not arm or not arm.strip():
         raise ParameterError("arm", "must name the arm (a non-empty name)")
     check_seed(seed, "seed")
-    samples = read_lm_eval_samples(paths, id_field=id_field)
+
+
+def import_lm_eval(paths: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0, id_field: str = "id",
+                   eval_set: EvalSetLike | None = None) -> LmEvalImport:
+    """Read sample logs (see `read_lm_eval_samples`) and write them as the loss file `out` of (arm, seed)."""
+    check_run(arm, seed)
+    samples = read_lm_eval_samples(paths, id_field=id_field, eval_set=eval_set)
     write_loss_file(out, samples.docs, {"arm": arm, "seed": seed, **samples.meta})
     docs = samples.docs
     return LmEvalImport(out=str(out), arm=arm, seed=seed, tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs),
@@ -241,4 +285,6 @@ def import_lm_eval(paths: Sequence[str | Path], out: str | Path, *, arm: str, se
                         warnings=samples.warnings)
 
 
-__all__ = ["ROLLING_METRICS", "HarnessSamples", "LmEvalImport", "import_lm_eval", "read_lm_eval_samples"]
+__all__ = ["KIND_NAMES", "ROLLING_METRICS", "SAMPLES_NAME", "EvalSetLike", "HarnessSamples", "LmEvalImport",
+           "check_run", "doc_id_of", "import_lm_eval", "metrics_text", "output_type_of", "read_lm_eval_samples",
+           "sample_lines"]

@@ -177,17 +177,7 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InputError(f"{source}: missing column {column!r}{hint}; its per-document columns are "
                              f"{', '.join(map(str, frame.columns))}")
-    doc_id = frame["doc_id"]
-    blank = doc_id.isna() | (doc_id.astype(str).str.strip() == "")
-    _fail_rows(blank.to_numpy(), where, "doc_id is empty")
-    doc_id = doc_id.astype(str)
-    duplicated = doc_id.duplicated(keep=False).to_numpy()
-    if duplicated.any():
-        ids = list(dict.fromkeys(doc_id[duplicated]))
-        rows = np.flatnonzero(duplicated) + 1
-        raise InputError(f"{source}: duplicate doc_id {', '.join(map(repr, ids[:_SHOWN]))}"
-                         f"{' ...' if len(ids) > _SHOWN else ''} ({len(ids)} ids,"
-                         f" rows {', '.join(map(str, rows[:_SHOWN]))}...)")
+    doc_id = check_doc_ids(frame["doc_id"], source, where)
     loss_sum = _numeric(frame["loss_sum"], "loss_sum", source, where)
     _fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
     _fail_rows(np.isinf(loss_sum), where, "loss_sum is infinite", loss_sum)
@@ -205,6 +195,18 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
     if "n_bytes" in frame.columns:
         out["n_bytes"] = _integers(frame["n_bytes"], "n_bytes", source, where, minimum=0)
     return out
+
+
+def check_doc_ids(doc_id: pd.Series, source: str, where: Callable[[int], str]) -> pd.Series:
+    """The ids as text; an error names the first blank one, or the repeated ones and their rows."""
+    _fail_rows((doc_id.isna() | (doc_id.astype(str).str.strip() == "")).to_numpy(), where, "doc_id is empty")
+    doc_id = doc_id.astype(str)
+    duplicated = doc_id.duplicated(keep=False).to_numpy()
+    if duplicated.any():
+        ids, rows = list(dict.fromkeys(doc_id[duplicated])), ", ".join(map(str, np.flatnonzero(duplicated)[:_SHOWN]+1))
+        raise InputError(f"{source}: duplicate doc_id {', '.join(map(repr, ids[:_SHOWN]))}"
+                         f"{' ...' if len(ids) > _SHOWN else ''} ({len(ids)} ids, rows {rows}...)")
+    return doc_id
 
 
 def _json_default(value: object) -> object:
@@ -327,20 +329,21 @@ def _decode_parquet_metadata(raw: dict) -> dict:
     return meta
 
 
-def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None,
-               long_table: bool = False) -> list[LossRun]:
-    frame, file_meta = _read_table(path)
+def _read_runs(path: Path, arm: str | None = None, seed: int | None = None, long_table: bool = False) -> list[LossRun]:
+    return runs_from_frame(*_read_table(path), str(path), file_sha256(path), arm=arm, seed=seed, long_table=long_table)
+
+
+def runs_from_frame(frame: pd.DataFrame, file_meta: dict, path: str, sha256: str = "", *, arm: str | None = None,
+                    seed: int | None = None, long_table: bool = False) -> list[LossRun]:
+    """A loss table's runs (a long table's told apart by `arm` and `seed`), checked; `path` names it in messages."""
     missing = [column for column in RUN_KEYS if column not in frame.columns]
     if long_table and missing:
         raise InputError(f"{path}: a long table needs the columns arm and seed; missing {', '.join(missing)}")
     if len(frame) == 0:
         raise InputError(f"{path}: no rows")
-    sha256 = file_sha256(path)
     meta_columns = [column for column in META_KEYS if column in frame.columns]
-    if not missing:
-        groups = list(frame.groupby([frame["arm"].astype(str), frame["seed"].astype(str)], sort=True))
-    else:
-        groups = [((None, None), frame)]
+    groups = ([((None, None), frame)] if missing else
+              list(frame.groupby([frame["arm"].astype(str), frame["seed"].astype(str)], sort=True)))
     runs = []
     for _, group in groups:
         source = str(path) if len(groups) == 1 else f"{path}[arm={group['arm'].iloc[0]},seed={group['seed'].iloc[0]}]"
@@ -352,9 +355,8 @@ def _read_runs(path: Path, *, arm: str | None = None, seed: int | None = None,
                                  f"{', '.join(map(repr, values[:_SHOWN]))}")
             if len(values) == 1:
                 _merge(meta, column, _from_column(values[0]), source)
-        for key, given in (("arm", arm), ("seed", seed)):
-            if given is not None:
-                _merge(meta, key, given, source)
+        for key, given in [(key, given) for key, given in (("arm", arm), ("seed", seed)) if given is not None]:
+            _merge(meta, key, given, source)
         for key in RUN_KEYS:
             if meta.get(key) in (None, ""):
                 raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")

@@ -9,6 +9,7 @@ from gatedv_stats import __version__
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
 from gatedv_stats.report.model import ReportData, Section
 from gatedv_stats.report.sections.ablations import ablation_section
+from gatedv_stats.report.sections.comparison import KEY as COMPARISON_KEY
 from gatedv_stats.report.sections.comparison import comparison_section
 from gatedv_stats.report.sections.cost import cost_section
 from gatedv_stats.report.sections.curves import curves_section
@@ -18,6 +19,7 @@ from gatedv_stats.report.sections.lr_selection import lr_selection_section
 from gatedv_stats.report.sections.provenance import provenance_section
 from gatedv_stats.report.sections.reviewer import reviewer_section
 from gatedv_stats.report.sections.setup import setup_section
+from gatedv_stats.report.sections.tasks import tasks_section
 from gatedv_stats.report.sections.verdicts import verdicts_section
 from gatedv_stats.runs import natural_key
 
@@ -41,9 +43,12 @@ def build_report(analysis: ExperimentAnalysis) -> ReportData:
     arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
     subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
+    sections = tuple(builder(analysis) for builder in SECTION_BUILDERS)
+    if analysis.tasks is not None:  # only when the inputs hold item-score files: after the paired comparisons
+        after = next(k for k, section in enumerate(sections) if section.key == COMPARISON_KEY) + 1
+        sections = sections[:after] + (tasks_section(analysis),) + sections[after:]
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
-                      reference=analysis.reference,
-                      sections=_with_unique_keys(tuple(builder(analysis) for builder in SECTION_BUILDERS)))
+                      reference=analysis.reference, sections=_with_unique_keys(sections))
 
 
 def _with_unique_keys(sections: tuple[Section, ...]) -> tuple[Section, ...]:

@@ -6,9 +6,13 @@ embeds and that `vl_convert` renders to SVG / PDF for the Markdown and LaTeX rep
 
 from __future__ import annotations
 
+import functools
+
 import altair as alt
+import jsonschema
 import numpy as np
 import pandas as pd
+from altair.vegalite.v6.schema import load_schema
 
 WIDTH = 420
 HEIGHT = 240
@@ -113,10 +117,23 @@ def paired_seed_chart(per_seed: pd.DataFrame, *, title: str) -> alt.FacetChart:
 def chart_spec(chart: alt.TopLevelMixin) -> dict:
     """The chart's Vega-Lite specification (data inlined), ready for JSON embedding or `vl_convert`.
 
-    Altair's 5,000-row guard is lifted for this call: long training curves are meant to be inlined.
+    Altair's 5,000-row guard is lifted for this call: long training curves are meant to be inlined. The schema
+    check is skipped (a report draws dozens of charts, and validation was most of their cost): every chart this
+    module builds is checked against the schema by the tests (`validate_spec`).
     """
     with alt.data_transformers.disable_max_rows():
-        return chart.to_dict()
+        return chart.to_dict(validate=False)
+
+
+def validate_spec(spec: dict) -> None:
+    """Raise `jsonschema.ValidationError` when `spec` is not a valid Vega-Lite specification (altair's schema)."""
+    _vega_lite_validator().validate(spec)
+
+
+@functools.cache
+def _vega_lite_validator() -> jsonschema.protocols.Validator:
+    schema = load_schema()
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 # --- forest plot of D per document group ---
@@ -149,5 +166,26 @@ def forest_chart(groups: pd.DataFrame, *, title: str) -> alt.FacetChart:
     return (alt.layer(interval, point, zero, data=plotted)
             .properties(width=FACET_WIDTH, height=alt.Step(18))
             .facet(row=alt.Row("comparison:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+            .properties(title=title)
+            .resolve_scale(y="independent"))
+
+
+# --- forest plot of the difference per downstream task ---
+
+
+def task_forest_chart(tasks: pd.DataFrame, *, title: str, x_title: str) -> alt.FacetChart:
+    """Forest plot of variant − reference per task (and the macro-average): point and interval per task, one panel
+    per arm. `tasks`: columns arm, task, difference, low, high, verdict; rows keep their order."""
+    y = alt.Y("task:N", sort=None, title=None)
+    interval = alt.Chart().mark_rule(strokeWidth=2, color="#4c78a8").encode(x=alt.X("low:Q", title=x_title),
+                                                                           x2="high:Q", y=y)
+    point = alt.Chart().mark_point(filled=True, size=60, color="#4c78a8").encode(
+        x="difference:Q", y=y, tooltip=["task:N", alt.Tooltip("difference:Q", format=".4f"),
+                                        alt.Tooltip("low:Q", format=".4f"), alt.Tooltip("high:Q", format=".4f"),
+                                        "verdict:N"])
+    zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
+    return (alt.layer(interval, point, zero, data=tasks[["arm", "task", "difference", "low", "high", "verdict"]])
+            .properties(width=FACET_WIDTH, height=alt.Step(18))
+            .facet(row=alt.Row("arm:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
             .properties(title=title)
             .resolve_scale(y="independent"))

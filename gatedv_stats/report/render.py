@@ -10,18 +10,19 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
 
 from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import ParameterError
 from gatedv_stats.io.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.io.outputs import check_not_an_input, check_output_file, check_path_given
 from gatedv_stats.report.build import build_report
-from gatedv_stats.report.model import ReportData
+from gatedv_stats.report.model import ReportData, Table
 from gatedv_stats.report.sections.comparison import left_out_notes
 
 FORMATS = {"html": ".html", "md": ".md", "latex": ".tex"}
@@ -108,6 +109,12 @@ def _environment(fmt: str) -> jinja2.Environment:
     return env
 
 
+def tables_html(tables: Sequence[Table]) -> str:
+    """Report tables as the HTML report shows them, without the page around them (a result in a notebook)."""
+    template = _environment("html").get_template("table.html.j2")
+    return "".join(template.render(table=table) for table in tables).strip()
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(os.environ.get("GATEDV_CACHE_DIR") or Path(base) / "gatedv-stats")
@@ -163,7 +170,7 @@ def _write_figures(report: ReportData, out: Path, fmt: str) -> dict[str, str]:
 def render_report(report: ReportData, out: Path, fmt: str) -> Path:
     """Write `report` to `out` in `fmt` ("html", "md", "latex"), figures included; returns the path written."""
     if fmt not in FORMATS:
-        raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
     template = _environment(fmt).get_template(f"report{FORMATS[fmt]}.j2")
     if fmt == "html":
         text = template.render(report=report, vega_bundle=vega_bundle() if report.figure_count else "",
@@ -202,7 +209,7 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
     (a list) receives a line for each comparison with the reference the report leaves out, and why; `workers`:
     see `analyze_experiment` (default: a large experiment's comparisons on one process per CPU)."""
     if fmt is not None and fmt not in FORMATS:
-        raise InputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
     inputs = [Path(path) for path in inputs]
     if out is not None:
         check_path_given(out, "--out")
@@ -210,8 +217,8 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
     named = None if out is None else next((name for name, suffix in FORMATS.items()
                                            if suffix == out.suffix.lower() and not out.is_dir()), None)
     if fmt is not None and out is not None and named not in (None, fmt):
-        raise InputError(f"--out: {out} ends in {out.suffix}, the {named} format's name, but --format is {fmt}; "
-                         f"name it *{FORMATS[fmt]} or give --format {named}")
+        raise ParameterError("out", f"{out} ends in {out.suffix}, the {named} format's name, but {{fmt}} is {fmt}; "
+                             f"name it *{FORMATS[fmt]} or give {{fmt}} {named}", ("fmt",))
     fmt = fmt or named or "html"
     if out is None:
         out = default_output(inputs, fmt)

@@ -12,6 +12,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats import metrics
+from gatedv_stats.stats.cluster_diagnostic import GroupEffectTest, paired_group_effects
 from gatedv_stats.stats.crossed import cluster_sums
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.metrics import ArmSummary, WinRate
@@ -41,6 +42,7 @@ class Comparison:
     unit: str  # "token", or "byte" when every figure is per UTF-8 byte of the target text (across tokenizers)
     pairing_notes: tuple[str, ...]  # seeds dropped, provenance differences accepted
     sources: dict
+    group_effects: tuple[GroupEffectTest, ...] = ()  # does a column other than `cluster` group the documents?
 
     @property
     def nll_diff_ci(self) -> ConfidenceInterval:
@@ -68,14 +70,15 @@ class Comparison:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What limits or changes the comparison: seeds dropped, mismatches accepted, undefined spreads."""
+        """What limits or changes the comparison: seeds dropped, mismatches accepted, undefined spreads, documents
+        whose groups differ far beyond what they explain (`cluster_diagnostic`)."""
         warnings = list(dict.fromkeys(self.baseline.notes + self.variant.notes)) + list(self.pairing_notes)
         if self.win.n_docs < 2:
             warnings.append("one document: the document bootstrap cannot vary, so its interval has zero width")
         elif self.seed_document is not None and self.seed_document.n_clusters == 1:
             warnings.append(f"one {self.cluster} cluster: the cluster bootstrap cannot vary, so its interval has zero "
                             "width")
-        return tuple(warnings)
+        return tuple(warnings) + tuple(test.warning() for test in self.group_effects if test.flagged)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -251,6 +254,7 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         unit=paired.unit,
         pairing_notes=paired.notes,
         sources=paired.sources,
+        group_effects=paired_group_effects(paired, cluster),
     )
 
 

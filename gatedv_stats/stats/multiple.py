@@ -22,6 +22,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError
 from gatedv_stats.pairing import PairedLosses
 from gatedv_stats.stats import metrics
+from gatedv_stats.stats.cluster_diagnostic import paired_group_effects
 from gatedv_stats.stats.comparison import cluster_labels, resampled_units, seed_document_or_none
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_tests import paired_t_interval
@@ -73,12 +74,14 @@ class ArmsComparison:
     sesoi: float | None
     n_resamples: int  # sign vectors per permutation test
     rng_seed: int  # of every permutation test
-    notes: tuple[str, ...]
+    notes: tuple[str, ...]  # the warnings among them
+    warnings: tuple[str, ...] = ()  # arms whose documents' groups differ far beyond what they explain
 
     def to_dict(self) -> dict:
         return {"reference": self.reference, "alpha": self.alpha, "sesoi": self.sesoi,
                 "permutation_resamples": self.n_resamples, "permutation_seed": self.rng_seed,
-                "arms": [arm.to_dict() for arm in self.arms], "notes": list(self.notes)}
+                "arms": [arm.to_dict() for arm in self.arms], "notes": list(self.notes),
+                "warnings": list(self.warnings)}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([arm.to_dict() for arm in self.arms])
@@ -132,10 +135,12 @@ def compare_arms(pairs: Sequence[PairedLosses], *, alpha: float = 0.05, n_resamp
         family = [row for row in rows if row["eval_set"] == eval_set]
         notes += _adjust_family(family, alpha)
     notes += [f"{pair.variant_arm}: {note}" for pair in pairs for note in pair.notes]
+    warnings = [f"{pair.variant_arm}: {test.warning()}" for pair in pairs
+                for test in paired_group_effects(pair, cluster) if test.flagged]
     return ArmsComparison(reference=pairs[0].baseline_arm,
                           arms=tuple(ArmTest(**row) for row in rows),
                           alpha=alpha, sesoi=sesoi, n_resamples=n_resamples, rng_seed=rng_seed,
-                          notes=tuple(dict.fromkeys(notes)))
+                          notes=tuple(dict.fromkeys(notes + warnings)), warnings=tuple(warnings))
 
 
 def adjust_p_values(p_values: Sequence[float]) -> dict[str, list[float]]:
@@ -158,19 +163,35 @@ def _adjust_family(rows: list[dict], alpha: float) -> list[str]:
             adjusted = adjust_p_values(values)
         for k, row in enumerate(rows):
             row[f"{family}_p_holm"], row[f"{family}_p_bh"] = adjusted["holm"][k], adjusted["bh"][k]
-    tost = [row["tost_p_value"] for row in rows]
-    tost_holm = adjust_p_values(tost)["holm"] if tost and None not in tost else [None] * len(rows)
-    for row, tost_p in zip(rows, tost_holm):
-        row["verdict"] = _adjusted_verdict(row, tost_p, alpha)
+    verdicts = holm_verdicts([row["seed_document_p_value"] for row in rows], [row["tost_p_value"] for row in rows],
+                             [row["nll_diff_mean"] for row in rows], alpha)
+    for row, decided in zip(rows, verdicts):
+        row["verdict"] = decided
     return notes
 
 
-def _adjusted_verdict(row: dict, tost_holm: float | None, alpha: float) -> str:
-    if tost_holm is not None and tost_holm < alpha:
-        return "equivalent"
-    if row["seed_document_p_holm"] is not None and row["seed_document_p_holm"] <= alpha:
-        return "better" if row["nll_diff_mean"] < 0 else "worse"
-    return "no detectable difference"
+def holm_verdicts(p_values: Sequence[float | None], tost_p_values: Sequence[float | None],
+                  nll_diff_means: Sequence[float], alpha: float) -> list[str]:
+    """The verdict of each of several arms compared with one reference: "equivalent" when its Holm-adjusted
+    equivalence (TOST) p is below `alpha`, else "better" / "worse" when its Holm-adjusted seed-and-document p is
+    at most `alpha`, else "no detectable difference". A family in which some arm lacks a test is not adjusted,
+    and no arm of it is decided by that test."""
+    count = len(p_values)
+
+    def holm_of(values: Sequence[float | None]) -> Sequence[float | None]:
+        present = [value for value in values if value is not None]
+        return adjust_p_values(present)["holm"] if count and len(present) == count else [None] * count
+
+    holm, tost_holm = holm_of(p_values), holm_of(tost_p_values)
+    verdicts = []
+    for p_holm, tost_p, nll_diff_mean in zip(holm, tost_holm, nll_diff_means):
+        if tost_p is not None and tost_p < alpha:
+            verdicts.append("equivalent")
+        elif p_holm is not None and p_holm <= alpha:
+            verdicts.append("better" if nll_diff_mean < 0 else "worse")
+        else:
+            verdicts.append("no detectable difference")
+    return verdicts
 
 
 def _raw_test(pair: PairedLosses, *, alpha: float, n_resamples: int, rng_seed: int, sesoi: float | None,

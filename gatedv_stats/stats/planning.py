@@ -40,6 +40,7 @@ from gatedv_stats import formatting as fmt
 from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.pairing import PairedLosses, paired_arrays
 from gatedv_stats.stats import metrics
+from gatedv_stats.stats.cluster_diagnostic import paired_group_effects
 from gatedv_stats.stats.crossed import crossed_moments
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
 from gatedv_stats.stats.validation import check_at_least, check_open_unit
@@ -254,6 +255,7 @@ class StudyPlan:
     components: VarianceComponents
     seed_document: SeedDocumentPlan | None = None  # the verdict's test; None without a pilot fit
     unit: str = "token"  # what the losses are per: token, word (the files' targets) or byte
+    warnings: tuple[str, ...] = ()  # the pilot's documents group into clusters the plan does not model
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -288,6 +290,7 @@ class StudyPlan:
                          "equally")
         if self.seed_document is not None:
             lines += self.seed_document.summary(self.n_seeds, self.n_docs, self.unit)
+        lines += [f"note: {warning}" for warning in self.warnings]
         return "\n".join(lines)
 
 
@@ -347,8 +350,11 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
 def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
     """`plan_study` on the variance components of paired pilot runs, with the plan for the verdict's
     seed-and-document test."""
+    warnings = tuple(test.warning(f"this plan, which treats them as independent, understates the seeds and documents "
+                                  f"needed; analyze the study with --cluster {test.column}")
+                     for test in paired_group_effects(paired) if test.flagged)
     plan = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_units), effect,
-                              alpha=alpha, power=power), unit=paired.unit)
+                              alpha=alpha, power=power), unit=paired.unit, warnings=warnings)
     try:
         fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
     except InputError:  # no spread to plan from: plan_study has said so already

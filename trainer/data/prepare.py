@@ -21,11 +21,20 @@ from gatedv_stats.io.atomic import atomic_path, write_text_atomic
 from gatedv_stats.io.fileio import file_sha256
 from gatedv_stats.io.outputs import check_output_dir, check_path_given, cleaned_on_failure
 from trainer.data.corpus import Corpus, open_corpus
-from trainer.data.prepared import DATA_FORMAT, EVAL_SET_NAMES, MANIFEST, TOKENIZER, TRAIN_OFFSETS, TRAIN_TOKENS
+from trainer.data.prepared import (
+    DATA_FORMAT,
+    DEFAULT_CONTEXT,
+    EVAL_SET_NAMES,
+    MANIFEST,
+    TOKENIZER,
+    TRAIN_OFFSETS,
+    TRAIN_TOKENS,
+)
 from trainer.data.split import Preparation
 from trainer.data.tokenizer import DEFAULT_VOCAB_SIZE, check_vocab_size, load_tokenizer, save_tokenizer
 
 DEFAULT_EVAL_DOCS = 2048
+MAX_CONTEXT = 1 << 20  # windows of up to a million tokens
 # Everything but the manifest is written here first and renamed into place only when all of it is written.
 _STAGING = ".prepare-staging"
 _DATA_FILES = (TOKENIZER, TRAIN_TOKENS, TRAIN_OFFSETS, *(f"{name}.parquet" for name in EVAL_SET_NAMES))
@@ -54,7 +63,8 @@ class PrepareResult:
               f"{sets[name]['target_bytes']:,} target bytes, sha256 {sets[name]['sha256'][:12]}"
               for name in EVAL_SET_NAMES),
             f"train: {train['documents']:,} documents, {train['tokens']:,} tokens, "
-            f"{train['eligible_windows']:,} eligible windows ({counts['excluded_documents']:,} documents excluded)",
+            f"{train['eligible_windows']:,} eligible windows of {self.manifest.get('context', DEFAULT_CONTEXT) + 1:,} "
+            f"tokens ({counts['excluded_documents']:,} documents excluded)",
         ]
         return "\n".join(lines)
 
@@ -62,8 +72,11 @@ class PrepareResult:
 def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVAL_DOCS, split_seed: int = 0,
             tokenizer: str | None = None, vocab_size: int = DEFAULT_VOCAB_SIZE, remove_eval_groups: bool = True,
             on_decode_error: str = "skip", max_docs: int | None = None, batch_size: int = 512,
-            force: bool = False, progress: bool = True) -> PrepareResult:
+            force: bool = False, progress: bool = True, context: int = DEFAULT_CONTEXT) -> PrepareResult:
     """Prepare `corpus` into the data directory `out`; reuse it when the inputs are unchanged (unless `force`).
+
+    `context`: tokens per window a model sees (evaluation windows and training windows are `context` + 1 tokens
+    long; the manifest records it and a run whose model has another context is refused).
 
     `tokenizer`: an existing `tokenizer.json` (its size checked against `vocab_size`), or a corpus spec whose
     text trains the BPE; default: the training split of `corpus`.
@@ -73,12 +86,16 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
     if split_seed < 0:
         raise InputError(f"--split-seed: must be a non-negative integer, got {split_seed}")
     check_vocab_size(vocab_size)
+    if isinstance(context, bool) or not isinstance(context, int) or not 1 <= context <= MAX_CONTEXT:
+        raise InputError(f"--context: must be an integer from 1 to {MAX_CONTEXT:,}, got {context!r}")
     check_output_dir(out, "--out")
     out = Path(out)
     source = open_corpus(corpus, on_decode_error=on_decode_error, max_docs=max_docs)
     tokenizer_source = _tokenizer_source(tokenizer, on_decode_error)
+    # The default context is left out, so that a directory prepared before --context existed is reused.
+    windows = {} if context == DEFAULT_CONTEXT else {"context": context}
     fingerprint = _fingerprint(source, tokenizer_source, eval_docs=eval_docs, split_seed=split_seed,
-                               vocab_size=vocab_size, remove_eval_groups=remove_eval_groups)
+                               vocab_size=vocab_size, remove_eval_groups=remove_eval_groups, **windows)
     if not force:
         previous = _reusable_manifest(out, fingerprint)
         if previous is not None:
@@ -86,7 +103,7 @@ def prepare(corpus: str, out: str | os.PathLike, *, eval_docs: int = DEFAULT_EVA
 
     _check_replaceable(out)
     staging = out / _STAGING
-    run = Preparation(source, staging, split_seed, batch_size, progress)
+    run = Preparation(source, staging, split_seed, batch_size, progress, window=context + 1)
     # The corpus is read once before the directory is touched, so a corpus that cannot be read changes nothing.
     run.read_metadata()
     try:
@@ -149,6 +166,7 @@ def _prepare_into(run: Preparation, tokenizer_source: Path | Corpus | None, fing
     manifest["tokenizer"] = {"vocab_size": vocab_size, "sha256": tokenizer_sha256, "file": TOKENIZER,
                              **tokenizer_info}
     manifest["input_fingerprint"] = fingerprint
+    manifest["context"] = run.window - 1
     return {"format": DATA_FORMAT, **manifest}
 
 

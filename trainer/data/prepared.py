@@ -20,7 +20,8 @@ from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.stats.validation import check_seed
 from trainer.data.tokenizer import load_tokenizer, token_bytes
 
-WINDOW = 257  # 256 inputs + 256 targets
+DEFAULT_CONTEXT = 256  # `gatedv prepare --context`: tokens a model sees per window
+WINDOW = DEFAULT_CONTEXT + 1  # 256 inputs + 256 targets (a window is one token longer than its context)
 DATA_FORMAT = "gatedv-data-2"  # 2: evaluation sets carry the text of each window
 EVAL_SET_NAMES = ("dev", "heldout")
 MANIFEST = "manifest.json"
@@ -32,14 +33,14 @@ _SAMPLER_STREAM = 0x57494E44  # separates window draws from any other use of the
 
 @dataclass(frozen=True)
 class EvalSet:
-    """An evaluation set: each document's first window (257 tokens), the UTF-8 bytes of its 256 targets and,
-    for models with other tokenizers, the window's text: the context (the first token's text) and the target
-    text (the 256 targets' text, exactly `n_bytes` bytes)."""
+    """An evaluation set: each document's first window (context + 1 tokens, 257 by default), the UTF-8 bytes of its
+    targets and, for models with other tokenizers, the window's text: the context (the first token's text) and the
+    target text (the targets' text, exactly `n_bytes` bytes)."""
 
     name: str
     doc_ids: list[str]
     domains: list[str]
-    tokens: np.ndarray  # (N, 257) int64
+    tokens: np.ndarray  # (N, window) int64
     n_bytes: np.ndarray  # (N,) int64
     sha256: str
     context_texts: list[str] | None = None
@@ -92,7 +93,7 @@ def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domai
     columns = {
         "doc_id": pa.array(doc_ids, pa.string()),
         "domain": pa.array(domains, pa.string()),
-        "tokens": pa.FixedSizeListArray.from_arrays(pa.array(tokens.reshape(-1), pa.int64()), WINDOW),
+        "tokens": pa.FixedSizeListArray.from_arrays(pa.array(tokens.reshape(-1), pa.int64()), tokens.shape[1]),
         "n_bytes": pa.array(n_bytes, pa.int64()),
     }
     if texts is not None:
@@ -104,8 +105,9 @@ def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domai
     return _eval_set(name, list(doc_ids), list(domains), tokens, n_bytes, texts, tokenizer_sha256)
 
 
-def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
-    """Read and validate an evaluation-set Parquet file."""
+def read_eval_set(path: str | os.PathLike, name: str | None = None, window: int | None = None) -> EvalSet:
+    """Read and validate an evaluation-set Parquet file: windows of `window` tokens (None: of its first row's
+    length, at least 2)."""
     path = Path(path)
     try:
         table = pq.read_table(path)
@@ -117,7 +119,7 @@ def read_eval_set(path: str | os.PathLike, name: str | None = None) -> EvalSet:
     rows = table.num_rows
     if rows == 0:
         raise InputError(f"{path}: the evaluation set holds no document")
-    tokens = _token_windows(path, table.column("tokens"))
+    tokens = _token_windows(path, table.column("tokens"), window)
     n_bytes = _byte_counts(path, table.column("n_bytes"))
     doc_ids = _strings(path, table.column("doc_id"), "doc_id")
     domains = _strings(path, table.column("domain"), "domain")
@@ -139,19 +141,21 @@ def _first_set(values: list) -> int:
     return next((row for row, value in enumerate(values, start=1) if value is not None), 1)
 
 
-def _token_windows(path: Path, column: pa.ChunkedArray) -> np.ndarray:
-    """(N, 257) int64: every row of the `tokens` column a list of exactly 257 non-negative integer ids."""
+def _token_windows(path: Path, column: pa.ChunkedArray, window: int | None) -> np.ndarray:
+    """(N, window) int64: every row of the `tokens` column a list of exactly `window` non-negative integer ids."""
     kind, values = column.type, column.to_pylist()
+    if window is None:  # a set file's own length, once its rows are lists
+        window = next((max(2, len(ids)) for ids in values[:1] if isinstance(ids, list)), WINDOW)
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
-        raise InputError(f"{path}: row {_first_set(values)}: `tokens` must be a list of {WINDOW} token ids "
+        raise InputError(f"{path}: row {_first_set(values)}: `tokens` must be a list of {window} token ids "
                          f"(found {kind})")
     if not pa.types.is_integer(kind.value_type):
         row = next((row for row, ids in enumerate(values) if ids and any(i is not None for i in ids)), 0)
         raise InputError(f"{path}: row {row + 1}: `tokens` must hold integer token ids (found "
                          f"{kind.value_type})")
     for row, ids in enumerate(values):
-        if ids is None or len(ids) != WINDOW:
-            raise InputError(f"{path}: row {row + 1}: `tokens` must hold {WINDOW} token ids")
+        if ids is None or len(ids) != window:
+            raise InputError(f"{path}: row {row + 1}: `tokens` must hold {window} token ids")
         if None in ids:
             raise InputError(f"{path}: row {row + 1}: `tokens` holds a null at position {ids.index(None)}")
         if min(ids) < 0:
@@ -259,21 +263,22 @@ def _check_texts(path: str | os.PathLike, texts: WindowTexts, n_bytes: np.ndarra
 class WindowSampler:
     """Training windows as a pure function of (seed, update): starts uniform over all eligible starts.
 
-    A start s inside a document of length n is eligible when s + 257 <= n. The generator for an update is
+    A start s inside a document of length n is eligible when s + window <= n. The generator for an update is
     seeded from (seed, update) alone, so paired runs see identical batches and a resumed run continues at any
     update without replaying earlier ones. A batch of size B is the first B windows of any larger batch of the
     same update, so data-parallel ranks can take slices of the global batch.
     """
 
-    def __init__(self, tokens: np.ndarray, offsets: np.ndarray, seed: int) -> None:
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray, seed: int, window: int = WINDOW) -> None:
         self.seed = check_seed(seed, "seed")
+        self.window = window
         self._tokens = tokens
         self._offsets = np.asarray(offsets, dtype=np.int64)
-        windows = np.maximum(np.diff(self._offsets) - WINDOW + 1, 0)
+        windows = np.maximum(np.diff(self._offsets) - window + 1, 0)
         self._cumulative = np.cumsum(windows)
         self.n_windows = int(self._cumulative[-1]) if len(windows) else 0
         if self.n_windows == 0:
-            raise InputError(f"training store: no document holds {WINDOW} tokens, so there is no training window")
+            raise InputError(f"training store: no document holds {window} tokens, so there is no training window")
 
     def starts(self, update: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """(document index, token position in the store) of each window of `update`'s batch."""
@@ -286,9 +291,9 @@ class WindowSampler:
         return doc, self._offsets[doc] + (window - before)
 
     def batch(self, update: int, batch_size: int) -> torch.Tensor:
-        """(batch_size, 257) int64 token windows of update `update` (the global batch)."""
+        """(batch_size, window) int64 token windows of update `update` (the global batch)."""
         _, starts = self.starts(update, batch_size)
-        windows = self._tokens[starts[:, None] + np.arange(WINDOW)]
+        windows = self._tokens[starts[:, None] + np.arange(self.window)]
         return torch.from_numpy(windows.astype(np.int64))
 
 
@@ -331,11 +336,16 @@ class PreparedData:
     def tokenizer_sha256(self) -> str:
         return str(self.manifest["tokenizer"]["sha256"])
 
+    @property
+    def context(self) -> int:
+        """Tokens a model sees per window (`gatedv prepare --context`; 256 when the manifest records none)."""
+        return int(self.manifest.get("context", DEFAULT_CONTEXT))
+
     def eval_set(self, name_or_path: str | os.PathLike) -> EvalSet:
         """The `dev` or `heldout` set of this directory (checked against the manifest), or a set file by path."""
         if str(name_or_path) in EVAL_SET_NAMES:
             name = str(name_or_path)
-            eval_set = read_eval_set(self.path / f"{name}.parquet", name)
+            eval_set = read_eval_set(self.path / f"{name}.parquet", name, self.context + 1)
             expected = self.manifest["eval_sets"][name]["sha256"]
             if eval_set.sha256 != expected:
                 raise InputError(f"{self.path / f'{name}.parquet'}: content does not match the manifest's SHA-256")
@@ -368,7 +378,7 @@ class PreparedData:
         return np.memmap(path, dtype=np.uint16, mode="r", shape=(expected,))
 
     def sampler(self, seed: int) -> WindowSampler:
-        return WindowSampler(self.train_tokens, self.train_offsets, seed)
+        return WindowSampler(self.train_tokens, self.train_offsets, seed, self.context + 1)
 
 
 def _format_problem(manifest_path: Path, found: object) -> str:
@@ -382,5 +392,5 @@ def _format_problem(manifest_path: Path, found: object) -> str:
     return f"{manifest_path}: not a {DATA_FORMAT} manifest"
 
 
-__all__ = ["DATA_FORMAT", "WINDOW", "EvalSet", "PreparedData", "WindowSampler", "check_set_tokenizer",
-           "eval_set_sha256", "read_eval_set", "window_texts", "write_eval_set"]
+__all__ = ["DATA_FORMAT", "DEFAULT_CONTEXT", "WINDOW", "EvalSet", "PreparedData", "WindowSampler",
+           "check_set_tokenizer", "eval_set_sha256", "read_eval_set", "window_texts", "write_eval_set"]

@@ -9,11 +9,11 @@ The corpus is streamed three times and never held whole:
 3. tokenisation in parallel batches: documents outside the candidate groups go straight into the training
    store, those inside wait in a side store until the evaluation documents are chosen.
 
-A document is eligible for evaluation when it has >= 257 tokens; each candidate group (in seeded order) that
-holds one contributes one, chosen by the split seed, first to `dev` and then to `heldout`. A drawn document whose
-window boundaries fall inside a multi-byte character (so that no exact window text exists) is passed over and
-another drawn from the rest of its group. The chosen
-documents (and by default their whole groups) stay out of the training store; unused candidate groups join it.
+A document is eligible for evaluation when it has at least a window's tokens (context + 1, 257 by default); each
+candidate group (in seeded order) that holds one contributes one, chosen by the split seed, first to `dev` and then
+to `heldout`. A drawn document whose window boundaries fall inside a multi-byte character (so that no exact window
+text exists) is passed over and another drawn from the rest of its group. The chosen documents (and by default their
+whole groups) stay out of the training store; unused candidate groups join it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ class PrepareWarning(UserWarning):
 class Preparation:
     """The state carried between the passes of one `prepare` call."""
 
-    def __init__(self, source: Corpus, out: Path, split_seed: int, batch_size: int, progress: bool) -> None:
-        self.source, self.out, self.split_seed = source, out, split_seed
+    def __init__(self, source: Corpus, out: Path, split_seed: int, batch_size: int, progress: bool,
+                 window: int = WINDOW) -> None:
+        self.source, self.out, self.split_seed, self.window = source, out, split_seed, window
         self.batch_size, self.progress = batch_size, progress
         self.rng = np.random.default_rng([split_seed, _SPLIT_STREAM])
         self.warnings: list[str] = []
@@ -89,14 +90,14 @@ class Preparation:
         n_groups = len(self.group_names)
         longest = np.zeros(n_groups, dtype=np.int64)
         np.maximum.at(longest, self.doc_group, self.doc_bytes)
-        # Tokens never outnumber bytes, so a group whose documents are all shorter than 257 bytes has no eligible one.
-        possible = np.flatnonzero(longest >= WINDOW)
+        # Tokens never outnumber bytes, so a group whose documents are all shorter than a window in bytes has none.
+        possible = np.flatnonzero(longest >= self.window)
         possible = possible[np.argsort([self.group_names[g] for g in possible], kind="stable")]
         order = possible[self.rng.permutation(len(possible))]
         cap = len(order) // _MAX_GROUP_SHARE
         if cap < 1:
             raise InputError(f"{self.source.spec}: only {len(order)} domain group(s) hold a document of at least "
-                             f"{WINDOW} bytes; the evaluation sets need at least {_MAX_GROUP_SHARE} such groups")
+                             f"{self.window} bytes; the evaluation sets need at least {_MAX_GROUP_SHARE} such groups")
         n_per_set = min(eval_docs, cap)
         if n_per_set < eval_docs:
             self._warn(f"{self.source.spec}: only {len(order)} domain groups can hold an evaluation document and "
@@ -143,16 +144,16 @@ class Preparation:
                 store = SplitStore(train_file, side_file, side_path)
                 n_tokens = self._tokenize(bpe, store)
                 side = store.candidate_tokens()
-                window_text = partial(_window_text, store, side, token_bytes(bpe))
+                window_text = partial(_window_text, store, side, token_bytes(bpe), self.window)
                 chosen = self._choose_eval_docs(store.side_docs, n_tokens, n_per_set, eval_docs, window_text)
                 eval_sets = self._write_eval_sets(chosen, side, store, window_text, tokenizer_sha256)
                 excluded = self._excluded(chosen, remove_eval_groups)
                 store.keep_candidates(side, excluded)
                 del side, window_text  # the memory map of the candidates' tokens closes here
-                windows = int(np.maximum(store.train_lengths() - WINDOW + 1, 0).sum())
+                windows = int(np.maximum(store.train_lengths() - self.window + 1, 0).sum())
                 if windows == 0:
-                    raise InputError(f"{self.source.spec}: no training document of at least {WINDOW} tokens remains "
-                                     "after removing the evaluation documents")
+                    raise InputError(f"{self.source.spec}: no training document of at least {self.window} tokens "
+                                     "remains after removing the evaluation documents")
                 train_file.flush()
             with atomic_path(self.out / TRAIN_OFFSETS) as offsets_tmp, open(offsets_tmp, "wb") as handle:
                 np.save(handle, np.asarray(store.train_offsets, dtype=np.int64))
@@ -186,7 +187,7 @@ class Preparation:
     def _manifest(self, n_tokens: np.ndarray, store: SplitStore, excluded: np.ndarray, windows: int,
                   eval_sets: dict, eval_docs: int, remove_eval_groups: bool) -> dict:
         counts = self.read_counts
-        eligible = n_tokens >= WINDOW
+        eligible = n_tokens >= self.window
         return {
             "corpus": {"spec": self.source.spec, "listing_sha256": self.source.listing_sha256,
                        "files": len(self.source.listing), "on_decode_error": self.source.on_decode_error,
@@ -208,7 +209,7 @@ class Preparation:
                 "excluded_documents": int(excluded.sum()),
                 "eval_draws_splitting_a_character": self.split_windows,
                 "train": {"documents": len(store.train_docs), "tokens": int(store.train_offsets[-1]),
-                          "eligible_documents": int((store.train_lengths() >= WINDOW).sum()),
+                          "eligible_documents": int((store.train_lengths() >= self.window).sum()),
                           "eligible_windows": windows},
             },
             "eval_sets": {name: {"file": f"{name}.parquet", **eval_set.to_dict()}
@@ -226,7 +227,7 @@ class Preparation:
         """
         eligible_by_group: dict[int, list[int]] = {}
         for index in side_docs:
-            if n_tokens[index] >= WINDOW:
+            if n_tokens[index] >= self.window:
                 eligible_by_group.setdefault(int(self.doc_group[index]), []).append(index)
         chosen = []
         self.split_windows = 0
@@ -241,12 +242,13 @@ class Preparation:
             if len(chosen) == 2 * n_per_set:
                 break
         if len(chosen) < 2:
-            raise InputError(f"{self.source.spec}: fewer than 2 domain groups hold a document of at least {WINDOW} "
-                             "tokens; the development and held-out sets need one each")
+            raise InputError(f"{self.source.spec}: fewer than 2 domain groups hold a document of at least "
+                             f"{self.window} tokens; the development and held-out sets need one each")
         if len(chosen) < 2 * n_per_set:
             n_per_set = len(chosen) // 2
             self._warn(f"{self.source.spec}: only {len(chosen)} candidate domain groups hold a document of at least "
-                       f"{WINDOW} tokens; evaluation sets capped at {n_per_set} documents each (asked for {eval_docs})")
+                       f"{self.window} tokens; evaluation sets capped at {n_per_set} documents each (asked for "
+                       f"{eval_docs})")
         return chosen[:2 * n_per_set]
 
     def _write_eval_sets(self, chosen: list[int], side: np.ndarray, store: SplitStore,
@@ -260,7 +262,7 @@ class Preparation:
         eval_sets = {}
         for set_number, name in enumerate(EVAL_SET_NAMES):
             members = chosen[set_number * n_per_set:(set_number + 1) * n_per_set]
-            tokens = np.stack([store.candidate_window(side, i, WINDOW) for i in members]).astype(np.int64)
+            tokens = np.stack([store.candidate_window(side, i, self.window) for i in members]).astype(np.int64)
             contexts, targets = zip(*(window_text(i) for i in members))
             eval_sets[name] = write_eval_set(self.out / f"{name}.parquet", name,
                                              [side_names[i][0] for i in members], [side_names[i][1] for i in members],
@@ -295,10 +297,11 @@ class _Counter:
         return item
 
 
-def _window_text(store: SplitStore, side: np.ndarray, byte_table: list[bytes], index: int) -> tuple[str, str] | None:
+def _window_text(store: SplitStore, side: np.ndarray, byte_table: list[bytes], window: int,
+                 index: int) -> tuple[str, str] | None:
     """The exact (context, target) text of candidate document `index`'s first window; None when a window boundary
     falls inside a character."""
-    return window_texts([byte_table[token] for token in store.candidate_window(side, index, WINDOW)])
+    return window_texts([byte_table[token] for token in store.candidate_window(side, index, window)])
 
 
 def _progress(items: Iterator, bar: tqdm) -> Iterator:

@@ -4,25 +4,31 @@
 a Slurm job array (`slurm`), or one local subprocess per run (`local`, the same code path without a
 scheduler). The job calls `grid_run.run_one`, which resumes from RUN_DIR/checkpoint.pt when it exists, so a
 re-submitted or requeued run continues where its last checkpoint stopped, bit-for-bit on the same device
-and thread count (docs/method.md §4).
+and thread count (docs/method.md §4): a Slurm job trains with the threads of its CPU allocation, recorded in
+run.json. A job asks for GPUs only where they are wanted and there (`--gpus-per-run 0`, `--device cpu`, or a
+partition without GPUs under `--device auto`: CPU jobs).
 RUN_DIR/job.json records the job; `experiment_status` reads run.json, job.json and the scheduler.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import submitit
 import torch
+from submitit.core.utils import FailedJobError, FailedSubmissionError
 from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
 from gatedv_stats.errors import InputError
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
-from trainer.grid import launch
+from trainer.grid import launch, slurm
 from trainer.grid.experiment import Experiment
 from trainer.grid.grid_run import GridRun, grid_columns, run_one, stale_loss_files
 from trainer.run.recipe import Runtime
@@ -30,13 +36,12 @@ from trainer.run.recipe import Runtime
 STATES = ("not started", "pending", "running", "interrupted", "failed", "unknown", "finished", "diverged")
 SUBMITTABLE = ("not started", "interrupted", "failed")
 TIMEOUT_REQUEUES = 20  # a run longer than --time goes on from its last checkpoint in a requeued job
-_SLURM_PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
-_SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
 
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    """Where and how the jobs run; `time` is a Slurm time limit (M, H:M:S, D-H:M:S ...)."""
+    """Where and how the jobs run; `time` is a Slurm time limit (M, H:M:S, D-H:M:S ...); `gpus_per_run` 0: CPU
+    jobs of one task, no GPU asked for."""
 
     executor: str = "slurm"
     partition: str | None = None
@@ -48,7 +53,8 @@ class ClusterOptions:
     def check(self) -> None:
         if self.executor not in ("local", "slurm"):
             raise InputError(f"--executor: unknown executor {self.executor!r} (choose pool, local or slurm)")
-        launch.check_gpus_per_run(self.gpus_per_run)
+        if self.gpus_per_run < 0:
+            raise InputError(f"--gpus-per-run: must be at least 0 (0: CPU jobs), got {self.gpus_per_run}")
         if self.array_parallelism is not None and self.array_parallelism < 1:
             raise InputError(f"--array-parallelism: must be at least 1, got {self.array_parallelism}")
         if self.executor == "local":
@@ -56,58 +62,25 @@ class ClusterOptions:
                                               ("--array-parallelism", self.array_parallelism)) if value]
             if given:
                 raise InputError(f"{given[0]}: only with --executor slurm")
-        slurm_minutes(self.time)
-        sbatch_options(self.slurm_options)
+        slurm.slurm_minutes(self.time)
+        slurm.sbatch_options(self.slurm_options)
 
+    @property
+    def tasks(self) -> int:
+        """Processes of each run's job: one per GPU, one for a CPU job."""
+        return max(1, self.gpus_per_run)
 
-def slurm_minutes(text: str) -> int:
-    """Minutes of a Slurm time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (seconds rounded up)."""
-    days, dash, clock = text.strip().partition("-")
-    if not dash:
-        days, clock = "0", days
-    try:
-        day, fields = int(days), [int(field) for field in clock.split(":")]
-    except ValueError:
-        day, fields = -1, []
-    if day < 0 or not 1 <= len(fields) <= 3 or min(fields) < 0:
-        raise InputError(f"--time: {text!r} is not a Slurm time limit (minutes, H:M:S or D-H:M:S)")
-    if dash:
-        hours, minutes, seconds = (fields + [0, 0])[:3]
-    elif len(fields) == 3:
-        hours, minutes, seconds = fields
-    else:
-        hours, minutes, seconds = 0, fields[0], (fields + [0])[1]
-    total = day * 1440 + hours * 60 + minutes + (seconds + 59) // 60
-    if total < 1:
-        raise InputError(f"--time: {text!r} is under a minute")
-    return total
-
-
-def sbatch_options(pairs: tuple[str, ...]) -> dict:
-    """`KEY=VALUE` (or a bare flag `KEY`) sbatch options as submitit's additional parameters."""
-    options = {}
-    for pair in pairs:
-        key, has_value, value = pair.partition("=")
-        key = key.strip().lstrip("-").replace("-", "_")
-        if not key or (has_value and not value):
-            raise InputError(f"--slurm-option: expected KEY=VALUE (an sbatch option), got {pair!r}")
-        options[key] = value if has_value else True
-    return options
-
-
-def slurm_parameters(options: ClusterOptions, name: str, gpus: bool) -> dict:
-    """The SlurmExecutor parameters of a grid's job array: one node, one task (and GPU) per process of a run."""
-    parameters = {"job_name": f"gatedv-{name}", "time": slurm_minutes(options.time), "nodes": 1,
-                  "ntasks_per_node": options.gpus_per_run, "signal_delay_s": 120}
-    if gpus:
-        parameters["gpus_per_node"] = options.gpus_per_run
-    if options.partition:
-        parameters["partition"] = options.partition
-    if options.array_parallelism:
-        parameters["array_parallelism"] = options.array_parallelism
-    if options.slurm_options:
-        parameters["additional_parameters"] = sbatch_options(options.slurm_options)
-    return parameters
+    def job_device(self, device: str) -> tuple[str, int]:
+        """The `--device` of the jobs and the GPUs each job asks for: none for `--gpus-per-run 0`, a device other
+        than auto or cuda, or (auto) a Slurm partition whose nodes have none; those jobs train on the CPU."""
+        if self.gpus_per_run == 0 and device.startswith("cuda"):
+            raise InputError(f"--gpus-per-run 0: CPU jobs, but --device {device} asks for a GPU")
+        wanted = self.gpus_per_run > 0 and launch.uses_gpus(device)
+        if wanted and device == "auto" and self.executor == "slurm":
+            wanted = slurm.partition_has_gpus(self.partition) is not False  # unknown: ask, and sbatch says
+        if not wanted and device == "auto":
+            return "cpu", 0
+        return device, self.gpus_per_run if wanted else 0
 
 
 class RunJob(Checkpointable):
@@ -119,6 +92,9 @@ class RunJob(Checkpointable):
 
     def __call__(self, run: GridRun, environment: dict):
         os.environ.update(environment)  # this run's GPUs, before anything initialises CUDA
+        threads = slurm.job_threads(os.environ)
+        if threads is not None:  # the allocation's, not the node's cores: the same on any node it is requeued to
+            torch.set_num_threads(threads)
         if submitit.JobEnvironment().num_tasks > 1:
             TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         return run_one(run, self.runtime)
@@ -176,34 +152,51 @@ def submit_experiment(experiment: Experiment, options: ClusterOptions, runtime: 
 def _submit(experiment: Experiment, options: ClusterOptions, runtime: Runtime, runs: list[GridRun]) -> list[str]:
     if not runs:
         return []
+    if options.executor == "slurm":
+        slurm.check_submission_host()
+    device, gpus = options.job_device(runtime.device)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     folder = Path(experiment.out).resolve() / "jobs" / f"{stamp}-{options.executor}" / "%j"
-    job = RunJob(replace(runtime, progress=False))
+    job = RunJob(replace(runtime, device=device, progress=False))
     if options.executor == "slurm":
-        try:
-            executor = submitit.SlurmExecutor(folder, max_num_timeout=TIMEOUT_REQUEUES)
-        except RuntimeError:
-            raise InputError("--executor slurm: no `srun` here; submit from a Slurm login node") from None
-        executor.update_parameters(**slurm_parameters(options, experiment.name, launch.uses_gpus(runtime.device)))
-        jobs = executor.map_array(job, runs, [{}] * len(runs))  # Slurm gives each job its GPUs
+        executor = submitit.SlurmExecutor(folder, max_num_timeout=TIMEOUT_REQUEUES)
+        executor.update_parameters(**slurm.slurm_parameters(
+            experiment.name, options.time, options.tasks, gpus, options.partition, options.array_parallelism,
+            options.slurm_options))
+        jobs = _refused_as_input_error(lambda: executor.map_array(job, runs, [{}] * len(runs)))  # Slurm's GPUs
     else:
         local = submitit.LocalExecutor(folder, max_num_timeout=TIMEOUT_REQUEUES)
-        local.update_parameters(timeout_min=slurm_minutes(options.time), tasks_per_node=options.gpus_per_run)
-        gpus = launch.visible_gpus(os.environ, torch.cuda.device_count()) if launch.uses_gpus(runtime.device) else []
-        environments = launch.gpu_assignment(gpus, len(runs), options.gpus_per_run)
+        local.update_parameters(timeout_min=slurm.slurm_minutes(options.time), tasks_per_node=options.tasks)
+        visible = launch.visible_gpus(os.environ, torch.cuda.device_count()) if gpus else []
+        environments = launch.gpu_assignment(visible, len(runs), options.tasks)
         jobs = [local.submit(job, run, environment) for run, environment in zip(runs, environments)]
     for run, submitted in zip(runs, jobs):
-        _write_job_record(run.run_dir, options, submitted)
+        _write_job_record(run.run_dir, options, submitted, device, gpus)
     return [submitted.job_id for submitted in jobs]
 
 
-def _write_job_record(run_dir: Path, options: ClusterOptions, job: submitit.Job) -> None:
+def _refused_as_input_error(submit: Callable[[], list[submitit.Job]]) -> list[submitit.Job]:
+    """`submit()`, with sbatch's refusal as one line (submitit prints sbatch's stderr and raises it with a
+    traceback); GPUs refused come with what to ask for instead."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            return submit()
+    except (FailedJobError, FailedSubmissionError) as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()] or ["no reason given"]
+        reason = next((line for line in lines if "error" in line.lower()), lines[0])
+        hint = ("; the partition has no GPUs? submit CPU jobs with --gpus-per-run 0 (or --device cpu)"
+                if "gres" in reason.lower() or "gpu" in reason.lower() else "")
+        raise InputError(f"--executor slurm: sbatch refused the jobs: {reason}{hint}") from None
+
+
+def _write_job_record(run_dir: Path, options: ClusterOptions, job: submitit.Job, device: str, gpus: int) -> None:
     previous = read_job_record(run_dir)
     earlier = ([*previous.get("previous_job_ids", []), previous["job_id"]]) if previous else []
     record = {"executor": options.executor, "job_id": job.job_id, "folder": str(job.paths.folder),
               "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr),
-              "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpus_per_run": options.gpus_per_run,
-              "previous_job_ids": earlier}
+              "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device,
+              "gpus_per_run": gpus, "tasks": options.tasks, "previous_job_ids": earlier}
     write_job_record(run_dir, record)
 
 
@@ -266,7 +259,8 @@ def run_state(record_status: str | None, loss_files: bool, job_state: str | None
 
 
 def experiment_status(experiment: Experiment) -> ExperimentStatus:
-    """The state of every run of the grid, asking the scheduler once for all of their jobs."""
+    """The state of every run of the grid, asking the scheduler once for all of their jobs. A job that ended
+    without its log file never started (cancelled while pending): the run is as if it had not been submitted."""
     runs = experiment.runs()
     jobs = [read_job_record(run.run_dir) for run in runs]
     job_states = _job_states([job for job in jobs if job])
@@ -274,10 +268,12 @@ def experiment_status(experiment: Experiment) -> ExperimentStatus:
     for run, job in zip(runs, jobs):
         record = read_run_record(run.run_dir) or {}
         finished = record.get("status") == "finished"  # with readable loss files of its final checkpoint
-        state = run_state(record.get("status"), finished and not stale_loss_files(run),
-                          job_states[job["job_id"]] if job else None)
-        rows.append(RunStatus(run.variant, run.lr, run.seed, str(run.run_dir), state, _last_step(run.run_dir, record),
-                              run.spec.updates, job["job_id"] if job else None,
+        job_state = job_states[job["job_id"]] if job else None
+        if job and job_state == "ended" and not Path(job["stderr"]).is_file():
+            job_state = None
+        state = run_state(record.get("status"), finished and not stale_loss_files(run), job_state)
+        rows.append(RunStatus(run.variant, run.lr, run.seed, str(run.run_dir.resolve()), state,
+                              _last_step(run.run_dir, record), run.spec.updates, job["job_id"] if job else None,
                               job["stderr"] if job and state == "failed" else None))
     return ExperimentStatus(experiment.name, tuple(rows))
 
@@ -292,19 +288,14 @@ def _last_step(run_dir: Path, record: dict) -> int | None:
 
 
 def _job_states(jobs: list[dict]) -> dict[str, str]:
-    """pending / running / ended / unknown for each job id (one sacct call for all Slurm jobs)."""
+    """pending / running / ended / unknown for each job id (one sacct call for all Slurm jobs, and one squeue
+    call for those that sacct does not report)."""
     states = {job["job_id"]: ("running" if _local_job_alive(job["job_id"]) else "ended")
               for job in jobs if job["executor"] == "local"}
-    slurm = [job for job in jobs if job["executor"] == "slurm"]
-    if slurm:
-        for job in slurm:
-            submitit.SlurmJob(job["folder"], job["job_id"])  # registers the id with the shared watcher
-        watcher = submitit.SlurmJob.watcher
-        watcher.update()
-        for job in slurm:
-            state = watcher.get_state(job["job_id"], mode="cache").split()[0].upper()
-            states[job["job_id"]] = ("pending" if state in _SLURM_PENDING else "running" if state in _SLURM_RUNNING
-                                     else "unknown" if state == "UNKNOWN" else "ended")
+    slurm_ids = [job["job_id"] for job in jobs if job["executor"] == "slurm"]
+    for job_id, state in (slurm.job_states(slurm_ids) if slurm_ids else {}).items():
+        states[job_id] = ("pending" if state in slurm.PENDING else "running" if state in slurm.RUNNING
+                          else "unknown" if state == slurm.UNKNOWN else "ended")
     return states
 
 

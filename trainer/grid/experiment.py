@@ -28,6 +28,18 @@ table of knobs (`gatedv params --knobs`) a new variant, the baseline of the size
     [variants.baseline]
     [variants.k-silu]
     key_act = "silu"
+
+A size of one's own is a `[sizes.NAME]` table of size knobs (`gatedv params --size-knobs`) that `config` names; a
+preset named there takes recipe knobs and only model knobs that leave it as it is. `gatedv sweep --size-knob` adds
+knobs to the experiment's size.
+
+    config = "wide"
+    [sizes.wide]
+    n_layers = 4
+    d_model = 256
+    n_heads = 4
+    d_ff = 768
+    seq_len = 1024
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ from trainer.data.prepared import EVAL_SET_NAMES, PreparedData
 from trainer.grid.grid_run import GridRun, lr_directory_name, run_directory
 from trainer.model.knobs import resolve_variant
 from trainer.model.params import variant_parameters
-from trainer.model.transformer import model_config
+from trainer.model.sizes import resolve_size
 from trainer.run.recipe import RunSpec
 
 if sys.version_info >= (3, 11):
@@ -54,7 +66,7 @@ else:  # the same parser before it joined the standard library
     import tomli as tomllib
 
 _KEYS = {"name", "data", "config", "variants", "seeds", "lrs", "eval_sets", "out", "updates", "warmup",
-         "eval_every", "batch_size", "select"}
+         "eval_every", "batch_size", "select", "sizes"}
 _SELECT_KEYS = {"seed", "confirm_seeds", "confirm_out"}
 _KIND_NAMES = {int: "an integer", float: "a number", str: "a string"}
 
@@ -79,6 +91,7 @@ class Experiment:
     confirm_seeds: tuple[int, ...] = ()
     confirm_out: Path | None = None
     knobs: dict = field(default_factory=dict)  # new variant -> its knobs ([variants.NAME] tables)
+    size_knobs: dict = field(default_factory=dict)  # the size's knobs (its [sizes.NAME] table)
     source: Path | None = None  # the TOML file it was read from, named by errors about its fields
 
     def runs(self) -> list[GridRun]:
@@ -90,11 +103,12 @@ class Experiment:
     def spec(self, variant: str, lr: float, seed: int) -> RunSpec:
         optional = {key: getattr(self, key) for key in ("updates", "warmup", "eval_every", "batch_size")
                     if getattr(self, key) is not None}
-        return RunSpec.make(self.data, self.size, variant, seed, lr=lr, knobs=self.knobs.get(variant), **optional)
+        return RunSpec.make(self.data, self.size, variant, seed, lr=lr, knobs=self.knobs.get(variant),
+                            size_knobs=self.size_knobs, **optional)
 
     def describe_variants(self) -> dict[str, dict]:
         """Per variant, its trainable parameters and the knobs that differ from the size's baseline."""
-        described = {variant: variant_parameters(self.size, variant, self.knobs.get(variant))
+        described = {variant: variant_parameters(self.size, variant, self.knobs.get(variant), self.size_knobs)
                      for variant in self.variants}
         return {variant: {"parameters": count, "knobs": knobs} for variant, (count, knobs) in described.items()}
 
@@ -108,8 +122,9 @@ class Experiment:
 
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Read and check an experiment TOML file."""
+def load_experiment(path: str | Path, size_knobs: dict | None = None) -> Experiment:
+    """Read and check an experiment TOML file; `size_knobs` (checked, as from `--size-knob`) are added to those of
+    its size."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such experiment file")
@@ -125,7 +140,9 @@ def load_experiment(path: str | Path) -> Experiment:
         if key not in raw:
             raise InputError(f"{path}: missing key {key!r}")
     base = path.parent
-    variants, knobs = _variants(raw["variants"], _typed(raw, "config", str, path), path)
+    size = _typed(raw, "config", str, path)
+    sizes = _size_knobs(raw.get("sizes", {}), size, size_knobs or {}, path)
+    variants, knobs = _variants(raw["variants"], size, sizes, path)
     seeds = _seeds(_list_of(raw, "seeds", int, path), "seeds", path)
     lrs = _learning_rates(raw["lrs"], variants, path)
     _check_rate_directories(lrs, isinstance(raw["lrs"], list), path)
@@ -148,6 +165,7 @@ def load_experiment(path: str | Path) -> Experiment:
                        if "confirm_seeds" in select else ()),
         confirm_out=base / _typed(select, "confirm_out", str, path, "select.") if "confirm_out" in select else None,
         knobs=knobs,
+        size_knobs=sizes,
         source=path,
     )
     for variant in variants:  # every spec checks size, variant, lr and lengths before anything trains
@@ -203,13 +221,26 @@ def _list_of(table: dict, key: str, kind: type, path: Path, prefix: str = "") ->
     return checked
 
 
-def _variants(raw: object, size: str, path: Path) -> tuple[tuple[str, ...], dict]:
+def _size_knobs(raw: object, size: str, given: dict, path: Path) -> dict:
+    """The checked knobs of the experiment's size: its [sizes.NAME] table (every table checked) and `given`."""
+    if not isinstance(raw, dict) or not all(isinstance(table, dict) for table in raw.values()):
+        raise InputError(f"{path}: sizes must be [sizes.NAME] tables of size knobs")
+    tables = {name: dict(table) for name, table in raw.items()}
+    tables[size] = {**tables.get(size, {}), **given}
+    checked = {}
+    for name, table in tables.items():
+        try:
+            checked[name] = resolve_size(name, table)[1]
+        except ParameterError as error:
+            raise InputError(f"{path}: config: {error.detail}") from None
+        except InputError as error:
+            raise InputError(f"{path}: [sizes.{name}] {error}") from None
+    return checked[size]
+
+
+def _variants(raw: object, size: str, size_knobs: dict, path: Path) -> tuple[tuple[str, ...], dict]:
     """The variant names in order and the knobs of the new ones, checked at `size`, from a list of preset
     names or from [variants.NAME] tables of knobs."""
-    try:
-        model_config(size)
-    except InputError as error:
-        raise InputError(f"{path}: {error}") from None
     if isinstance(raw, list):
         tables: dict = {name: {} for name in _list_of({"variants": raw}, "variants", str, path)}
     elif isinstance(raw, dict) and raw and all(isinstance(table, dict) for table in raw.values()):
@@ -219,7 +250,7 @@ def _variants(raw: object, size: str, path: Path) -> tuple[tuple[str, ...], dict
     knobs = {}
     for name, table in tables.items():
         try:
-            knobs[name] = resolve_variant(size, name, table)[1]
+            knobs[name] = resolve_variant(size, name, table, size_knobs)[1]
         except ParameterError as error:
             where = f"[variants.{name}] variant" if raw is tables else "variants"
             raise InputError(f"{path}: {where}: {error.detail}") from None
@@ -271,6 +302,9 @@ def experiment_toml(experiment: Experiment, relative_to: Path) -> str:
               if getattr(experiment, key) is not None]
     lines += ["", "[lrs]"] + [f"{json.dumps(variant)} = {array(experiment.lrs[variant])}"
                               for variant in experiment.variants]
+    if experiment.size_knobs:
+        lines += ["", f"[sizes.{json.dumps(experiment.size)}]"] + [f"{name} = {json.dumps(value)}"
+                                                                  for name, value in experiment.size_knobs.items()]
     if experiment.knobs:  # new variants: every variant as a table, in order
         for variant in experiment.variants:
             knobs = experiment.knobs.get(variant, {})

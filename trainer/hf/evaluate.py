@@ -275,7 +275,8 @@ def _score_eval_set(hf: HFModel, prepared: PreparedData, windows: EvalSet, *, co
                          "domain": windows.domains, "n_bytes": windows.n_bytes})
     meta = {"eval_set": windows.name, "eval_set_sha256": windows.sha256,
             "data_manifest_sha256": prepared.manifest_sha256,
-            "scored_as": "stored token ids" if stored_ids else "window text, encoded by the model's tokenizer"}
+            "scored_as": "stored token ids" if stored_ids else "window text, encoded by the model's tokenizer",
+            "scoring": "context"}  # each window's target text given its context text
     return docs, meta
 
 
@@ -299,7 +300,7 @@ def _score_corpus(hf: HFModel, corpus: Corpus, *, context: int, stride: int, bat
         raise InputError(f"{corpus.spec}: document id {repeated.iloc[0]!r} appears more than once; a loss file needs "
                          "unique ids")
     meta = {"eval_set": Path(corpus.spec).name or corpus.spec, "corpus": corpus.spec,
-            "corpus_listing_sha256": corpus.listing_sha256, "scored_as": "whole documents",
+            "corpus_listing_sha256": corpus.listing_sha256, "scored_as": "whole documents", "scoring": "document",
             "skipped_documents": skipped, "empty_documents": counts.empty,
             "undecodable_documents": counts.undecodable}
     return docs, meta

@@ -23,6 +23,11 @@ from trainer.model.transformer import ModelConfig, Transformer
 
 # Our gated feed-forward kinds and the `hidden_act` Llama applies to its gate projection.
 _LLAMA_ACT = {"swiglu": "silu", "geglu": "gelu", "glu": "sigmoid", "reglu": "relu"}
+# The end-of-text and padding token of an exported tokenizer: our BPE has no special entry, so the NUL byte's
+# token (byte-level spelling "Ā") stands for it; no text holds a NUL, so as a stop string it never cuts a
+# generation. There is no beginning-of-sequence token: the model was never trained after one, and
+# `transformers` and the harness then condition an empty context on the end-of-text token.
+END_OF_TEXT = "\u0100"
 
 
 def llama_incompatibilities(cfg: ModelConfig) -> list[str]:
@@ -118,7 +123,8 @@ def to_llama(model: Transformer):
 def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *,
               tokenizer: str | os.PathLike | None = None) -> Path:
     """Write a baseline-family checkpoint as a Llama directory (config.json + model.safetensors) with the
-    tokenizer it was trained with (tokenizer.json + tokenizer_config.json, loadable by `AutoTokenizer`).
+    tokenizer it was trained with (tokenizer.json + tokenizer_config.json + special_tokens_map.json,
+    loadable by `AutoTokenizer`; end of text and padding named, no BOS).
 
     `tokenizer`: a tokenizer.json or a data directory; default: the data directory the run trained on (none
     for a checkpoint without a run record). The directory appears whole or not at all: it is written beside the
@@ -135,15 +141,19 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *,
     if tokenizer_path is not None:
         _check_tokenizer(tokenizer_path, loaded.config.vocab_size)
     llama = to_llama(loaded.model)
+    if tokenizer_path is not None:
+        from tokenizers import Tokenizer
+
+        end = end_of_text_id(Tokenizer.from_file(str(tokenizer_path)), str(tokenizer_path))
+        for config in (llama.config, llama.generation_config):
+            config.eos_token_id = config.pad_token_id = end
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         llama.save_pretrained(tmp, safe_serialization=True)
         if tokenizer_path is not None:
             shutil.copyfile(tokenizer_path, tmp / TOKENIZER)  # byte for byte: its SHA-256 names the tokenizer
-            config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": loaded.config.seq_len,
-                      "clean_up_tokenization_spaces": False}
-            (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+            _write_tokenizer_config(tmp, loaded.config.seq_len)
         mask = current_umask()  # the modes a plain mkdir and open() would give, not mkdtemp's owner-only ones
         for path in tmp.iterdir():
             os.chmod(path, 0o666 & ~mask)
@@ -161,6 +171,24 @@ def export_summary(path: Path) -> str:
     note = "" if (path / TOKENIZER).is_file() else (" (no tokenizer: the checkpoint names no data directory; add one "
                                                     "with --tokenizer)")
     return f"wrote {path}{note}"
+
+
+def _write_tokenizer_config(directory: Path, max_length: int) -> None:
+    """`tokenizer_config.json` and `special_tokens_map.json` for `PreTrainedTokenizerFast`: end-of-text and
+    padding named, no BOS added at encode time (the tokenizer.json has no post-processor)."""
+    special = {"eos_token": END_OF_TEXT, "pad_token": END_OF_TEXT}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
+              "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False, **special}
+    for name, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+        (directory / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+
+
+def end_of_text_id(tokenizer, source: str) -> int:
+    """The id of the end-of-text token (the NUL byte's) of a `tokenizers.Tokenizer`."""
+    token = tokenizer.token_to_id(END_OF_TEXT)
+    if token is None:
+        raise InputError(f"{source}: not a byte-level tokenizer (no token for the NUL byte, the end-of-text token)")
+    return int(token)
 
 
 def _tokenizer_source(checkpoint: Path, extra: dict, tokenizer: str | os.PathLike | None) -> Path | None:

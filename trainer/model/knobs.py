@@ -16,11 +16,19 @@ The rules of a variant name:
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from gatedv_stats.errors import InputError, ParameterError
+from trainer.model.knob_values import (
+    MATCHED,
+    NAME,
+    RESERVED_NAMES,
+    Knob,
+    KnobError,
+    check_values,
+    parse_key_values,
+)
+from trainer.model.sizes import size_config
 from trainer.model.transformer import (
     ACTIVATIONS,
     CONFIGS,
@@ -33,61 +41,6 @@ from trainer.model.transformer import (
     matched_ffn_width,
     model_config,
 )
-
-MATCHED = "matched"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_RESERVED_NAMES = ("all",)  # `gatedv params --variant all`
-
-
-# The largest integer knob: every weight of every size then stays well inside torch's int64 sizes.
-MAX_KNOB_INTEGER = 2**48
-
-
-class KnobError(InputError):
-    """A knob value the size's model cannot take (known only once the size is); the message starts with the
-    knob's name, so that the command line can put its flag in front."""
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One knob: its name, its allowed values (a list of words, or integers / booleans) and what it does."""
-
-    name: str
-    kind: type  # str (one of `choices`), int (positive; d_ff also `matched`) or bool
-    help: str
-    choices: tuple[str, ...] = ()
-
-    @property
-    def allowed(self) -> str:
-        if self.kind is bool:
-            return "true or false"
-        if self.kind is int:
-            return f"a positive integer or {MATCHED}" if self.name == "d_ff" else "a positive integer"
-        return ", ".join(self.choices)
-
-    def value(self, raw: object) -> str | int | bool:
-        """`raw` (a command-line string or a TOML value) as this knob's value; InputError naming the knob."""
-        if self.kind is bool:
-            if isinstance(raw, bool):
-                return raw
-            if isinstance(raw, str) and raw.lower() in ("true", "false"):
-                return raw.lower() == "true"
-        elif self.kind is int:
-            if self.name == "d_ff" and raw == MATCHED:
-                return MATCHED
-            number = raw if isinstance(raw, int) and not isinstance(raw, bool) else _integer(raw)
-            if number is not None and number > MAX_KNOB_INTEGER:
-                raise InputError(f"{self.name}: {raw!r} is above the largest allowed value, {MAX_KNOB_INTEGER:,}")
-            if number is not None and number >= 1:
-                return number
-        elif isinstance(raw, str) and raw in self.choices:
-            return raw
-        raise InputError(f"{self.name}: {raw!r} is not {'one of ' if self.choices else ''}{self.allowed}")
-
-
-def _integer(raw: object) -> int | None:
-    return int(raw) if isinstance(raw, str) and re.fullmatch(r"[+-]?[0-9]+", raw.strip()) else None
-
 
 KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
     Knob("value_act", str, "value activation φ(V) after the QKV split (gatedv: silu)", VALUE_ACTIVATIONS),
@@ -107,24 +60,13 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
 
 def check_knobs(knobs: Mapping[str, object]) -> dict:
     """Every knob of `knobs` checked and typed, in `KNOBS` order; InputError "KNOB: ..." for the first bad one."""
-    for name in knobs:
-        if name not in KNOBS:
-            raise InputError(f"{name}: unknown knob (knobs: {', '.join(KNOBS)})")
-    return {name: KNOBS[name].value(knobs[name]) for name in KNOBS if name in knobs}
+    return check_values(knobs, KNOBS, "knob")
 
 
 def parse_knob_options(options: Sequence[str]) -> dict:
     """The knobs of repeated `--knob KNOB=VALUE` options; a malformed, unknown, repeated or bad one is an
     InputError naming it."""
-    raw: dict[str, str] = {}
-    for option in options:
-        name, equals, value = option.partition("=")
-        name = name.strip()
-        if not equals or not name or not value.strip():
-            raise InputError(f"--knob: {option!r} is not KNOB=VALUE (gatedv params --knobs lists the knobs)")
-        if name in raw:
-            raise InputError(f"--knob {name}: given twice")
-        raw[name] = value.strip()
+    raw = parse_key_values(options, "--knob", "KNOB=VALUE", "gatedv params --knobs lists the knobs")
     try:
         return check_knobs(raw)
     except InputError as error:
@@ -138,18 +80,20 @@ def effective_knobs(cfg: ModelConfig) -> dict:
     return values
 
 
-def differing_knobs(cfg: ModelConfig, size: str) -> dict:
-    """The knobs of `cfg` that differ from the baseline of `size`: what the variant is."""
-    baseline = effective_knobs(model_config(size))
+def differing_knobs(cfg: ModelConfig, size: str, size_knobs: Mapping[str, object] | None = None) -> dict:
+    """The knobs of `cfg` that differ from the baseline of `size` (with its `size_knobs`): what the variant is."""
+    baseline = effective_knobs(size_config(size, size_knobs))
     return {name: value for name, value in effective_knobs(cfg).items() if value != baseline[name]}
 
 
-def resolve_variant(size: str, variant: str, knobs: Mapping[str, object] | None = None) -> tuple[ModelConfig, dict]:
-    """The model config of `variant` at `size` with `knobs`, and the knobs a run records ({} for a preset)."""
+def resolve_variant(size: str, variant: str, knobs: Mapping[str, object] | None = None,
+                    size_knobs: Mapping[str, object] | None = None) -> tuple[ModelConfig, dict]:
+    """The model config of `variant` at `size` (a preset, or a size of one's own with its `size_knobs`,
+    `trainer.model.sizes`) with `knobs`, and the knobs a run records ({} for a preset)."""
     knobs = check_knobs(knobs or {})
-    base = model_config(size)  # names an unknown size
+    base = size_config(size, size_knobs)  # names an unknown size
     if variant in VARIANTS:
-        preset = model_config(size, variant)
+        preset = model_config(base, variant)
         preset_knobs = effective_knobs(preset)
         changed = effective_knobs(_with_knobs(preset, knobs, base, size))
         changes = ", ".join(f"{name}={value}" for name, value in changed.items() if value != preset_knobs[name])
@@ -160,7 +104,7 @@ def resolve_variant(size: str, variant: str, knobs: Mapping[str, object] | None 
     if not knobs:
         raise ParameterError("variant", f"unknown variant {variant!r} (presets: {', '.join(VARIANTS)}; a new name "
                                         "needs at least one knob)")
-    if not _NAME.fullmatch(variant) or variant in _RESERVED_NAMES:
+    if not NAME.fullmatch(variant) or variant in RESERVED_NAMES:
         raise InputError(f"variant {variant!r}: a new name is up to 64 letters, digits, '.', '_' or '-', starting "
                          "with a letter or digit, and not 'all'")
     return dataclasses.replace(_with_knobs(base, knobs, base, size), variant=variant), knobs

@@ -16,7 +16,7 @@ from gatedv_stats.io.atomic import write_text_atomic
 from gatedv_stats.io.outputs import check_output_file
 from gatedv_stats.stats.validation import check_seed
 from trainer.data.prepared import PreparedData
-from trainer.model.transformer import build_model, model_config
+from trainer.model.transformer import ModelConfig, build_model, model_config
 from trainer.run.device import select_device
 
 N_WINDOWS = 128
@@ -73,15 +73,17 @@ def compute_moments(
     device: torch.device | str = "cpu",
     n_windows: int = N_WINDOWS,
     batch_size: int = 16,
+    config: ModelConfig | None = None,
 ) -> Moments:
     """Moment-matching coefficients (docs/method.md §6) for `seed`: the windows are the first `n_windows` of the
-    seed's sampler (update 0), the model is the baseline of `size` with the seed's paired initialisation."""
+    seed's sampler (update 0), the model is the baseline of `size` (of `config`, for a size of one's own) with the
+    seed's paired initialisation."""
     check_moment_options(n_windows, seed)
     sampler = data.sampler(seed)
     if n_windows > sampler.n_windows:
         raise InputError(f"--windows: must be at most {sampler.n_windows:,}, the training windows in {data.path}, "
                          f"got {n_windows:,}")
-    model = build_model(model_config(size, "baseline"), seed, device)
+    model = build_model(model_config(size if config is None else config, "baseline"), seed, device)
     windows = sampler.batch(0, n_windows).to(device)
     # Per layer: element count, Σv, Σv², Σφ, Σφ² in float64.
     totals = torch.zeros(model.config.n_layers, 5, dtype=torch.float64, device=device)

@@ -23,6 +23,8 @@ variants in `trainer/model/knobs.py`.
   name and shape bit for bit (`glu-full`'s W_C is the baseline's W_V), and a matrix of another shape is a
   new draw.
 * Inference-time value-activation override (Table 9): `Transformer.set_value_activation("silu")`.
+* `model.checkpoint_activations = True` keeps only each block's input for the backward pass and recomputes the block
+  (less memory, bit-identical numbers); sizes of one's own are in `trainer/model/sizes.py`.
 * Moment matching (docs/method.md §6): `affine-match` / `moment-silu` hold per-layer coefficients
   (mu_v, sigma_v, mu_phi, sigma_phi) as buffers, NaN until `Transformer.set_moments` fills them; a
   forward pass refuses to run on unset coefficients. To compute them, run a baseline model inside
@@ -43,6 +45,7 @@ from typing import cast
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from gatedv_stats.errors import InputError, ParameterError
 
@@ -177,9 +180,10 @@ VARIANTS: dict[str, dict] = {
 }
 
 
-def model_config(size: str = "small", variant: str = "baseline", **overrides) -> ModelConfig:
-    """The preset `size` with the knobs of `variant`, then `overrides` (any ModelConfig field)."""
-    if size not in CONFIGS:
+def model_config(size: str | ModelConfig = "small", variant: str = "baseline", **overrides) -> ModelConfig:
+    """The preset `size` (or the baseline config of a size of one's own) with the knobs of `variant`, then
+    `overrides` (any ModelConfig field)."""
+    if not isinstance(size, ModelConfig) and size not in CONFIGS:
         raise ParameterError("config", f"unknown size {size!r} (choose from {', '.join(CONFIGS)})")
     if variant not in VARIANTS:
         raise ParameterError("variant", f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
@@ -187,7 +191,8 @@ def model_config(size: str = "small", variant: str = "baseline", **overrides) ->
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise InputError(f"model config: unknown field(s) {', '.join(unknown)}")
-    base = dataclasses.replace(CONFIGS[size], **{k: v for k, v in overrides.items() if k not in VARIANTS[variant]})
+    base = dataclasses.replace(size if isinstance(size, ModelConfig) else CONFIGS[size],
+                               **{k: v for k, v in overrides.items() if k not in VARIANTS[variant]})
     knobs = {k: (v(base) if callable(v) else v) for k, v in VARIANTS[variant].items()}
     knobs.update({k: v for k, v in overrides.items() if k in VARIANTS[variant]})
     return dataclasses.replace(base, variant=variant, **knobs)
@@ -431,6 +436,7 @@ class Transformer(nn.Module):
         self.register_buffer("rope_cos", torch.empty(cfg.seq_len, cfg.head_dim), persistent=False)
         self.register_buffer("rope_sin", torch.empty(cfg.seq_len, cfg.head_dim), persistent=False)
         self._moments_checked = False
+        self.checkpoint_activations = False  # keep only each block's input for the backward pass (same numbers)
 
     @property
     def blocks(self) -> list[Block]:
@@ -461,8 +467,9 @@ class Transformer(nn.Module):
             self._moments_checked = True
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         x = self.embed(idx)
-        for block in self.layers:
-            x = block(x, cos, sin)
+        recompute = self.checkpoint_activations and torch.is_grad_enabled()
+        for block in self.layers:  # checkpointed: the backward pass recomputes each block from its input
+            x = checkpoint(block, x, cos, sin, use_reentrant=False) if recompute else block(x, cos, sin)
         return self.norm(x)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:

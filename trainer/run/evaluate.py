@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -21,7 +22,7 @@ from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.stats.metrics import token_nll
 from trainer.data.prepared import EVAL_SET_NAMES, EvalSet, PreparedData, check_set_tokenizer
 from trainer.model.knobs import differing_knobs
-from trainer.run.checkpoint import load_checkpoint
+from trainer.run.checkpoint import Checkpoint, load_checkpoint
 from trainer.run.device import Precision, out_of_memory_as, select_device
 
 if TYPE_CHECKING:
@@ -129,17 +130,9 @@ def evaluate_checkpoint(
         raise ParameterError("value_act", f"{value_act!r} is not linear or silu")
     if batch_size < 1:
         raise InputError(f"--batch-size: must be at least 1, got {batch_size}")
-    if not checkpoint.is_file():
-        raise InputError(f"{checkpoint}: no such checkpoint")
     torch_device = select_device(device)
-    loaded = load_checkpoint(checkpoint, device=torch_device)
-    run = loaded.extra.get("run")
-    if not isinstance(run, dict):
-        raise InputError(f"{checkpoint}: not a `gatedv train` checkpoint (no run record)")
-    data = PreparedData.open(data_dir if data_dir is not None else run["data"])
-    if data.manifest_sha256 != loaded.extra["data_manifest_sha256"]:
-        raise InputError(f"{data.path}: data manifest differs from the one {checkpoint} was trained on "
-                         "(its tokens would not match the model's)")
+    loaded, data = open_trained_checkpoint(checkpoint, data_dir, torch_device)
+    run = loaded.extra["run"]
     windows = data.eval_set(eval_set)
     if windows.tokens.max() >= loaded.config.vocab_size:
         raise InputError(f"{eval_set}: token id {windows.tokens.max()} is outside the model's vocabulary of "
@@ -164,10 +157,27 @@ def evaluate_checkpoint(
 
 
 
+def open_trained_checkpoint(checkpoint: Path, data_dir: str | Path | None,
+                            device: torch.device) -> tuple[Checkpoint, PreparedData]:
+    """A `gatedv train` checkpoint (on `device`) and its data directory: the one given, else the one it trained
+    on; refused when the directory's manifest is not the one the run trained on."""
+    if not checkpoint.is_file():
+        raise InputError(f"{checkpoint}: no such checkpoint")
+    loaded = load_checkpoint(checkpoint, device=device)
+    run = loaded.extra.get("run")
+    if not isinstance(run, dict):
+        raise InputError(f"{checkpoint}: not a `gatedv train` checkpoint (no run record)")
+    data = PreparedData.open(data_dir if data_dir is not None else run["data"])
+    if data.manifest_sha256 != loaded.extra["data_manifest_sha256"]:
+        raise InputError(f"{data.path}: data manifest differs from the one {checkpoint} was trained on "
+                         "(its tokens would not match the model's)")
+    return loaded, data
+
+
 def evaluate_model(
     out: str | Path,
     *,
-    checkpoint: str | Path | None = None,
+    checkpoint: str | Path | Sequence[str | Path] | None = None,
     hf: str | Path | None = None,
     eval_set: str | None = None,
     data: str | Path | None = None,
@@ -180,11 +190,22 @@ def evaluate_model(
     arm: str | None = None,
     seed: int | None = None,
     device: str = "auto",
+    include_path: Sequence[str] = (),
+    num_fewshot: int | None = None,
+    limit: int | None = None,
 ) -> Evaluation | HFEvaluation:
     """`gatedv evaluate`: a training checkpoint, or instead a local `transformers` model directory `hf`
     (`trainer.hf.evaluate.evaluate_hf`, which needs `data`), scored on `eval_set` (default dev) into the loss file
     `out`. `value_act` and `bf16` only with a checkpoint; `dtype`, `context`, `stride`, `arm` and `seed` only with
-    `hf` (a checkpoint records its own); None: not given, the default of the one chosen."""
+    `hf` (a checkpoint records its own); None: not given, the default of the one chosen. `include_path`,
+    `num_fewshot`, `limit` and several checkpoints only with --tasks (`trainer.run.tasks.evaluate_tasks`): refused."""
+    checkpoints = [checkpoint] if isinstance(checkpoint, (str, Path)) else list(checkpoint or ())
+    only_tasks = [flag for flag, given in (("--include-path", include_path or None), ("--num-fewshot", num_fewshot),
+                                           ("--limit", limit)) if given is not None]
+    if only_tasks or len(checkpoints) > 1:
+        raise InputError(f"{', '.join(only_tasks)}: only with --tasks" if only_tasks else
+                         f"give one checkpoint, not {len(checkpoints)} (several only with --tasks)")
+    checkpoint = checkpoints[0] if checkpoints else None
     if checkpoint is not None and hf is None:
         only_hf = [flag for flag, given in (("--dtype", dtype), ("--context", context), ("--stride", stride),
                                             ("--arm", arm), ("--seed", seed)) if given is not None]
@@ -217,12 +238,13 @@ def loss_file_metadata(checkpoint: Path, loaded, data: PreparedData, windows: Ev
         "step": loaded.extra["update"],
         "eval_set": windows.name,
         "eval_set_sha256": windows.sha256,
+        "scoring": "context",  # each window's targets given its first token (docs/method.md §5)
         "tokenizer_sha256": data.tokenizer_sha256,
         "checkpoint_sha256": file_sha256(checkpoint),
         "data_manifest_sha256": data.manifest_sha256,
         "value_act": value_act,
         "trained_value_act": loaded.config.value_act,
-        "knobs": differing_knobs(loaded.config, run["size"]),  # what the variant is: its changes to the baseline
+        "knobs": differing_knobs(loaded.config, run["size"], run.get("size_knobs")),  # the variant: its changes
         "config": loaded.config.to_dict(),
         "precision": precision.to_dict(),
         "gatedv_version": __version__,

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import torch
 
-from gatedv_stats.errors import ParameterError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.stats.validation import check_seed
+from trainer.data.prepared import PreparedData
 from trainer.model.knobs import resolve_variant
+from trainer.model.sizes import DEFAULT_BATCH_SIZE, resolve_size, size_base, size_config
 from trainer.model.transformer import ModelConfig
 from trainer.run.device import Precision
 
@@ -39,7 +41,7 @@ RECIPES = {
     "small": Recipe(updates=32_768, warmup=512, lr=0.0048, eval_every=1024),
     "medium": Recipe(updates=327_680, warmup=5_120, lr=0.0003, eval_every=10_240),
 }
-BATCH_SIZE = 8
+BATCH_SIZE = DEFAULT_BATCH_SIZE
 
 
 def learning_rate(update: int, *, peak: float, warmup: int, updates: int) -> float:
@@ -76,29 +78,40 @@ class RunSpec:
     eval_every: int
     batch_size: int = BATCH_SIZE
     knobs: dict = field(default_factory=dict)  # a new variant's knobs (trainer/model/knobs.py); {} for a preset
+    size_knobs: dict = field(default_factory=dict)  # a size's knobs (trainer/model/sizes.py); {} for a preset
 
     @classmethod
     def make(cls, data: str | Path, size: str, variant: str, seed: int, *, lr: float | None = None,
              updates: int | None = None, warmup: int | None = None, eval_every: int | None = None,
-             batch_size: int = BATCH_SIZE, knobs: Mapping[str, object] | None = None) -> RunSpec:
-        """A spec with the size's recipe filling whatever is not given; checks every field. `knobs` are
-        recorded as checked ({} for a preset, which takes only knobs that leave it as it is)."""
-        if size not in RECIPES:
-            raise ParameterError("config", f"unknown size {size!r} (choose from {', '.join(RECIPES)})")
-        recipe = RECIPES[size]
+             batch_size: int | None = None, knobs: Mapping[str, object] | None = None,
+             size_knobs: Mapping[str, object] | None = None) -> RunSpec:
+        """A spec with the size's recipe filling whatever is not given (a size's recipe knobs first, then its
+        base's `RECIPES` entry); checks every field. `knobs` and `size_knobs` are recorded as checked ({} for a
+        preset, which takes only knobs that leave it as it is)."""
+        checked_size = resolve_size(size, size_knobs)[1]
+        recipe = dataclasses.replace(RECIPES[size_base(size, checked_size)],
+                                     **{k: v for k, v in checked_size.items() if k in ("updates", "warmup", "lr",
+                                                                                       "eval_every")})
         updates = recipe.updates if updates is None else updates
         if warmup is None:  # the size's warmup, at most a tenth of a shortened run
-            warmup = min(recipe.warmup, updates // 10)
+            warmup = recipe.warmup if "warmup" in checked_size else min(recipe.warmup, updates // 10)
+        if batch_size is None:
+            batch_size = int(checked_size.get("batch_size", BATCH_SIZE))
         spec = cls(data=str(Path(data).resolve()), size=size, variant=variant, seed=int(seed),
                    lr=float(recipe.lr if lr is None else lr), updates=int(updates), warmup=int(warmup),
                    eval_every=int(min(recipe.eval_every, updates) if eval_every is None else eval_every),
-                   batch_size=int(batch_size), knobs=resolve_variant(size, variant, knobs)[1])
+                   batch_size=int(batch_size), knobs=resolve_variant(size, variant, knobs, checked_size)[1],
+                   size_knobs=checked_size)
         spec.validate()
         return spec
 
     def model_config(self) -> ModelConfig:
         """The model of the run: the preset `variant`, or the size's baseline with `knobs` under a new name."""
-        return resolve_variant(self.size, self.variant, self.knobs)[0]
+        return resolve_variant(self.size, self.variant, self.knobs, self.size_knobs)[0]
+
+    def size_config(self) -> ModelConfig:
+        """The baseline of the run's size (for moment matching)."""
+        return size_config(self.size, self.size_knobs)
 
     def validate(self) -> None:
         """Every field checked; a bad one is a ParameterError named after the field."""
@@ -117,10 +130,22 @@ class RunSpec:
         return dataclasses.asdict(self)
 
 
+def check_data_fits(data: PreparedData, config: ModelConfig) -> None:
+    """The model takes the data's windows (its context is the data's) and every token id of its tokenizer."""
+    if config.seq_len != data.context:
+        raise InputError(f"{data.path}: prepared with a context of {data.context} tokens, the model's seq_len is "
+                         f"{config.seq_len}; prepare the data with --context {config.seq_len} or give the size "
+                         f"seq_len={data.context}")
+    if config.vocab_size < data.vocab_size:
+        raise InputError(f"{data.path}: its tokenizer has {data.vocab_size:,} entries, more than the model's "
+                         f"vocab_size {config.vocab_size:,}")
+
+
 def recorded_spec(record: dict) -> dict:
     """The RunSpec fields of a run record (run.json, or a checkpoint's "run"); a record written before
-    knobs existed holds a preset, so its knobs are {}."""
-    return {key: record.get(key, {} if key == "knobs" else None) for key in RunSpec.__dataclass_fields__}
+    knobs or size knobs existed holds a preset, so they are {}."""
+    empty_default = ("knobs", "size_knobs")
+    return {key: record.get(key, {} if key in empty_default else None) for key in RunSpec.__dataclass_fields__}
 
 
 def spec_differences(record: dict, spec: RunSpec) -> list[str]:
@@ -134,10 +159,20 @@ def spec_differences(record: dict, spec: RunSpec) -> list[str]:
 @dataclass(frozen=True)
 class Runtime:
     """How a run executes; on a given device, only `precision` changes the numbers (it is recorded, and a run is
-    resumed only with the precision it was trained with)."""
+    resumed only with the precision it was trained with). The memory-lean settings change them at most in the last
+    bits: `grad_accum` K splits each process's share of the global batch into K micro-batches whose gradients add
+    up to the whole batch's (to float tolerance); `checkpoint_activations` recomputes each block in the backward
+    pass (bit for bit). They and `compile` are recorded too, and a run resumes only with the same ones."""
 
     device: str = "auto"
     precision: Precision = Precision()
     compile: bool = False
     progress: bool = True
     eval_batch_size: int = 16
+    grad_accum: int = 1
+    checkpoint_activations: bool = False
+
+    def memory_settings(self) -> dict:
+        """The recorded settings besides precision (run.json's and a checkpoint's "memory")."""
+        return {"grad_accum": self.grad_accum, "checkpoint_activations": self.checkpoint_activations,
+                "compile": self.compile}

@@ -8,6 +8,7 @@ Under `torchrun` every process takes its slice of the same global batch; rank 0 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -16,7 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import torch
@@ -31,12 +31,21 @@ from gatedv_stats.io.runrecords import update_run_record
 from gatedv_stats.stats.metrics import token_nll
 from trainer.data.prepared import PreparedData
 from trainer.model.moments import compute_moments
-from trainer.model.transformer import Transformer, build_model, count_parameters, tensor_seed
+from trainer.model.transformer import Transformer, build_model, count_parameters
 from trainer.run.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, non_finite_state, save_checkpoint
 from trainer.run.device import Precision, out_of_memory_as, retain_freed_memory, select_device
 from trainer.run.evaluate import document_loss_sums
 from trainer.run.interruption import DeferredInterruption
-from trainer.run.recipe import CLIP_NORM, RunSpec, Runtime, learning_rate, make_optimizer, spec_differences
+from trainer.run.recipe import (
+    CLIP_NORM,
+    RunSpec,
+    Runtime,
+    check_data_fits,
+    learning_rate,
+    make_optimizer,
+    spec_differences,
+)
+from trainer.run.rng import rng_state, seed_global_rngs, set_rng_state
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ class DivergenceError(RuntimeError):
 
 
 def next_token_loss(model: Transformer, batch: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy of a (B, 257) batch of windows."""
+    """Mean next-token cross-entropy of a (B, T + 1) batch of windows."""
     return model.loss(batch[:, :-1], batch[:, 1:])
 
 
@@ -97,28 +106,26 @@ class _Dist:
         return self.rank == 0
 
 
-def _seed_global_rngs(seed: int) -> None:
-    """The process-wide torch (CPU and CUDA) and numpy generators seeded from the run's seed. The recipe draws
-    from named streams only (`trainer.model.transformer.draw_normal`, the sampler), so this changes no number; it
-    makes the generator states a checkpoint keeps for resuming, and so its bytes, the same on every rerun of the
-    run."""
-    torch.manual_seed(tensor_seed(seed, "global generators", ()))
-    np.random.seed(np.random.SeedSequence(seed).generate_state(4))
+def accumulate_gradients(objective: Callable[[torch.Tensor], torch.Tensor], batch: torch.Tensor, parts: int,
+                         autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                         ) -> torch.Tensor:
+    """Gradients of the mean loss of `batch` from `parts` equal micro-batches, each micro-batch's mean loss divided
+    by `parts` (the same gradients as the whole batch's to float tolerance; under data parallel they are
+    all-reduced once, after the last); the mean loss. `autocast` wraps each forward pass."""
+    pieces = batch.split(len(batch) // parts)
+    total = torch.zeros((), device=batch.device)
+    no_sync = getattr(objective, "no_sync", None)
+    for index, piece in enumerate(pieces):
+        with contextlib.nullcontext() if index == len(pieces) - 1 or no_sync is None else no_sync():
+            with autocast():
+                loss = objective(piece) / len(pieces)
+            loss.backward()
+        total = total + loss.detach()
+    return total
 
 
-def _rng_state() -> dict:
-    kind, keys, pos, has_gauss, cached = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())
-    return {"torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "numpy": [kind, keys.tolist(), pos, has_gauss, cached]}
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([cuda_state.cpu() for cuda_state in state["cuda"]])
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+def _described(memory: dict) -> str:
+    return ", ".join(f"{key}={value}" for key, value in memory.items())
 
 
 def _write_run_record(run_dir: Path, spec: RunSpec, **fields) -> None:
@@ -133,6 +140,9 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
     where = _Dist.from_env()
     if spec.batch_size % where.world:
         raise InputError(f"--batch-size: {spec.batch_size} is not divisible by {where.world} processes")
+    if runtime.grad_accum < 1 or spec.batch_size % (where.world * runtime.grad_accum):
+        raise InputError(f"--grad-accum: {runtime.grad_accum} micro-batches do not divide each of {where.world} "
+                         f"process(es)' share of the batch of {spec.batch_size} sequences")
     if stop_after is not None and not 0 < stop_after <= spec.updates:
         raise InputError(f"--stop-after: must be in 1..{spec.updates}, got {stop_after}")
     device = select_device(runtime.device, local_rank=where.local_rank)
@@ -159,6 +169,7 @@ class _Loop:
         self.spec, self.run_dir, self.runtime, self.where, self.device = spec, run_dir, runtime, where, device
         self.checkpoint_path = run_dir / CHECKPOINT_FILE_NAME
         self.data = PreparedData.open(spec.data)
+        check_data_fits(self.data, spec.model_config())
         self.dev = self.data.eval_set("dev")
         self.sampler = self.data.sampler(spec.seed)
         self.curve: list[dict] = []
@@ -170,6 +181,8 @@ class _Loop:
 
     def run(self, resume: bool, stop_at: int) -> TrainResult:
         self._start(resume)
+        if self.where.main:  # a CPU run resumes bit for bit only on as many threads
+            update_run_record(self.run_dir, {"threads": torch.get_num_threads()})
         objective: Callable[[torch.Tensor], torch.Tensor] = Objective(self.model)
         if self.where.world > 1:
             objective = torch.nn.parallel.DistributedDataParallel(
@@ -236,11 +249,9 @@ class _Loop:
         lr = learning_rate(self.update, peak=self.spec.lr, warmup=self.spec.warmup, updates=self.spec.updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        with self.runtime.precision.autocast(self.device):
-            loss = objective(batch)
-        loss.backward()
+        value = accumulate_gradients(objective, batch, self.runtime.grad_accum,
+                                     lambda: self.runtime.precision.autocast(self.device)).float()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP_NORM)  # gradients are all-reduced
-        value = loss.detach().float()
         flags = value.new_tensor([interruption.received is not None, interruption.user_signal is not None])
         if self.where.world > 1:  # the decisions ride on the loss's all-reduce
             summed = torch.cat([value[None], flags])
@@ -269,10 +280,11 @@ class _Loop:
                 remove_stale_temp_files(self.run_dir)  # partial files of a killed write
             self._load()
             return
-        _seed_global_rngs(self.spec.seed)
+        seed_global_rngs(self.spec.seed)
         self.model = build_model(self.spec.model_config(), self.spec.seed, self.device)
         if self.model.config.uses_moments:
-            moments = compute_moments(self.data, self.spec.size, self.spec.seed, device=self.device)
+            moments = compute_moments(self.data, self.spec.size, self.spec.seed, device=self.device,
+                                      config=self.spec.size_config())
             self.model.set_moments(moments.tensor())
             if self.where.main:
                 moments.write(self.run_dir / "moments.json")
@@ -280,7 +292,8 @@ class _Loop:
             _write_run_record(self.run_dir, self.spec, status="running", update=0,
                               model_config=self.model.config.to_dict(), parameters=count_parameters(self.model),
                               data_manifest_sha256=self.data.manifest_sha256,
-                              precision=self.runtime.precision.to_dict())
+                              precision=self.runtime.precision.to_dict(), memory=self.runtime.memory_settings())
+        self.model.checkpoint_activations = self.runtime.checkpoint_activations
         self.optimizer = make_optimizer(self.model, self.spec.lr, self.device)
         self.update, self.built = 0, True
         self._record()
@@ -298,18 +311,24 @@ class _Loop:
             raise InputError(f"{self.checkpoint_path}: trained in {trained_with.describe()}, resumed in "
                              f"{self.runtime.precision.describe()}; resume with the precision it was trained with "
                              "(--bf16, --tf32 as before) so that one run is not two")
+        trained_memory = extra.get("memory", self.runtime.memory_settings())
+        if trained_memory != self.runtime.memory_settings():
+            raise InputError(f"{self.checkpoint_path}: trained with {_described(trained_memory)}, resumed with "
+                             f"{_described(self.runtime.memory_settings())}; resume with the settings it was trained "
+                             "with (--grad-accum, --checkpoint-activations, --compile as before)")
         bad = non_finite_state(loaded.model.state_dict(), extra["optimizer"])
         if bad is not None:
             raise InputError(f"{self.checkpoint_path}: {bad} holds non-finite values (update {extra['update']}); "
                              "a diverged run cannot be resumed, train it again")
         self.model = loaded.model
+        self.model.checkpoint_activations = self.runtime.checkpoint_activations
         self.optimizer = make_optimizer(self.model, self.spec.lr, self.device)
         self.optimizer.load_state_dict(extra["optimizer"])
         self.update, self.built = extra["update"], True
         self.curve = list(extra["curve"])
         self.window = list(extra["train_loss_window"])
         self.saved_update = self.update
-        _set_rng_state(extra["rng"])
+        set_rng_state(extra["rng"])
 
     def _record(self) -> None:
         """Development NLL of the current weights → curve row (every rank), curve file and checkpoint (rank 0);
@@ -359,8 +378,9 @@ class _Loop:
                 "schedule": {"update": self.update, "warmup": self.spec.warmup, "updates": self.spec.updates,
                              "peak_lr": self.spec.lr},
                 "sampler": {"seed": self.sampler.seed, "n_windows": self.sampler.n_windows, "update": self.update},
-                "rng": _rng_state(),
+                "rng": rng_state(),
                 "precision": self.runtime.precision.to_dict(),
+                "memory": self.runtime.memory_settings(),
                 "curve": self.curve,
                 "train_loss_window": self.window,
                 "gatedv_version": __version__,

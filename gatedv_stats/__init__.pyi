@@ -1,0 +1,20 @@
+# The types of the names `gatedv_stats/__init__.py` imports lazily, for type checkers.
+from gatedv_stats.analysis.experiment import AnalysisSettings as AnalysisSettings
+from gatedv_stats.api import analyze as analyze
+from gatedv_stats.api import arms as arms
+from gatedv_stats.api import compare as compare
+from gatedv_stats.api import load as load
+from gatedv_stats.api import pair as pair
+from gatedv_stats.api import plan as plan
+from gatedv_stats.api import report as report
+from gatedv_stats.errors import InputError as InputError
+from gatedv_stats.errors import ParameterError as ParameterError
+from gatedv_stats.pairing import PairedLosses as PairedLosses
+from gatedv_stats.results import AnalysisResult as AnalysisResult
+from gatedv_stats.results import ArmsResult as ArmsResult
+from gatedv_stats.results import ComparisonResult as ComparisonResult
+from gatedv_stats.results import PlanResult as PlanResult
+from gatedv_stats.results import Runs as Runs
+
+__version__: str
+__all__: list[str]

@@ -1,0 +1,258 @@
+"""Item-score files (docs/method.md §5): per-item scores of a downstream task (accuracy, exact match, the gold
+choice's log-likelihood, ...) of one run, read, validated and written like loss files.
+
+A file holds one run of one task: one row per item (`doc_id`, one or more float metric columns, optional grouping
+columns such as `subtask`, and the harness hashes `doc_hash`, `prompt_hash`, `target_hash`) plus run metadata
+(`format`, `arm`, `seed`, `task`, `n_shot`, `metrics`, `higher_is_better`, provenance) in Parquet key-value
+metadata, or for CSV as constant columns or a JSON sidecar `FILE.csv.json`. A long table holds several runs, told
+apart by its `arm`, `seed` and `task` columns. Rows in error messages are counted from 1 over the data rows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gatedv_stats import __version__
+from gatedv_stats.errors import InputError
+from gatedv_stats.io.atomic import atomic_path
+from gatedv_stats.io.fileio import read_json_object, read_seed
+from gatedv_stats.io.lossfiles import (
+    LOSS_FILE_SUFFIXES,
+    SkippedFile,
+    UnreadableFileError,
+    _fail_rows,
+    _from_column,
+    _is_blank,
+    _json_default,
+    _loss_file_candidates,
+    _merge,
+    _numeric,
+    _read_table,
+    _reading,
+    _row_location,
+    check_doc_ids,
+)
+from gatedv_stats.io.outputs import check_output_file
+
+ITEM_FORMAT = "gatedv-item-scores/1"
+HASH_COLUMNS: tuple[str, ...] = ("doc_hash", "prompt_hash", "target_hash")
+RUN_COLUMNS = ("arm", "seed", "task")
+# Columns of a long table that are run metadata (one value per run), not per-item values.
+META_COLUMNS = (*RUN_COLUMNS, "n_shot", "task_config_sha256")
+# Which way is better for the metrics the harness and `gatedv import lm-eval` write; a file names any other's.
+KNOWN_HIGHER_IS_BETTER = {
+    "acc": True, "acc_norm": True, "acc_mutual_info": True, "exact_match": True, "f1": True, "mcc": True,
+    "gold_loglik": True, "gold_margin": True, "loglik": True, "brier_score": False,
+}
+
+
+@dataclass(frozen=True)
+class ItemRun:
+    """One run of one task: per-item scores plus the run's metadata."""
+
+    path: str  # the file; for one run of a long table "path[arm=A,seed=S,task=T]"
+    arm: str
+    seed: int
+    task: str
+    n_shot: int | None
+    items: pd.DataFrame  # doc_id + metric columns + grouping/hash columns, validated
+    metrics: tuple[str, ...]
+    higher_is_better: dict[str, bool]
+    meta: dict
+
+
+def write_item_file(path: str | Path, items: pd.DataFrame, meta: dict) -> None:
+    """Write one run of one task as Parquet (a `.parquet` path), atomically, each metadata value JSON-encoded under
+    its key; `meta` needs `arm`, `seed` and `task`, and `metrics` when a metric column has an unusual name."""
+    check_output_file(path, "item-score file", suffix=".parquet")
+    path = Path(path)
+    meta = {**meta, "format": ITEM_FORMAT}
+    for key in RUN_COLUMNS:
+        if meta.get(key) in (None, ""):
+            raise InputError(f"{path}: metadata needs {key!r}")
+    meta["seed"] = read_seed(meta["seed"], f"{path}: metadata seed")
+    meta.setdefault("gatedv_version", __version__)
+    duplicated = sorted({str(name) for name in items.columns[items.columns.duplicated()]})
+    if duplicated:
+        raise InputError(f"{path}: column {', '.join(map(repr, duplicated))} appears more than once")
+    metrics = _metric_names(items, meta, str(path))
+    items = validate_items(items, str(path), metrics)
+    meta["metrics"] = list(metrics)
+    meta["higher_is_better"] = _higher_is_better(meta, metrics, str(path))
+    table = pa.Table.from_pandas(items, preserve_index=False)
+    kv = dict(table.schema.metadata or {})
+    kv.update({key.encode(): json.dumps(value, default=_json_default).encode() for key, value in meta.items()})
+    with atomic_path(path) as tmp:
+        pq.write_table(table.replace_schema_metadata(kv), tmp)
+
+
+def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,
+                   row_names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Check and normalise the per-item columns; returns doc_id, the metrics (float64, finite), then the other
+    columns as text (grouping columns and hashes, none missing). An error in one row names it `<source>: row <n>`,
+    or `row_names[i]` when given."""
+    where = _row_location(source, row_names)
+    if len(frame) == 0:
+        raise InputError(f"{source}: no rows")
+    if "doc_id" not in frame.columns:
+        close = difflib.get_close_matches("doc_id", [str(c) for c in frame.columns], n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InputError(f"{source}: missing column 'doc_id'{hint}; its columns are "
+                         f"{', '.join(map(str, frame.columns))}")
+    if not metrics:
+        raise InputError(f"{source}: no metric column (a numeric per-item score such as acc or exact_match)")
+    out = pd.DataFrame({"doc_id": check_doc_ids(frame["doc_id"], source, where).to_numpy(dtype=object)})
+    for metric in metrics:
+        if metric not in frame.columns:
+            raise InputError(f"{source}: metric {metric!r} has no column; its columns are "
+                             f"{', '.join(map(str, frame.columns))}")
+        values = _numeric(frame[metric], metric, source, where)
+        _fail_rows(np.isnan(values), where, f"{metric} is missing or NaN")
+        _fail_rows(np.isinf(values), where, f"{metric} is infinite", values)
+        out[metric] = values
+    for column in frame.columns:
+        if column in out.columns:
+            continue
+        text = frame[column]
+        _fail_rows(_is_blank(text), where, f"{column} is missing (where the column is given, every item needs one)")
+        out[str(column)] = text.astype(str).to_numpy(dtype=object)
+    return out
+
+
+def is_item_file(path: str | Path) -> bool:
+    """Whether `path` is an item-score file: its metadata says so, or (a file of another tool) it has a doc_id and
+    a known metric column and no loss_sum. Reads only the schema, the header line and the sidecar."""
+    path = Path(path)
+    if path.suffix not in LOSS_FILE_SUFFIXES or not path.is_file():
+        return False
+    with _reading(path):
+        if path.suffix == ".parquet":
+            schema = pq.read_schema(path)
+            names, marked = schema.names, (schema.metadata or {}).get(b"format") == json.dumps(ITEM_FORMAT).encode()
+        else:
+            names = list(pd.read_csv(path, nrows=0).columns)
+            sidecar = path.with_name(path.name + ".json")
+            marked = sidecar.is_file() and read_json_object(sidecar).get("format") == ITEM_FORMAT
+    return marked or ("doc_id" in names and "loss_sum" not in names and any(n in KNOWN_HIGHER_IS_BETTER for n in names))
+
+
+def read_item_file(path: str | Path) -> list[ItemRun]:
+    """The runs of one item-score file or long table."""
+    path = Path(path)
+    if path.suffix not in LOSS_FILE_SUFFIXES:
+        raise InputError(f"{path}: not an item-score file (expected .parquet or .csv)")
+    frame, file_meta = _read_table(path)
+    if file_meta.get("format") not in (None, ITEM_FORMAT):
+        raise InputError(f"{path}: format {file_meta['format']!r} is not an item-score file ({ITEM_FORMAT})")
+    if len(frame) == 0:
+        raise InputError(f"{path}: no rows")
+    keys = [column for column in RUN_COLUMNS if column in frame.columns]
+    groups = list(frame.groupby([frame[key].astype(str) for key in keys], sort=True)) if keys else [((), frame)]
+    return [_run(path, group.reset_index(drop=True), file_meta, keys, len(groups) > 1) for _, group in groups]
+
+
+def read_item_inputs(paths: Sequence[str | Path], *, skipped: list[SkippedFile] | None = None) -> list[ItemRun]:
+    """Read item-score files, long tables and directories (searched recursively for item-score files, see
+    `is_item_file`). A path given twice is an error; a file reached twice (named, and in a directory also given) is
+    read once; an unreadable file found in a directory is an error naming it, or, when a `skipped` list is given,
+    appended there."""
+    named = [Path(given).resolve() for given in paths]
+    twice = next((given for given, path in zip(paths, named) if named.count(path) > 1), None)
+    if twice is not None:
+        raise InputError(f"{twice}: given twice among the inputs")
+    read = {path for path in named if not path.is_dir()}
+    runs: list[ItemRun] = []
+    for given in paths:
+        path = Path(given)
+        if not path.is_dir():
+            runs.extend(read_item_file(path))
+            continue
+        found = 0
+        for candidate in _loss_file_candidates(path):
+            try:
+                if candidate.resolve() in read:
+                    found += 1
+                elif is_item_file(candidate):
+                    read.add(candidate.resolve())
+                    runs.extend(read_item_file(candidate))
+                    found += 1
+            except UnreadableFileError as error:
+                if skipped is None:
+                    raise
+                skipped.append(SkippedFile(error.path, error.reason))
+        if not found:
+            raise InputError(f"{path}: no item-score files (*.parquet / *.csv of per-item metrics) found")
+    return runs
+
+
+def _run(path: Path, group: pd.DataFrame, file_meta: dict, keys: list[str], several: bool) -> ItemRun:
+    source = f"{path}[{','.join(f'{key}={group[key].iloc[0]}' for key in keys)}]" if several else str(path)
+    meta = dict(file_meta)
+    columns = [column for column in META_COLUMNS if column in group.columns]
+    for column in columns:
+        values = group[column].dropna().unique()
+        if len(values) > 1:
+            raise InputError(f"{source}: column {column!r} is metadata and must hold one value, found "
+                             f"{', '.join(map(repr, values[:5]))}")
+        if len(values) == 1:
+            _merge(meta, column, _from_column(values[0]), source)
+    for key in RUN_COLUMNS:
+        if meta.get(key) is None or not str(meta[key]).strip():
+            raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
+    seed = read_seed(meta["seed"], f"{source}: seed")
+    n_shot = meta.get("n_shot")
+    if n_shot is not None:
+        n_shot = read_seed(n_shot, f"{source}: n_shot")
+    items_frame = group.drop(columns=columns)
+    metrics = _metric_names(items_frame, meta, source)
+    items = validate_items(items_frame, source, metrics)
+    return ItemRun(path=source, arm=str(meta["arm"]), seed=seed, task=str(meta["task"]), n_shot=n_shot, items=items,
+                   metrics=metrics, higher_is_better=_higher_is_better(meta, metrics, source),
+                   meta={**meta, "seed": seed, "n_shot": n_shot})
+
+
+def _metric_names(frame: pd.DataFrame, meta: dict, source: str) -> tuple[str, ...]:
+    """The metric columns: those the metadata lists, else every numeric column other than doc_id and hashes."""
+    listed = meta.get("metrics")
+    if listed is not None:
+        if not isinstance(listed, list) or not all(isinstance(name, str) and name.strip() for name in listed):
+            raise InputError(f"{source}: metadata metrics must be a list of column names, got {listed!r}")
+        return tuple(listed)
+    names = []
+    for column in frame.columns:
+        if column == "doc_id" or column in HASH_COLUMNS or column in META_COLUMNS:
+            continue
+        series = frame[column]
+        if pd.api.types.is_bool_dtype(series.dtype):
+            continue
+        numeric = pd.to_numeric(series, errors="coerce").notna().to_numpy()
+        if column in KNOWN_HIGHER_IS_BETTER or (numeric.any() and (numeric | _is_blank(series)).all()):
+            names.append(str(column))
+    return tuple(names)
+
+
+def _higher_is_better(meta: dict, metrics: Sequence[str], source: str) -> dict[str, bool]:
+    given = meta.get("higher_is_better") or {}
+    if not isinstance(given, dict):
+        raise InputError(f"{source}: metadata higher_is_better must map metric names to true/false, got {given!r}")
+    directions = {}
+    for metric in metrics:
+        direction = given.get(metric, KNOWN_HIGHER_IS_BETTER.get(metric.split(",")[0]))
+        if not isinstance(direction, bool):
+            raise InputError(f"{source}: no higher_is_better for metric {metric!r} (metadata higher_is_better "
+                             f"{{{metric!r}: true or false}})")
+        directions[metric] = direction
+    return directions
+
+
+__all__ = ["HASH_COLUMNS", "ITEM_FORMAT", "ItemRun", "is_item_file", "read_item_file", "read_item_inputs",
+           "validate_items", "write_item_file"]

@@ -1,0 +1,277 @@
+"""`gatedv import lm-eval`: lm-evaluation-harness sample logs as loss files (rolling loglikelihood) and item-score
+files (every other task type), one log at a time or a whole results directory at once.
+
+A results directory is the harness's `--output_path` tree: one `results_<date>.json` with a `samples_<task>_<date>
+.jsonl` per task. Each task becomes `OUT/<task>.parquet`; the subtasks of a group (MMLU's subjects) become one file
+`OUT/<group>.parquet` whose items are named `<subtask>/<doc_id>`, with a `subtask` column. Every imported mean
+(accuracy, exact match, ...) must equal what the results file reports for the task, and every log must match the
+results file's task hash.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gatedv_stats.errors import InputError
+from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, write_item_file
+from gatedv_stats.io.lmeval import (
+    KIND_NAMES,
+    SAMPLES_NAME,
+    EvalSetLike,
+    LmEvalImport,
+    check_run,
+    import_lm_eval,
+    metrics_text,
+    output_type_of,
+    sample_lines,
+)
+from gatedv_stats.io.lmeval_items import ITEM_TYPES, ItemScores, read_item_scores
+from gatedv_stats.io.lmeval_results import HarnessResults, canonical_sha256, results_beside, samples_hash
+from gatedv_stats.io.outputs import check_output_dir, check_output_file, cleaned_on_failure
+
+ROLLING = "loglikelihood_rolling"
+
+
+@dataclass(frozen=True)
+class TaskLog:
+    """One task's sample log and the results file written with it (if any)."""
+
+    task: str
+    path: Path
+    output_type: str
+    results: HarnessResults | None
+    id_field: str
+
+    @classmethod
+    def open(cls, path: Path, *, task: str | None = None, results: HarnessResults | None = None,
+             id_field: str | None = None) -> TaskLog:
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not a sample log (give its samples_<task>_<date>.jsonl)")
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        match = SAMPLES_NAME.fullmatch(path.name)
+        task = task or (match["task"] if match else path.stem)
+        results = results or results_beside(path, match["date"] if match else None)
+        where, first = next(iter(sample_lines(path)), (str(path), None))
+        if first is None:
+            raise InputError(f"{path}: holds no sample")
+        kind = (results.output_type(task) if results else None) or output_type_of(first)
+        if kind not in (ROLLING, *ITEM_TYPES):
+            raise InputError(f"{where}: a sample of an unknown task{f' type {kind}' if kind else ''} "
+                             f"({metrics_text(first, where)})")
+        if id_field is None:  # the logged document's own id when it has one, else the harness's position
+            id_field = "id" if isinstance(first.get("doc"), dict) and "id" in first["doc"] else ""
+        if results is not None and results.task_hash(task) is not None:
+            if samples_hash([sample for _, sample in sample_lines(path)]) != results.task_hash(task):
+                raise InputError(f"{path}: its documents, prompts and targets do not match the task_hashes entry of "
+                                 f"{task} in {results.path}; the log and the results file are not of one run")
+        return cls(task, path, kind, results, id_field)
+
+    def scores(self) -> ItemScores:
+        return read_item_scores(self.path, self.output_type, id_field=self.id_field, results=self.results,
+                                task=self.task)
+
+    def meta(self) -> dict:
+        results = self.results
+        run = results.run() if results else {}
+        return {"source": "lm-evaluation-harness", "output_type": self.output_type,
+                "doc_id_field": f"doc.{self.id_field}" if self.id_field else "doc_id",
+                "n_shot": results.n_shot(self.task) if results else None,
+                "task_config_sha256": results.config_sha256(self.task) if results else None,
+                "model": results.model() if results else None,
+                "harness_version": run.get("lm_eval_version"), "lm_eval_run": run or None}
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    """One file an import wrote."""
+
+    path: str
+    kind: str  # "loss" or "items"
+    task: str
+    output_type: str
+    n_items: int
+    means: dict  # metric -> mean over the items (loss files: bits per byte)
+    subtasks: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "subtasks": list(self.subtasks)}
+
+    def line(self) -> str:
+        figures = ", ".join(f"{metric} {value:.6g}" for metric, value in self.means.items())
+        group = f" (group of {len(self.subtasks)} subtasks)" if self.subtasks else ""
+        return f"  {self.task}{group}: {self.n_items} {'documents' if self.kind == 'loss' else 'items'}, {figures} " \
+               f"-> {self.path}"
+
+
+@dataclass(frozen=True)
+class LmEvalImports:
+    """What an import of item-score logs or a results directory wrote."""
+
+    arm: str
+    seed: int
+    files: tuple[ImportedFile, ...]
+    checked: bool  # whether the means were checked against a results file
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"arm": self.arm, "seed": self.seed, "files": [f.to_dict() for f in self.files],
+                "checked_against_results": self.checked, "warnings": list(self.warnings)}
+
+    def summary(self) -> str:
+        check = ("every mean equals the harness's reported one" if self.checked
+                 else "no results file: the means are unchecked")
+        return "\n".join([f"{self.arm} seed {self.seed} from lm-evaluation-harness ({check}):",
+                          *(f.line() for f in self.files)])
+
+
+def import_lm_eval_logs(inputs: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0,
+                        id_field: str | None = None,
+                        eval_set: EvalSetLike | None = None) -> LmEvalImport | LmEvalImports:
+    """Import sample logs into `out`: a results directory (or its results_<date>.json) into the directory `out`;
+    rolling logs into the loss file `out`; one log of another task type into the item-score file `out`."""
+    check_run(arm, seed)
+    if not inputs:
+        raise InputError("no lm-evaluation-harness sample log given")
+    single = Path(inputs[0])
+    if len(inputs) == 1 and (single.is_dir() or (single.name.startswith("results_") and single.suffix == ".json")):
+        return import_results(single, out, arm=arm, seed=seed, id_field=id_field, eval_set=eval_set)
+    check_output_file(out, "--out", suffix=".parquet")
+    logs = [TaskLog.open(Path(path), id_field=id_field) for path in inputs]
+    kinds = {log.output_type for log in logs}
+    if kinds == {ROLLING}:
+        return import_lm_eval(inputs, out, arm=arm, seed=seed, id_field=logs[0].id_field, eval_set=eval_set)
+    if len(logs) > 1:
+        listed = ", ".join(f"{log.path.name}: {KIND_NAMES[log.output_type]}" for log in logs)
+        raise InputError(f"{len(logs)} logs ({listed}): an item-score file holds one task; import each log to its "
+                         "own file, or the results directory (a group's subtasks become one file)")
+    _check_no_eval_set(eval_set, logs)
+    written = _write_task(logs[0], Path(out), arm, seed)
+    return LmEvalImports(arm, seed, (written[0],), logs[0].results is not None, written[1])
+
+
+def import_results(source: Path, out: str | Path, *, arm: str, seed: int, id_field: str | None = None,
+                   eval_set: EvalSetLike | None = None) -> LmEvalImports:
+    """Every task of one harness run (its results file and sample logs) into the directory `out`."""
+    check_output_dir(out, "--out")
+    results = HarnessResults.read(_results_file(source))
+    date = results.path.name[len("results_"):-len(".json")]
+    found = {match["task"]: path for path in sorted(results.path.parent.glob(f"samples_*_{date}.jsonl"))
+             if (match := SAMPLES_NAME.fullmatch(path.name)) and match["date"] == date}
+    configs = results.data.get("configs") if isinstance(results.data.get("configs"), dict) else {}
+    missing = [task for task in configs or {} if task not in found]
+    if missing or not found:
+        raise InputError(f"{results.path}: no sample log samples_<task>_{date}.jsonl beside it for "
+                         f"{', '.join(missing) or 'any task'}; run lm_eval with --log_samples")
+    logs = {task: TaskLog.open(path, task=task, results=results, id_field=id_field) for task, path in found.items()}
+    grouped = {group: [task for task in tasks if task in logs and logs[task].output_type != ROLLING]
+               for group, tasks in results.groups().items()}
+    in_groups = {task for tasks in grouped.values() for task in tasks}
+    files: list[ImportedFile] = []
+    warnings: list[str] = []
+    out = Path(out)
+    with cleaned_on_failure(out):
+        for task, log in logs.items():
+            if log.output_type == ROLLING:
+                done = import_lm_eval([log.path], out / f"{task}.parquet", arm=arm, seed=seed,
+                                      id_field=log.id_field, eval_set=eval_set)
+                files.append(ImportedFile(done.out, "loss", task, ROLLING, done.n_docs,
+                                          {"bits_per_byte": done.loss_sum / (math.log(2) * done.n_bytes)}))
+                warnings += done.warnings
+            elif task not in in_groups:
+                _check_no_eval_set(eval_set, [log])
+                written, notes = _write_task(log, out / f"{task}.parquet", arm, seed)
+                files.append(written)
+                warnings += notes
+        for group, tasks in grouped.items():
+            if tasks:
+                written, notes = _write_group(group, [logs[task] for task in tasks], results, out, arm, seed)
+                files.append(written)
+                warnings += notes
+    return LmEvalImports(arm, seed, tuple(files), True, tuple(warnings))
+
+
+def _results_file(source: Path) -> Path:
+    if source.is_file():
+        return source
+    found = sorted(source.rglob("results_*.json"))
+    if len(found) != 1:
+        listed = ", ".join(str(path.relative_to(source)) for path in found[:5])
+        raise InputError(f"{source}: {'no' if not found else len(found)} lm-evaluation-harness results files "
+                         f"(results_<date>.json){f': {listed}' if found else ''}; give the directory of one run, "
+                         "or its results file")
+    return found[0]
+
+
+def _check_no_eval_set(eval_set: EvalSetLike | None, logs: list[TaskLog]) -> None:
+    if eval_set is not None:
+        raise InputError(f"--eval-set: {logs[0].path} is a {KIND_NAMES[logs[0].output_type]} task; an evaluation "
+                         "set names the documents of a rolling-loglikelihood (perplexity) log")
+
+
+def _directions(metrics: Sequence[str], results: HarnessResults | None, task: str) -> dict[str, bool]:
+    """Which way is better for each metric: the results file's, else the known metrics' (else higher)."""
+    reported = results.higher_is_better(task) if results else {}
+    return {metric: reported.get(metric.split(",")[0], KNOWN_HIGHER_IS_BETTER.get(metric.split(",")[0], True))
+            for metric in metrics}
+
+
+def _write_task(log: TaskLog, out: Path, arm: str, seed: int) -> tuple[ImportedFile, tuple[str, ...]]:
+    scores = log.scores()
+    warnings = scores.warnings
+    if log.results is None:
+        warnings += (f"{log.path}: no results file beside it (results_<date>.json): the means are not checked "
+                     "against the harness's, and no task config hash or shot count is recorded",)
+    meta = {"arm": arm, "seed": seed, "task": log.task, **log.meta(), "filters": list(scores.filters),
+            "metrics": list(scores.metrics), "higher_is_better": _directions(scores.metrics, log.results, log.task),
+            "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)}]}
+    write_item_file(out, scores.items, meta)
+    return (ImportedFile(str(out), "items", log.task, log.output_type, len(scores.items), _means(scores)), warnings)
+
+
+def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: Path, arm: str,
+                 seed: int) -> tuple[ImportedFile, tuple[str, ...]]:
+    """The subtasks' items as one file: doc_id `<subtask>/<doc_id>`, a `subtask` column, the metrics they share."""
+    scored = [(log, log.scores()) for log in logs]
+    shared = [metric for metric in scored[0][1].metrics if all(metric in s.metrics for _, s in scored)]
+    if not shared:
+        raise InputError(f"{results.path}: the subtasks of group {group} ({', '.join(log.task for log in logs)}) share "
+                         "no metric; import their logs one by one")
+    warnings = [note for _, scores in scored for note in scores.warnings]
+    dropped = sorted({metric for _, s in scored for metric in s.metrics} - set(shared))
+    if dropped:
+        warnings.append(f"group {group}: metrics {', '.join(dropped)} are not logged by every subtask; left out")
+    frames = []
+    for log, scores in scored:
+        frame = scores.items[["doc_id", *shared, *[c for c in HASH_COLUMNS if c in scores.items.columns]]].copy()
+        frame.insert(1, "subtask", log.task)
+        frame["doc_id"] = log.task + "/" + frame["doc_id"]
+        frames.append(frame)
+    for metric in shared:
+        key = metric if "," in metric else f"{metric},{scored[0][1].filters[0]}"
+        results.check_group(group, key, [(float(s.items[metric].mean()), len(s.items)) for _, s in scored])
+    items = pd.concat(frames, ignore_index=True)
+    meta = {"arm": arm, "seed": seed, "task": group, **scored[0][0].meta(), "subtasks": [log.task for log in logs],
+            "n_shot": scored[0][0].meta()["n_shot"] if results.n_shot(group) is None else results.n_shot(group),
+            "task_config_sha256": canonical_sha256({log.task: results.config_sha256(log.task) for log in logs}),
+            "filters": list(scored[0][1].filters), "metrics": shared,
+            "higher_is_better": _directions(shared, results, logs[0].task),
+            "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)} for log in logs]}
+    write_item_file(out / f"{group}.parquet", items, meta)
+    imported = ImportedFile(str(out / f"{group}.parquet"), "items", group, scored[0][0].output_type, len(items),
+                            {metric: float(items[metric].mean()) for metric in shared},
+                            tuple(log.task for log in logs))
+    return imported, tuple(warnings)
+
+
+def _means(scores: ItemScores) -> dict[str, float]:
+    return {metric: float(scores.items[metric].mean()) for metric in scores.metrics}
+
+
+__all__ = ["ImportedFile", "LmEvalImports", "TaskLog", "import_lm_eval_logs", "import_results"]

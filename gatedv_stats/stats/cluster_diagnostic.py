@@ -1,0 +1,166 @@
+"""Whether documents (or items) that share a group — a web domain, a task's subtask — differ in their paired
+difference far beyond what the documents themselves explain, so that they should be sampled as clusters.
+
+`group_effect_test` takes plain arrays: per-unit paired differences y_si (seed pair s, document or item i) and
+one group label per document. Each document's mean over seeds ȳ_i enters a one-way ANOVA with the groups,
+
+    F = [Σ_g n_g (ȳ_g − ȳ)² / (G − 1)] / [Σ_g Σ_{i∈g} (ȳ_i − ȳ_g)² / (N − G)],   p = P(F(G − 1, N − G) ≥ F).
+
+The seed effect is shared by every document and cancels from both mean squares, and the seed × document
+interaction averages into ȳ_i, so with no group effect (documents of every group drawn alike) F follows
+F(G − 1, N − G) for normal ȳ_i of equal variance: the one-way random-effects test of σ²_group = 0. A group
+effect the documents do not explain raises the numerator by about n̄_g σ²_group. The test is flagged when
+p < DIAGNOSTIC_LEVEL (divided among the columns tested: Bonferroni) and the group effect matters for the
+verdict: the seed-and-document standard error of D with the groups as clusters is at least MIN_SE_RATIO
+times the one with documents as the sampled units (`crossed_moments` against `clustered_moments`; with one
+seed pair, where there is no verdict, on F alone). The calibration is in docs/statistics.md ("Documents that
+should be clusters"), from bench/cluster_diagnostic.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from gatedv_stats.errors import InputError
+from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.stats.crossed import clustered_moments, crossed_moments
+from gatedv_stats.stats.validation import check_open_unit
+
+# Chosen by simulation (bench/cluster_diagnostic.py): without a group effect the note fires in at most 2.8% of
+# studies (at most this level where the F test is exact); it fires in every study of the setting of 20 domains ×
+# 50 documents whose domain effect misleads the unclustered verdict (`testing.CLUSTERED_STUDY`).
+DIAGNOSTIC_LEVEL = 0.01
+# Below, clustering widens the verdict's interval by less than a quarter (a 5% test then rejects in at most about
+# 12% of studies); the ratio also keeps the note rare where documents' variances differ between groups and the
+# F test alone is not exact (docs/statistics.md).
+MIN_SE_RATIO = 1.25
+GROUPING_COLUMNS = ("domain", "subtask")  # tested whatever their type; other columns only when they hold strings
+MIN_GROUPS = 3  # a column is tested when at least this many of its values hold MIN_GROUP_SIZE documents or more,
+MIN_GROUP_SIZE = 2  # and its values hold MIN_GROUP_SIZE documents on average (not an id per document)
+
+
+@dataclass(frozen=True)
+class GroupEffectTest:
+    """The one-way ANOVA of the documents' seed-mean differences on one column's groups."""
+
+    column: str | None
+    n_groups: int
+    n_docs: int
+    f_statistic: float  # inf when the documents do not vary within their groups but the groups differ
+    df_between: int
+    df_within: int
+    p_value: float
+    se_ratio: float | None  # SE of D with the groups as clusters / without; None with one seed pair or no spread
+    level: float  # what p_value is compared with
+    flagged: bool
+    noun: str = "documents"  # what the units are: documents, items
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["f_statistic"] = self.f_statistic if math.isfinite(self.f_statistic) else None
+        return data
+
+    def summary(self) -> str:
+        """What the test found, in one sentence."""
+        name = self.column or "group"
+        ratio = ("" if self.se_ratio is None else
+                 f"; the seed-and-document SE of D is {self.se_ratio:.2f}× as large with {name} clusters")
+        finding = "far beyond" if self.flagged else "not far beyond"
+        return (f"the paired differences vary between the {self.n_groups:,} {name} groups {finding} what their "
+                f"{self.n_docs:,} {self.noun} explain (one-way ANOVA F = {self.f_statistic:.3g} on {self.df_between:,} "
+                f"and {self.df_within:,} df, p = {self.p_value:.2g}{ratio})")
+
+    def warning(self, consequence: str | None = None) -> str:
+        """The note a command prints when the test is flagged: the finding, what follows (by default for the
+        verdict) and the remedy."""
+        name = self.column or "group"
+        consequence = consequence or (f"the verdict can name a winner by chance; treat each {name} as one sampled "
+                                      f"unit with --cluster {name}")
+        return f"{self.summary()}: {self.noun} sharing a {name} are not independent samples, so {consequence}"
+
+
+def group_effect_test(differences: np.ndarray, labels: np.ndarray, n_units: np.ndarray | None = None, *,
+                      level: float = DIAGNOSTIC_LEVEL, column: str | None = None,
+                      noun: str = "documents") -> GroupEffectTest:
+    """Test for a group effect in per-unit paired differences `differences` (S, N) (or (N,): one seed pair) with
+    one label per document (N,); `n_units` (N,) weight D as the verdict does (None: equally, as item scores)."""
+    check_open_unit("level", level)
+    y = np.asarray(differences, dtype=np.float64)
+    y = y[None, :] if y.ndim == 1 else y
+    labels = np.asarray(labels)
+    if y.ndim != 2 or labels.shape != (y.shape[1],):
+        raise InputError(f"group effect: {labels.shape} labels for differences of shape {y.shape}; give one label "
+                         "per document")
+    if not np.all(np.isfinite(y)):
+        raise InputError("group effect: the paired differences must be finite")
+    n = np.ones(y.shape[1]) if n_units is None else np.asarray(n_units, dtype=np.float64)
+    means = y.mean(axis=0)
+    try:
+        _, group_of, sizes = np.unique(labels, return_inverse=True, return_counts=True)
+    except TypeError as error:  # mixed types (e.g. strings and None) cannot be sorted
+        raise InputError(f"group effect: labels must be all strings or all numbers ({error})") from None
+    n_groups, n_docs = sizes.size, means.size
+    if n_groups < 2 or n_docs <= n_groups:
+        raise InputError(f"group effect: needs at least 2 groups and more {noun} than groups, got {n_groups} groups "
+                         f"of {n_docs} {noun}")
+    group_means = np.bincount(group_of, weights=means) / sizes
+    between = float(sizes @ (group_means - means.mean()) ** 2) / (n_groups - 1)
+    within = float(np.sum((means - group_means[group_of]) ** 2)) / (n_docs - n_groups)
+    f_statistic = between / within if within > 0.0 else math.inf if between > 0.0 else 0.0
+    p_value = 1.0 if f_statistic == 0.0 else float(special.fdtrc(n_groups - 1, n_docs - n_groups, f_statistic))
+    se_ratio = _se_ratio(y, n, labels)
+    flagged = p_value < level and (se_ratio is None or se_ratio >= MIN_SE_RATIO)
+    return GroupEffectTest(column=column, n_groups=n_groups, n_docs=n_docs, f_statistic=f_statistic,
+                           df_between=n_groups - 1, df_within=n_docs - n_groups, p_value=p_value, se_ratio=se_ratio,
+                           level=level, flagged=flagged, noun=noun)
+
+
+def _se_ratio(y: np.ndarray, n: np.ndarray, labels: np.ndarray) -> float | None:
+    """sqrt(Var̂(D) with the groups as clusters / Var̂(D) with documents as the sampled units), or None."""
+    if y.shape[0] < 2:
+        return None
+    documents = float(crossed_moments(y, n / n.sum()).var_d)
+    clusters = float(clustered_moments(y, n, labels).var_d)
+    return math.sqrt(clusters / documents) if documents > 0.0 else None
+
+
+def grouping_columns(columns: pd.DataFrame, exclude: str | None = None) -> tuple[str, ...]:
+    """The document columns that may group documents into clusters: `domain`, `subtask` and any string column,
+    with at least MIN_GROUPS groups of MIN_GROUP_SIZE documents or more, and MIN_GROUP_SIZE on average."""
+    found = []
+    for name in columns.columns:
+        values = columns[name]
+        if name == exclude or (name not in GROUPING_COLUMNS and not _holds_strings(values)):
+            continue
+        sizes = values.astype(str).value_counts().to_numpy()
+        if int(np.sum(sizes >= MIN_GROUP_SIZE)) >= MIN_GROUPS and len(values) >= MIN_GROUP_SIZE * sizes.size:
+            found.append(str(name))
+    return tuple(found)
+
+
+def group_effects(differences: np.ndarray, labels: Mapping[str, np.ndarray], n_units: np.ndarray | None = None, *,
+                  noun: str = "documents") -> tuple[GroupEffectTest, ...]:
+    """`group_effect_test` for each column's labels, each at DIAGNOSTIC_LEVEL divided by the columns tested."""
+    level = DIAGNOSTIC_LEVEL / max(len(labels), 1)
+    return tuple(group_effect_test(differences, values, n_units, level=level, column=column, noun=noun)
+                 for column, values in labels.items())
+
+
+def paired_group_effects(paired: PairedLosses, cluster: str | None = None) -> tuple[GroupEffectTest, ...]:
+    """The group-effect tests of every grouping column of a pair's documents but the one it is clustered by."""
+    columns = grouping_columns(paired.doc_columns, exclude=cluster)
+    if not columns:
+        return ()
+    labels = {column: paired.doc_columns[column].astype(str).to_numpy() for column in columns}
+    return group_effects((paired.variant - paired.baseline) / paired.n_units, labels, paired.n_units)
+
+
+def _holds_strings(values: pd.Series) -> bool:
+    return isinstance(values.dtype, pd.CategoricalDtype) or values.dtype == object or pd.api.types.is_string_dtype(
+        values.dtype)
