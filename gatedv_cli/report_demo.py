@@ -24,6 +24,9 @@ def report_command(
     confidence_level: float = CONFIDENCE_LEVEL,
     sesoi: float = SESOI,
     cluster: str = CLUSTER,
+    metric: str = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="The metric of the "
+                               "Downstream tasks section, when the inputs hold item-score files (default: acc_norm, "
+                               "acc or exact_match, the first every file has)."),
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
                                          "like a loss file but cannot be read: warn, leave it out and list it in the "
                                          "report's provenance instead of failing."),
@@ -34,7 +37,7 @@ def report_command(
     skipped = skipped_files(ctx, skip_unreadable)
     left_out: list[str] = []
     path = gv.report(inputs, out, fmt=fmt, reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
-                     confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, skipped=skipped,
+                     confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric, skipped=skipped,
                      left_out=left_out)
     warn_skipped(skipped)
     warn(left_out)

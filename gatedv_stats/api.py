@@ -154,17 +154,20 @@ def plan(data: Inputs | PairedLosses, *, effect: float, alpha: float = 0.05, pow
 
 def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *, fmt: str | None = None,
            reference: str | None = None, n_resamples: int = 2000, rng_seed: int = 0, confidence_level: float = 0.95,
-           sesoi: float | None = None, cluster: str | None = None, skipped: list[SkippedFile] | None = None,
-           left_out: list[str] | None = None, workers: int | None = None) -> Path:
+           sesoi: float | None = None, cluster: str | None = None, metric: str | None = None,
+           skipped: list[SkippedFile] | None = None, left_out: list[str] | None = None,
+           workers: int | None = None) -> Path:
     """Write the paper-ready report (tables, figures, provenance) of whatever runs the inputs hold, as `fmt`
     html, md or latex (default: as `out` is named, else html; `out` default: report.<ext> in the single input
     directory, else here); returns the path written: `gatedv report`. The verdicts are the same as `compare`'s
     for one variant and as `arms`'s (Holm-adjusted) for several; `left_out` (a list) receives a line for each
-    comparison the report leaves out; `workers`: processes for a large experiment's comparisons."""
+    comparison the report leaves out; `metric`: the downstream tasks' metric of item-score inputs (default:
+    acc_norm, acc, exact_match, whichever every file has first); `workers`: processes for a large experiment's
+    comparisons."""
     from gatedv_stats.report.render import write_report
 
     settings = _settings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
-                         confidence_level=confidence_level, sesoi=sesoi, cluster=cluster)
+                         confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric)
     return write_report([Path(path) for path in _path_list(inputs)], None if out is None else os.fspath(out), fmt,
                         settings, skipped=skipped, left_out=left_out, workers=workers)
 

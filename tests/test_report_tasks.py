@@ -41,3 +41,25 @@ def test_without_item_scores_there_is_no_such_section(tmp_path):
     analysis = analyze_experiment(discover_inputs([experiment(tmp_path, False)]))
     assert analysis.tasks is None
     assert "tasks" not in [section.key for section in build_report(analysis).sections]
+
+
+def test_metric_chooses_the_tasks_metric_and_a_metric_not_every_file_has_is_one_line(tmp_path):
+    from gatedv_stats.analysis.experiment import AnalysisSettings
+    from gatedv_stats.io.itemfiles import read_item_file, write_item_file
+    from helpers import assert_input_error, invoke
+
+    root = experiment(tmp_path / "exp", True)
+    for path in sorted((root / "tasks").glob("*.parquet")):  # a second metric beside acc
+        (run,) = read_item_file(path)
+        items = run.items.assign(gold_loglik=-1.0 - run.items["acc"])
+        write_item_file(path, items, {**run.meta, "arm": run.arm, "seed": run.seed, "task": run.task, "n_shot": 0,
+                                      "metrics": ["acc", "gold_loglik"]})
+    inputs = discover_inputs([root])
+    assert analyze_experiment(inputs).tasks.metric == "acc"
+    chosen = analyze_experiment(inputs, AnalysisSettings(metric="gold_loglik")).tasks
+    assert chosen.metric == "gold_loglik" and all(result.metric == "gold_loglik" for result in chosen.results)
+    assert_input_error(invoke("report", root, "--out", tmp_path / "r.md", "--metric", "acc_norm"),
+                       "--metric", "'acc_norm' is not a metric of every item-score file", "acc, gold_loglik")
+    no_items = experiment(tmp_path / "losses-only", False)
+    assert_input_error(invoke("report", no_items, "--out", tmp_path / "r2.md", "--metric", "acc"),
+                       "--metric", "no item-score files")

@@ -71,6 +71,7 @@ class AnalysisSettings:
     allow_mismatch: tuple[str, ...] = ()
     unit: str = "auto"
     allow_unpaired: bool = False
+    metric: str | None = None  # the downstream tasks' metric (item-score files; None: acc_norm, acc, exact_match)
 
     def __post_init__(self) -> None:
         check_n_resamples(self.n_resamples)
@@ -199,7 +200,7 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
                               lr_selection=analyze_lr_selection(groups, inputs.curves),
                               curves=analyze_curves(inputs.curves, reference),
                               swaps=_swap_tables(inputs.runs, reference),
-                              tasks=experiment_tasks(inputs.item_runs, reference,
+                              tasks=experiment_tasks(inputs.item_runs, reference, metric=settings.metric,
                                                      confidence_level=settings.confidence_level))
 
 

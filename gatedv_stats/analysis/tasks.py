@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.errors import InputError, ParameterError
 from gatedv_stats.io.itemfiles import ItemRun, read_item_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.item_pairing import PairedScores, load_item_pairs, pair_tasks
@@ -58,16 +58,21 @@ def plan_item_inputs(files: Sequence[str], effect: float, *, metric: str, baseli
 PREFERRED_METRICS = ("acc_norm", "acc", "exact_match")  # a report's metric: the first of these every run has
 
 
-def experiment_tasks(item_runs: Sequence[ItemRun], reference: str | None, *,
+def experiment_tasks(item_runs: Sequence[ItemRun], reference: str | None, *, metric: str | None = None,
                      confidence_level: float = 0.95) -> TaskSuite | None:
-    """The report's downstream tasks: every arm against the reference on every task, on the first metric of
-    PREFERRED_METRICS that every run has (else the first they share); None without item scores."""
+    """The report's downstream tasks: every arm against the reference on every task, on `metric` (default: the
+    first of PREFERRED_METRICS that every run has, else the first they share); None without item scores."""
     if not item_runs:
+        if metric is not None:
+            raise ParameterError("metric", f"{metric!r} given, but the inputs hold no item-score files")
         return None
-    shared = [metric for metric in item_runs[0].metrics if all(metric in run.metrics for run in item_runs)]
+    shared = [name for name in item_runs[0].metrics if all(name in run.metrics for run in item_runs)]
     if not shared:
         raise InputError("the item-score files share no metric, so the report cannot compare their tasks")
-    metric = next((name for name in PREFERRED_METRICS if name in shared), shared[0])
+    if metric is not None and metric not in shared:
+        raise ParameterError("metric", f"{metric!r} is not a metric of every item-score file (shared: "
+                             f"{', '.join(shared)})")
+    metric = metric or next((name for name in PREFERRED_METRICS if name in shared), shared[0])
     if reference is None or reference not in {run.arm for run in item_runs}:
         raise InputError(f"the item-score files hold no runs of the reference arm {reference!r} (arms: "
                          f"{', '.join(sorted({run.arm for run in item_runs}))})")
