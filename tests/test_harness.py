@@ -248,6 +248,11 @@ def test_exported_baseline_in_the_hf_model_scores_what_the_checkpoint_scores_her
     answers = {row["id"]: row["answer"] for row in map(json.loads, (tasks / "code_mc.jsonl").read_text().splitlines())}
     np.testing.assert_allclose([gold[doc_id] for doc_id in answers],
                                [theirs[doc_id][answers[doc_id]] for doc_id in answers], rtol=1e-5)
+    compared = invoke("bootstrap", "--metric", "acc", "--baseline", out / "baseline" / "seed2" / "code_mc.parquet",
+                      "--variant", out / "gatedv" / "seed2" / "code_mc.parquet", "--json")
+    assert compared.exit_code == 0, compared.output
+    verdict = json.loads(compared.stdout)
+    assert verdict["task"] == "code_mc" and verdict["n_items"] == 8 and "mcnemar" in json.dumps(verdict).lower()
     _check_gatedv_scores(out, tmp_path / "gatedv" / "checkpoint.pt", tasks, prepared_data)
 
 

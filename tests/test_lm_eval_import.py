@@ -234,11 +234,12 @@ def test_samples_without_a_word_count_make_the_file_per_byte_with_a_warning(tmp_
 
 def test_a_comparison_of_word_level_files_is_per_word(tmp_path):
     """Two models' harness logs of the same documents count words as targets: every figure says per word."""
-    files = {}
+    files, arm_scores = {}, {}
     for arm, likelihood in (("a", -12.5), ("b", -11.0)):
         for seed in (1, 2, 3):
             scores = [likelihood - i - (0.3 * ((i * seed) % 4) if arm == "b" else 0.2 * ((i + seed) % 3))
                       for i in range(8)]
+            arm_scores[arm, seed] = scores
             lines = [_rolling_line(doc={"id": f"d{i}"}, word_perplexity=[score, 2], byte_perplexity=[score, 11],
                                    bits_per_byte=[score, 11]) for i, score in enumerate(scores)]
             log = tmp_path / f"{arm}{seed}.jsonl"
@@ -248,6 +249,12 @@ def test_a_comparison_of_word_level_files_is_per_word(tmp_path):
     args = ["bootstrap", "--baseline", tmp_path / "a", "--variant", tmp_path / "b", "--samples", 200]
     text = _ok(*args).stdout
     assert "nats per word" in text and "variance components (nats² per word)" in text and "per token" not in text
+    verdict_line = next(line for line in text.splitlines() if line.startswith("verdict: "))
+    assert verdict_line.endswith(" (per word)")
+    bits = {arm: np.mean([sum(-score for score in arm_scores[arm, seed]) / (11 * 8) / np.log(2) for seed in (1, 2, 3)])
+            for arm in ("a", "b")}  # every document has 11 bytes
+    assert (f"bits per byte of the same text: {bits['a']:.4f} vs {bits['b']:.4f}, difference "
+            f"{bits['b'] - bits['a']:+.5f}") in text
     assert json.loads(_ok(*args, "--json").stdout)["unit"] == "word"
     plan = _ok("plan", tmp_path / "a", tmp_path / "b", "--baseline-arm", "a", "--variant-arm", "b",
                "--effect", 0.02).stdout

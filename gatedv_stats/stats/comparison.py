@@ -159,7 +159,8 @@ class Comparison:
         if self.seed_document is not None and self.seed_document.n_clusters is not None:
             units += f" in {fmt.format_count(self.seed_document.n_clusters)} {self.cluster} clusters"
         lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {units}", *self._unit_lines(), "",
-                 f"verdict: {self.verdict_text}", f"  {self.verdict_explanation}", "",
+                 f"verdict: {self.verdict_text}" + ("" if self.unit == "token" else f" (per {self.unit})"),
+                 f"  {self.verdict_explanation}", "",
                  f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
         for seed, base_ppl, var_ppl in zip(base.seeds, base.ppl, var.ppl):
             lines.append(f"{seed:<12}{fmt.format_ppl(base_ppl):>{width}}{fmt.format_ppl(var_ppl):>{width}}")
@@ -191,8 +192,12 @@ class Comparison:
         if self.unit == "token":
             return []
         if self.unit != "byte":
+            base_bpb, var_bpb = self.baseline.bits_per_byte, self.variant.bits_per_byte
+            bytes_line = [] if base_bpb is None or var_bpb is None else [
+                f"bits per byte of the same text: {base_bpb.mean():.4f} vs {var_bpb.mean():.4f}, difference "
+                f"{var_bpb.mean() - base_bpb.mean():+.5f} (mean over seeds)"]
             return [f"the files count {self.unit}s as targets: NLL and D are nats per {self.unit}, PPL and ΔP are "
-                    f"per {self.unit}"]
+                    f"per {self.unit}", *bytes_line]
         return ["compared per UTF-8 byte of the same text: NLL and D are nats per byte (÷ ln 2 for bits), PPL and ΔP "
                 "are per byte",
                 f"bits per byte: {self.baseline.nll.mean() / math.log(2.0):.4f} vs "
