@@ -29,19 +29,18 @@ from gatedv_stats.io.lossfiles import (
     LOSS_FILE_SUFFIXES,
     SkippedFile,
     UnreadableFileError,
-    _fail_rows,
-    _from_column,
-    _is_blank,
-    _json_default,
-    _loss_file_candidates,
-    _merge,
-    _numeric,
-    _read_table,
-    _reading,
-    _row_location,
     check_doc_ids,
+    fail_rows,
+    is_blank,
+    json_default,
+    loss_file_candidates,
+    numeric_column,
+    read_table,
+    reading,
+    row_location,
 )
 from gatedv_stats.io.outputs import check_output_file
+from gatedv_stats.io.table_metadata import group_metadata
 
 ITEM_FORMAT = "gatedv-item-scores/1"
 HASH_COLUMNS: tuple[str, ...] = ("doc_hash", "prompt_hash", "target_hash")
@@ -90,7 +89,7 @@ def write_item_file(path: str | Path, items: pd.DataFrame, meta: dict) -> None:
     meta["higher_is_better"] = _higher_is_better(meta, metrics, str(path))
     table = pa.Table.from_pandas(items, preserve_index=False)
     kv = dict(table.schema.metadata or {})
-    kv.update({key.encode(): json.dumps(value, default=_json_default).encode() for key, value in meta.items()})
+    kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
     with atomic_path(path) as tmp:
         pq.write_table(table.replace_schema_metadata(kv), tmp)
 
@@ -100,7 +99,7 @@ def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,
     """Check and normalise the per-item columns; returns doc_id, the metrics (float64, finite), then the other
     columns as text (grouping columns and hashes, none missing). An error in one row names it `<source>: row <n>`,
     or `row_names[i]` when given."""
-    where = _row_location(source, row_names)
+    where = row_location(source, row_names)
     if len(frame) == 0:
         raise InputError(f"{source}: no rows")
     if "doc_id" not in frame.columns:
@@ -115,15 +114,15 @@ def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,
         if metric not in frame.columns:
             raise InputError(f"{source}: metric {metric!r} has no column; its columns are "
                              f"{', '.join(map(str, frame.columns))}")
-        values = _numeric(frame[metric], metric, source, where)
-        _fail_rows(np.isnan(values), where, f"{metric} is missing or NaN")
-        _fail_rows(np.isinf(values), where, f"{metric} is infinite", values)
+        values = numeric_column(frame[metric], metric, source, where)
+        fail_rows(np.isnan(values), where, f"{metric} is missing or NaN")
+        fail_rows(np.isinf(values), where, f"{metric} is infinite", values)
         out[metric] = values
     for column in frame.columns:
         if column in out.columns:
             continue
         text = frame[column]
-        _fail_rows(_is_blank(text), where, f"{column} is missing (where the column is given, every item needs one)")
+        fail_rows(is_blank(text), where, f"{column} is missing (where the column is given, every item needs one)")
         out[str(column)] = text.astype(str).to_numpy(dtype=object)
     return out
 
@@ -134,7 +133,7 @@ def is_item_file(path: str | Path) -> bool:
     path = Path(path)
     if path.suffix not in LOSS_FILE_SUFFIXES or not path.is_file():
         return False
-    with _reading(path):
+    with reading(path):
         if path.suffix == ".parquet":
             schema = pq.read_schema(path)
             names, marked = schema.names, (schema.metadata or {}).get(b"format") == json.dumps(ITEM_FORMAT).encode()
@@ -150,7 +149,7 @@ def read_item_file(path: str | Path) -> list[ItemRun]:
     path = Path(path)
     if path.suffix not in LOSS_FILE_SUFFIXES:
         raise InputError(f"{path}: not an item-score file (expected .parquet or .csv)")
-    frame, file_meta = _read_table(path)
+    frame, file_meta = read_table(path)
     if file_meta.get("format") not in (None, ITEM_FORMAT):
         raise InputError(f"{path}: format {file_meta['format']!r} is not an item-score file ({ITEM_FORMAT})")
     if len(frame) == 0:
@@ -177,7 +176,7 @@ def read_item_inputs(paths: Sequence[str | Path], *, skipped: list[SkippedFile] 
             runs.extend(read_item_file(path))
             continue
         found = 0
-        for candidate in _loss_file_candidates(path):
+        for candidate in loss_file_candidates(path):
             try:
                 if candidate.resolve() in read:
                     found += 1
@@ -196,15 +195,8 @@ def read_item_inputs(paths: Sequence[str | Path], *, skipped: list[SkippedFile] 
 
 def _run(path: Path, group: pd.DataFrame, file_meta: dict, keys: list[str], several: bool) -> ItemRun:
     source = f"{path}[{','.join(f'{key}={group[key].iloc[0]}' for key in keys)}]" if several else str(path)
-    meta = dict(file_meta)
     columns = [column for column in META_COLUMNS if column in group.columns]
-    for column in columns:
-        values = group[column].dropna().unique()
-        if len(values) > 1:
-            raise InputError(f"{source}: column {column!r} is metadata and must hold one value, found "
-                             f"{', '.join(map(repr, values[:5]))}")
-        if len(values) == 1:
-            _merge(meta, column, _from_column(values[0]), source)
+    meta = group_metadata(group, columns, file_meta, source)
     for key in RUN_COLUMNS:
         if meta.get(key) is None or not str(meta[key]).strip():
             raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
@@ -235,7 +227,7 @@ def _metric_names(frame: pd.DataFrame, meta: dict, source: str) -> tuple[str, ..
         if pd.api.types.is_bool_dtype(series.dtype):
             continue
         numeric = pd.to_numeric(series, errors="coerce").notna().to_numpy()
-        if column in KNOWN_HIGHER_IS_BETTER or (numeric.any() and (numeric | _is_blank(series)).all()):
+        if column in KNOWN_HIGHER_IS_BETTER or (numeric.any() and (numeric | is_blank(series)).all()):
             names.append(str(column))
     return tuple(names)
 

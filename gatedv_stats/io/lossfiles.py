@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-import numbers
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from gatedv_stats.errors import InputError
 from gatedv_stats.io.atomic import atomic_path
 from gatedv_stats.io.fileio import file_sha256, paths_under, read_json_object, read_model_config, read_seed
 from gatedv_stats.io.outputs import check_output_file
+from gatedv_stats.io.table_metadata import group_metadata, merge_meta
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
 OPTIONAL_COLUMNS = ("domain", "n_bytes")
@@ -125,7 +125,7 @@ def read_loss_inputs(paths: Sequence[str | Path], *,
                 runs.extend(_read_runs(path))
             continue
         held, unreadable = False, 0
-        for candidate in _loss_file_candidates(path):
+        for candidate in loss_file_candidates(path):
             if candidate.resolve() in read:  # named as well, or under another directory given
                 held = True
                 continue
@@ -159,7 +159,7 @@ def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     docs = validate_docs(docs, str(path))
     table = pa.Table.from_pandas(docs, preserve_index=False)
     kv = dict(table.schema.metadata or {})
-    kv.update({key.encode(): json.dumps(value, default=_json_default).encode() for key, value in meta.items()})
+    kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
     with atomic_path(path) as tmp:
         pq.write_table(table.replace_schema_metadata(kv), tmp)
 
@@ -168,7 +168,7 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
     """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes].
 
     An error in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
-    where = _row_location(source, row_names)
+    where = row_location(source, row_names)
     if len(frame) == 0:
         raise InputError(f"{source}: no rows")
     for column in REQUIRED_COLUMNS:
@@ -178,18 +178,18 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
             raise InputError(f"{source}: missing column {column!r}{hint}; its per-document columns are "
                              f"{', '.join(map(str, frame.columns))}")
     doc_id = check_doc_ids(frame["doc_id"], source, where)
-    loss_sum = _numeric(frame["loss_sum"], "loss_sum", source, where)
-    _fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
-    _fail_rows(np.isinf(loss_sum), where, "loss_sum is infinite", loss_sum)
-    _fail_rows(loss_sum < 0, where, "loss_sum is negative", loss_sum)
+    loss_sum = numeric_column(frame["loss_sum"], "loss_sum", source, where)
+    fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
+    fail_rows(np.isinf(loss_sum), where, "loss_sum is infinite", loss_sum)
+    fail_rows(loss_sum < 0, where, "loss_sum is negative", loss_sum)
     n_targets = _integers(frame["n_targets"], "n_targets", source, where, minimum=1)
     # Bounding each document's mean NLL also keeps every sum of loss sums finite in float64.
-    _fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, where, f"loss_sum is more than {MAX_TARGET_NLL:g} nats "
+    fail_rows(loss_sum / n_targets > MAX_TARGET_NLL, where, f"loss_sum is more than {MAX_TARGET_NLL:g} nats "
                "per target (beyond, the perplexities overflow the statistics in float64)", loss_sum)
     out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
     if "domain" in frame.columns:
         domain = frame["domain"]
-        _fail_rows(domain.isna().to_numpy(), where, "domain is missing (where the column is given, every document "
+        fail_rows(domain.isna().to_numpy(), where, "domain is missing (where the column is given, every document "
                    "needs one)")
         out["domain"] = domain.astype(str).to_numpy(dtype=object)
     if "n_bytes" in frame.columns:
@@ -199,7 +199,7 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
 
 def check_doc_ids(doc_id: pd.Series, source: str, where: Callable[[int], str]) -> pd.Series:
     """The ids as text; an error names the first blank one, or the repeated ones and their rows."""
-    _fail_rows((doc_id.isna() | (doc_id.astype(str).str.strip() == "")).to_numpy(), where, "doc_id is empty")
+    fail_rows((doc_id.isna() | (doc_id.astype(str).str.strip() == "")).to_numpy(), where, "doc_id is empty")
     doc_id = doc_id.astype(str)
     duplicated = doc_id.duplicated(keep=False).to_numpy()
     if duplicated.any():
@@ -209,25 +209,25 @@ def check_doc_ids(doc_id: pd.Series, source: str, where: Callable[[int], str]) -
     return doc_id
 
 
-def _json_default(value: object) -> object:
+def json_default(value: object) -> object:
     """numpy scalars and arrays in metadata (a seed from an array, a config of numpy ints)."""
     if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
     raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")
 
 
-def _row_location(source: str, row_names: Sequence[str] | None) -> Callable[[int], str]:
+def row_location(source: str, row_names: Sequence[str] | None) -> Callable[[int], str]:
     """How an error names row i (counted from 0): `<source>: row <i + 1>`, or `row_names[i]`."""
     if row_names is not None:
         return row_names.__getitem__
     return lambda row: f"{source}: row {row + 1}"
 
 
-def _numeric(series: pd.Series, column: str, source: str, where: Callable[[int], str]) -> np.ndarray:
+def numeric_column(series: pd.Series, column: str, source: str, where: Callable[[int], str]) -> np.ndarray:
     if pd.api.types.is_bool_dtype(series.dtype):
         raise InputError(f"{source}: {column} holds booleans, not numbers")
     values = pd.to_numeric(series, errors="coerce")
-    not_numeric = values.isna().to_numpy() & ~_is_blank(series)
+    not_numeric = values.isna().to_numpy() & ~is_blank(series)
     if not_numeric.any():
         row = int(np.flatnonzero(not_numeric)[0])
         raise InputError(f"{where(row)}: {column} {series.iloc[row]!r} is not a number"
@@ -237,16 +237,16 @@ def _numeric(series: pd.Series, column: str, source: str, where: Callable[[int],
 
 def _integers(series: pd.Series, column: str, source: str, where: Callable[[int], str], *,
               minimum: int) -> np.ndarray:
-    values = _numeric(series, column, source, where)
-    _fail_rows(~np.isfinite(values), where, f"{column} is missing or not finite")
-    _fail_rows(values != np.round(values), where, f"{column} is not an integer", values)
-    _fail_rows(np.abs(values) > _MAX_INTEGER, where, f"{column} is beyond 2**53", values)
+    values = numeric_column(series, column, source, where)
+    fail_rows(~np.isfinite(values), where, f"{column} is missing or not finite")
+    fail_rows(values != np.round(values), where, f"{column} is not an integer", values)
+    fail_rows(np.abs(values) > _MAX_INTEGER, where, f"{column} is beyond 2**53", values)
     integers = values.astype(np.int64)
-    _fail_rows(integers < minimum, where, f"{column} must be >= {minimum}", integers)
+    fail_rows(integers < minimum, where, f"{column} must be >= {minimum}", integers)
     return integers
 
 
-def _is_blank(series: pd.Series) -> np.ndarray:
+def is_blank(series: pd.Series) -> np.ndarray:
     """True where a value is absent (NaN / None / empty text) rather than malformed."""
     blank = series.isna().to_numpy()
     if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
@@ -255,7 +255,7 @@ def _is_blank(series: pd.Series) -> np.ndarray:
     return blank
 
 
-def _fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str, values: np.ndarray | None = None) -> None:
+def fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str, values: np.ndarray | None = None) -> None:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         shown = f" ({values[row].item()!r})" if values is not None else ""
@@ -266,7 +266,7 @@ def _more(count: int) -> str:
     return f" (and {count - 1} more rows)" if count > 1 else ""
 
 
-def _loss_file_candidates(directory: Path) -> list[Path]:
+def loss_file_candidates(directory: Path) -> list[Path]:
     """Files under `directory` named like loss files, broken links included (they are unreadable files)."""
     return [path for path in paths_under(directory)
             if path.suffix in LOSS_FILE_SUFFIXES and (path.is_file() or not path.exists())]
@@ -275,14 +275,14 @@ def _loss_file_candidates(directory: Path) -> list[Path]:
 def _has_loss_column(path: Path) -> bool:
     """Whether a file found in a directory is a loss file; a readable file without `loss_sum` (an evaluation
     set, a curve) is not. Reads only the schema or the header line."""
-    with _reading(path):
+    with reading(path):
         if path.suffix == ".parquet":
             return "loss_sum" in pq.read_schema(path).names
         return "loss_sum" in pd.read_csv(path, nrows=0).columns
 
 
 @contextlib.contextmanager
-def _reading(path: Path) -> Iterator[None]:
+def reading(path: Path) -> Iterator[None]:
     """Any reader failure inside becomes one `UnreadableFileError` naming `path`."""
     try:
         yield
@@ -293,13 +293,13 @@ def _reading(path: Path) -> Iterator[None]:
         raise UnreadableFileError(path, f"cannot read: {reason}") from None
 
 
-def _read_table(path: Path) -> tuple[pd.DataFrame, dict]:
+def read_table(path: Path) -> tuple[pd.DataFrame, dict]:
     """The raw table and its file-level metadata (Parquet key-value or CSV sidecar)."""
     if not path.exists():
         raise UnreadableFileError(path, "no such file")
     if path.suffix not in LOSS_FILE_SUFFIXES:
         raise InputError(f"{path}: not a loss file (expected .parquet or .csv)")
-    with _reading(path):
+    with reading(path):
         if path.suffix == ".parquet":
             table = pq.read_table(path)
             names, meta = table.schema.names, _decode_parquet_metadata(table.schema.metadata or {})
@@ -330,7 +330,7 @@ def _decode_parquet_metadata(raw: dict) -> dict:
 
 
 def _read_runs(path: Path, arm: str | None = None, seed: int | None = None, long_table: bool = False) -> list[LossRun]:
-    return runs_from_frame(*_read_table(path), str(path), file_sha256(path), arm=arm, seed=seed, long_table=long_table)
+    return runs_from_frame(*read_table(path), str(path), file_sha256(path), arm=arm, seed=seed, long_table=long_table)
 
 
 def runs_from_frame(frame: pd.DataFrame, file_meta: dict, path: str, sha256: str = "", *, arm: str | None = None,
@@ -347,16 +347,9 @@ def runs_from_frame(frame: pd.DataFrame, file_meta: dict, path: str, sha256: str
     runs = []
     for _, group in groups:
         source = str(path) if len(groups) == 1 else f"{path}[arm={group['arm'].iloc[0]},seed={group['seed'].iloc[0]}]"
-        meta = dict(file_meta)
-        for column in meta_columns:
-            values = group[column].dropna().unique()
-            if len(values) > 1:
-                raise InputError(f"{source}: column {column!r} is metadata and must hold one value, found "
-                                 f"{', '.join(map(repr, values[:_SHOWN]))}")
-            if len(values) == 1:
-                _merge(meta, column, _from_column(values[0]), source)
+        meta = group_metadata(group, meta_columns, file_meta, source)
         for key, given in [(key, given) for key, given in (("arm", arm), ("seed", seed)) if given is not None]:
-            _merge(meta, key, given, source)
+            merge_meta(meta, key, given, source)
         for key in RUN_KEYS:
             if meta.get(key) in (None, ""):
                 raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
@@ -370,31 +363,3 @@ def runs_from_frame(frame: pd.DataFrame, file_meta: dict, path: str, sha256: str
         docs = validate_docs(group.drop(columns=meta_columns).reset_index(drop=True), source)
         runs.append(LossRun(arm=meta["arm"], seed=meta["seed"], docs=docs, meta=meta, source=source, sha256=sha256))
     return runs
-
-
-def _from_column(value: object) -> object:
-    """A CSV cell holds text: recover numbers (lr 0.003, step 100) and JSON objects."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
-def _merge(meta: dict, key: str, value: object, source: str) -> None:
-    if meta.get(key) is not None and str(meta[key]) != str(value) and not _same_number(meta[key], value):
-        raise InputError(f"{source}: {key} is {meta[key]!r} in one place and {value!r} in another")
-    meta[key] = value
-
-
-def _same_number(first: object, second: object) -> bool:
-    """Whether two values are one number written two ways (0.003 and "0.003", 7 and 7.0); integers compare exactly."""
-    if all(isinstance(value, numbers.Integral) and not isinstance(value, bool) for value in (first, second)):
-        return int(first) == int(second)  # type: ignore[call-overload]
-    try:
-        return float(first) == float(second)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
