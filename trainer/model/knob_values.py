@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gatedv_stats.errors import InputError
@@ -104,3 +104,14 @@ def parse_key_values(options: Sequence[str], flag: str, form: str, hint: str) ->
             raise InputError(f"{flag} {name}: given twice")
         raw[name] = value.strip()
     return raw
+
+
+def parse_checked_options(options: Sequence[str], flag: str, form: str, hint: str,
+                          check: Callable[[Mapping[str, object]], dict]) -> dict:
+    """Repeated `flag KEY=VALUE` options parsed (`parse_key_values`) and checked by `check`; a bad one is an
+    InputError that starts with the flag."""
+    raw = parse_key_values(options, flag, form, hint)
+    try:
+        return check(raw)
+    except InputError as error:
+        raise InputError(f"{flag} {error}") from None

@@ -26,7 +26,7 @@ from trainer.model.knob_values import (
     Knob,
     KnobError,
     check_values,
-    parse_key_values,
+    parse_checked_options,
 )
 from trainer.model.sizes import size_config
 from trainer.model.transformer import (
@@ -66,11 +66,7 @@ def check_knobs(knobs: Mapping[str, object]) -> dict:
 def parse_knob_options(options: Sequence[str]) -> dict:
     """The knobs of repeated `--knob KNOB=VALUE` options; a malformed, unknown, repeated or bad one is an
     InputError naming it."""
-    raw = parse_key_values(options, "--knob", "KNOB=VALUE", "gatedv params --knobs lists the knobs")
-    try:
-        return check_knobs(raw)
-    except InputError as error:
-        raise InputError(f"--knob {error}") from None
+    return parse_checked_options(options, "--knob", "KNOB=VALUE", "gatedv params --knobs lists the knobs", check_knobs)
 
 
 def effective_knobs(cfg: ModelConfig) -> dict:

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from gatedv_stats.errors import InputError, ParameterError
-from trainer.model.knob_values import NAME, RESERVED_NAMES, Knob, check_values, parse_key_values
+from trainer.model.knob_values import NAME, RESERVED_NAMES, Knob, check_values, parse_checked_options
 from trainer.model.transformer import CONFIGS, ModelConfig
 
 DEFAULT_BASE = "small"
@@ -53,11 +53,8 @@ def check_size_knobs(knobs: Mapping[str, object]) -> dict:
 def parse_size_knob_options(options: Sequence[str]) -> dict:
     """The size knobs of repeated `--size-knob KEY=VALUE` options; a malformed, unknown, repeated or bad one is an
     InputError naming it."""
-    raw = parse_key_values(options, "--size-knob", "KEY=VALUE", "gatedv params --size-knobs lists them")
-    try:
-        return check_size_knobs(raw)
-    except InputError as error:
-        raise InputError(f"--size-knob {error}") from None
+    return parse_checked_options(options, "--size-knob", "KEY=VALUE", "gatedv params --size-knobs lists them",
+                                 check_size_knobs)
 
 
 def size_base(size: str, size_knobs: Mapping[str, object] | None = None) -> str:
