@@ -1,4 +1,5 @@
-"""Slow calibration of the reviewer statistics on simulated loss files (the fast version is tests/test_calibration.py).
+"""Slow calibration of the reviewer statistics on simulated loss files (the fast version is
+tests/stats/test_calibration.py).
 
 Draws many paired studies from `gatedv_stats.testing.PopulationModel` (known population effect; seed
 effects, document effects and residuals normal with the stated SDs) and prints, per design:

@@ -1,6 +1,6 @@
 """Calibration of the group-effect note (gatedv_stats.stats.cluster_diagnostic): how often it fires without a
 group effect and with one, and how often the verdict names a winner with no true difference, without and with
-the domains as clusters (`--cluster domain`). The fast version is tests/test_cluster_diagnostic.py.
+the domains as clusters (`--cluster domain`). The fast version is tests/stats/test_cluster_diagnostic.py.
 
 Simulated studies from gatedv_stats.testing (per-token differences y_si = δ + a_s + b_i + u_c + e_si, δ = 0,
 document lengths 32–1,023 targets). Without a group effect (u_c = 0): the component mixes of

@@ -1,4 +1,4 @@
-"""The long run of tests/test_fuzz_lossfiles.py: many more malformed loss files through `gatedv bootstrap`, each
+"""The long run of tests/io/test_fuzz_lossfiles.py: many more malformed loss files through `gatedv bootstrap`, each
 of which must end in exit 2 and exactly one `error:` line naming the file (no traceback, no warning, nothing
 written). Prints how many examples of each malformation ran and the time per example.
 

@@ -1,5 +1,5 @@
 """Calibration of the seed-and-document interval against the document and two-level bootstraps (the fast
-version is tests/test_seed_calibration.py), and its speed.
+version is tests/stats/test_seed_calibration.py), and its speed.
 
 Simulated studies from gatedv_stats.testing (per-token differences y_si = δ + a_s + b_i + u_c + e_si,
 document lengths 32–1,023 targets, domains of geometric size with mean 5 when clustered). Per scenario,

@@ -1,5 +1,5 @@
 """Calibration of the downstream-task verdict (item scores, seeds × items interval) by simulation with 0/1 outcomes
-(the fast version is tests/test_task_calibration.py).
+(the fast version is tests/stats/test_task_calibration.py).
 
 Studies from gatedv_stats.testing.ItemScoreModel: logit P(right) = item difficulty (SD 1.5) + a seed effect per arm
 + a seed × item interaction per arm (+ the variant's shift δ, its per-item and per-subtask effects; subtasks of 20

@@ -48,7 +48,7 @@ def sweep_command(
 ) -> None:
     """Train and evaluate a grid of variants x learning rates x seeds, here or as cluster jobs; finished runs are
     skipped, interrupted ones resumed from their checkpoint."""
-    from gatedv_stats.io.outputs import check_output_dir
+    from gatedv_stats.core.outputs import check_output_dir
     from trainer.grid.experiment import load_experiment
     from trainer.grid.sweep import check_executor_options, run_experiment
     from trainer.model.sizes import parse_size_knob_options
@@ -88,18 +88,20 @@ def select_lr_command(
 ) -> None:
     """Per variant, the grid rate with the lowest final development NLL (ties: lower rate); writes the confirmation grid."""  # noqa: E501 - one line in --help's list
     from gatedv_stats.io.jsonout import strict_json
+    from gatedv_stats.stats.lr_selection import select_lr
     from trainer.grid.experiment import load_experiment, write_experiment
     from trainer.grid.lr_selection import (
         confirmation_experiment,
         confirmation_grid_path,
         parse_seeds,
-        select_learning_rates,
+        selection_table,
     )
 
     path = confirmation_grid_path(experiment, out)
     grid = load_experiment(experiment)
     confirm_seeds = parse_seeds(seeds)
-    selection = select_learning_rates(grid, selection_seed)
-    write_experiment(path, confirmation_experiment(grid, selection, seeds=confirm_seeds))
+    table, chosen_seed = selection_table(grid, selection_seed)
+    selection = select_lr(table, selection_seed=chosen_seed)
+    write_experiment(path, confirmation_experiment(grid, selection.selected, seeds=confirm_seeds))
     typer.echo(strict_json({**selection.to_dict(), "confirmation_grid": str(path)}) if as_json
                else f"{selection.summary()}\nwrote {path}")

@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from gatedv_cli.click_api import click
 from gatedv_cli.skipped import warning_skipped_on_failure
-from gatedv_stats.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
 
 INTERRUPTED = ("every file already written is kept: run the same command again to go on (a run resumes from its "
                "last checkpoint; gatedv train: with --resume)")

@@ -27,8 +27,8 @@ def import_lm_eval_command(
 ) -> None:
     """lm-evaluation-harness sample logs as loss files (perplexity tasks: −log-likelihood, bytes, words per
     document) and item-score files (multiple choice, loglikelihood, generation: per-item metrics)."""
+    from gatedv_stats.core.outputs import check_not_an_input
     from gatedv_stats.io.lmeval_import import import_lm_eval_logs
-    from gatedv_stats.io.outputs import check_not_an_input
 
     check_not_an_input(out, inputs, "--out")
     result = import_lm_eval_logs(inputs, out, arm=arm, seed=seed, id_field=id_field,
@@ -39,7 +39,7 @@ def import_lm_eval_command(
 
 def _eval_set(eval_set: str | None, data: str | None):
     """The evaluation set named by --eval-set DATA_DIR:SET, or by --data DIR --eval-set SET."""
-    from gatedv_stats.errors import ParameterError
+    from gatedv_stats.core.errors import ParameterError
     from trainer.data.prepared import PreparedData
 
     if eval_set is None:

@@ -51,7 +51,7 @@ def export_hf_command(
                                   "the model (default: the data directory the run trained on).", show_default=False),
 ) -> None:
     """Export a checkpoint as a transformers Llama directory (config.json + model.safetensors + its tokenizer)."""
-    from gatedv_stats.io.outputs import check_output_dir
+    from gatedv_stats.core.outputs import check_output_dir
     from trainer.hf.export import export_hf, export_summary
 
     check_output_dir(out_dir, "OUT_DIR")

@@ -15,7 +15,7 @@ from typer.core import TyperCommand
 
 from gatedv_cli.click_api import click
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 if TYPE_CHECKING:
     from trainer.run.recipe import Runtime

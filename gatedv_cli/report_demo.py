@@ -57,7 +57,7 @@ def demo_command(
 ) -> None:
     """The main job on the embedded default: prepare, train tiny baseline and GatedV, evaluate, bootstrap, report."""
     from demo import run_demo
-    from gatedv_stats.io.outputs import check_output_dir
+    from gatedv_stats.core.outputs import check_output_dir
 
     check_output_dir(out, "--out")
     emit(run_demo(out, updates=updates, seeds=seeds, device=device, jobs=jobs, corpus=corpus), as_json)

@@ -28,7 +28,7 @@ from gatedv_cli.options import (
     warn,
 )
 from gatedv_cli.skipped import skipped_files, warn_skipped
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 
 def bootstrap_command(
@@ -201,7 +201,7 @@ def _item_scores(ctx: typer.Context, metric: str | None, paths: list[str]) -> bo
     """Whether the command compares item scores (--metric); refuses inputs of the other kind, and options of the
     loss-file path, in one line."""
     from gatedv_cli.group import flag_of
-    from gatedv_stats.item_pairing import check_input_kind
+    from gatedv_stats.pairing.items import check_input_kind
 
     check_input_kind(paths, metric)
     if metric is None:

@@ -18,7 +18,7 @@ from gatedv_cli.options import (
     runtime,
     warn,
 )
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 
 def train_command(
@@ -54,7 +54,7 @@ def train_command(
     """Train one run (docs/method.md §4): checkpoints, development curve, --resume; data parallel under torchrun."""
     import os
 
-    from gatedv_stats.io.outputs import check_output_dir
+    from gatedv_stats.core.outputs import check_output_dir
     from trainer.model.knobs import parse_knob_options
     from trainer.model.sizes import parse_size_knob_options
     from trainer.run.recipe import RunSpec
@@ -126,7 +126,7 @@ def evaluate_command(
 ) -> None:
     """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5);
     with --tasks, per-item scores of checkpoints on harness tasks."""
-    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
+    from gatedv_stats.core.outputs import check_not_an_input, check_output_file
     from trainer.run.evaluate import evaluate_model
     from trainer.run.tasks import evaluate_tasks
 
@@ -161,9 +161,9 @@ def bench_command(
     as_json: bool = JSON,
 ) -> None:
     """Cost benchmark (paper Table 6, docs/method.md §7): forward and training-step time ratios and peak memory."""
-    from gatedv_stats.io.atomic import write_text_atomic
+    from gatedv_stats.core.atomic import write_text_atomic
+    from gatedv_stats.core.outputs import check_not_an_input, check_output_file
     from gatedv_stats.io.jsonout import strict_json
-    from gatedv_stats.io.outputs import check_not_an_input, check_output_file
     from trainer.run.bench import run_bench
 
     if out is not None:

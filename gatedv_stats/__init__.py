@@ -9,8 +9,6 @@ errors `gv.InputError` / `gv.ParameterError`. Importing the package loads none o
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -20,8 +18,8 @@ _EXPORTS = {
     "load": "gatedv_stats.api", "pair": "gatedv_stats.api", "compare": "gatedv_stats.api",
     "analyze": "gatedv_stats.api", "arms": "gatedv_stats.api", "plan": "gatedv_stats.api",
     "report": "gatedv_stats.api", "AnalysisSettings": "gatedv_stats.analysis.experiment",
-    "PairedLosses": "gatedv_stats.pairing",
-    "InputError": "gatedv_stats.errors", "ParameterError": "gatedv_stats.errors",
+    "PairedLosses": "gatedv_stats.pairing.losses",
+    "InputError": "gatedv_stats.core.errors", "ParameterError": "gatedv_stats.core.errors",
     "Runs": "gatedv_stats.results", "ComparisonResult": "gatedv_stats.results",
     "AnalysisResult": "gatedv_stats.results", "ArmsResult": "gatedv_stats.results",
     "PlanResult": "gatedv_stats.results",
@@ -32,21 +30,6 @@ __all__ = [
     "ParameterError", "PlanResult", "Runs", "__version__", "analyze", "arms", "compare", "load", "pair", "plan",
     "report",
 ]
-
-class _Package(types.ModuleType):
-    """`gatedv_stats.report` is the API function (`gv.report(...)`), not the subpackage of the same name, which
-    importing sets as an attribute here: it stays importable by name (`from gatedv_stats.report import ...`)."""
-
-    @property
-    def report(self) -> Any:
-        return importlib.import_module("gatedv_stats.api").report
-
-    @report.setter
-    def report(self, subpackage: types.ModuleType) -> None:
-        pass  # in sys.modules already
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

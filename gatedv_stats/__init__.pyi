@@ -7,9 +7,9 @@ from gatedv_stats.api import load as load
 from gatedv_stats.api import pair as pair
 from gatedv_stats.api import plan as plan
 from gatedv_stats.api import report as report
-from gatedv_stats.errors import InputError as InputError
-from gatedv_stats.errors import ParameterError as ParameterError
-from gatedv_stats.pairing import PairedLosses as PairedLosses
+from gatedv_stats.core.errors import InputError as InputError
+from gatedv_stats.core.errors import ParameterError as ParameterError
+from gatedv_stats.pairing.losses import PairedLosses as PairedLosses
 from gatedv_stats.results import AnalysisResult as AnalysisResult
 from gatedv_stats.results import ArmsResult as ArmsResult
 from gatedv_stats.results import ComparisonResult as ComparisonResult

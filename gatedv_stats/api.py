@@ -25,15 +25,15 @@ import pandas as pd
 
 from gatedv_stats.analysis.experiment import AnalysisSettings
 from gatedv_stats.analysis.pair import analyze as analyze_pair
-from gatedv_stats.errors import ParameterError
+from gatedv_stats.core.errors import ParameterError
+from gatedv_stats.core.validation import check_open_unit
 from gatedv_stats.io.lossfiles import LossRun, SkippedFile, runs_from_frame
-from gatedv_stats.pairing import PairedLosses, load_paired, pair_with_reference, pilot_pair, runs_of
+from gatedv_stats.pairing.losses import PairedLosses, load_paired, pair_with_reference, pilot_pair, runs_of
+from gatedv_stats.pairing.selection import choose_reference, select_runs
 from gatedv_stats.results import AnalysisResult, ArmsResult, ComparisonResult, PlanResult, Runs
-from gatedv_stats.runs import choose_reference, select_runs
 from gatedv_stats.stats.comparison import compare as compare_pair
 from gatedv_stats.stats.multiple import compare_arms
 from gatedv_stats.stats.planning import plan_from_pilot
-from gatedv_stats.stats.validation import check_open_unit
 
 PathLike: TypeAlias = str | os.PathLike[str]
 # What holds runs: paths, runs already read, or a long table in memory.
@@ -164,7 +164,7 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
     comparison the report leaves out; `metric`: the downstream tasks' metric of item-score inputs (default:
     acc_norm, acc, exact_match, whichever every file has first); `workers`: processes for a large experiment's
     comparisons."""
-    from gatedv_stats.report.render import write_report
+    from gatedv_stats.reporting.render import write_report
 
     settings = _settings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
                          confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric)

@@ -19,15 +19,20 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from gatedv_stats import formatting as fmt
 from gatedv_stats.analysis.pair import PairAnalysis
+from gatedv_stats.core import formatting as fmt
 from gatedv_stats.io.lossfiles import LossRun, SkippedFile
-from gatedv_stats.pairing import PairedLosses
-from gatedv_stats.report.model import RowGroup, Table, row
-from gatedv_stats.report.render import tables_html
-from gatedv_stats.report.sections.comparison import comparison_charts, comparison_row, comparison_table, per_seed_rows
-from gatedv_stats.report.sections.verdicts import verdict_row, verdicts_table
-from gatedv_stats.runs import natural_key
+from gatedv_stats.pairing.losses import PairedLosses
+from gatedv_stats.pairing.selection import natural_key
+from gatedv_stats.reporting.model import RowGroup, Table, row
+from gatedv_stats.reporting.render import tables_html
+from gatedv_stats.reporting.sections.comparison import (
+    comparison_charts,
+    comparison_row,
+    comparison_table,
+    per_seed_rows,
+)
+from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
 from gatedv_stats.stats.comparison import Comparison
 from gatedv_stats.stats.metrics import ArmSummary, arm_summary, document_differences, perplexity, token_nll
 from gatedv_stats.stats.multiple import ArmsComparison

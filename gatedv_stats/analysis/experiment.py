@@ -1,9 +1,9 @@
 """The analysis of a whole experiment, run once: every comparison, test and adjustment a report shows.
 
-`analyze_experiment` groups the evaluated runs (`gatedv_stats.runs`), summarises every arm of every group, pairs
-each variant with the reference and runs `analyze` on it exactly once, adjusts the p-values of the arms that share
-a reference, selects learning rates, compares training curves and tabulates the inference-time swaps. The
-report sections only format what it returns.
+`analyze_experiment` groups the evaluated runs (`gatedv_stats.pairing.selection`), summarises every arm of every
+group, pairs each variant with the reference and runs `analyze` on it exactly once, adjusts the p-values of the
+arms that share a reference, selects learning rates, compares training curves and tabulates the inference-time
+swaps. The report sections only format what it returns.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from tqdm import tqdm
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
 from gatedv_stats.analysis.tasks import experiment_tasks
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
+from gatedv_stats.core.workers import spawn_pool
 from gatedv_stats.io.discovery import ExperimentInputs
 from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing import PairedLosses, pair_runs
-from gatedv_stats.runs import (
+from gatedv_stats.pairing.losses import PairedLosses, pair_runs
+from gatedv_stats.pairing.selection import (
     GATEDV,
     EvalGroup,
     add_unique,
@@ -45,8 +47,6 @@ from gatedv_stats.runs import (
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
 from gatedv_stats.stats.multiple import adjust_p_values, holm_verdicts
 from gatedv_stats.stats.task_suite import TaskSuite
-from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
-from gatedv_stats.workers import spawn_pool
 
 BREAKDOWN_MIN_DOCS = 5
 # Below this many loss sums (seeds × documents of the reference, summed over pairs) starting worker processes
@@ -60,7 +60,7 @@ class AnalysisSettings:
     API): reference arm (None: "baseline" when present), resamples, RNG seed, level (α = 1 − level for the
     verdicts and their Holm adjustment), the smallest effect of interest, the document column of clusters, the
     provenance differences accepted, the comparison unit and whether seeds of one arm only are dropped (see
-    `gatedv_stats.pairing.pair_runs`)."""
+    `gatedv_stats.pairing.losses.pair_runs`)."""
 
     reference: str | None = None
     n_resamples: int = 2000

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_at_least, check_n_resamples
+from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats.breakdowns import Breakdown, breakdown
 from gatedv_stats.stats.comparison import Comparison, cluster_labels, compare, resampled_units, seed_document_or_none
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
 from gatedv_stats.stats.resampling import interval_from_distribution
 from gatedv_stats.stats.seed_level import SeedUncertainty, seed_uncertainty
-from gatedv_stats.stats.validation import check_at_least, check_n_resamples
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.io.itemfiles import ItemRun, read_item_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
-from gatedv_stats.item_pairing import PairedScores, load_item_pairs, pair_tasks
+from gatedv_stats.pairing.items import PairedScores, load_item_pairs, pair_tasks
 from gatedv_stats.stats.item_planning import ItemPlan, plan_items
 from gatedv_stats.stats.item_scores import ItemScoreResult
 from gatedv_stats.stats.task_suite import TaskSuite, compare_task_pairs, compare_tasks

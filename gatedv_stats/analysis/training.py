@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.formatting import format_lr
-from gatedv_stats.runs import EvalGroup, lr_of, other_arms
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.formatting import format_lr
+from gatedv_stats.pairing.selection import EvalGroup, lr_of, other_arms
 from gatedv_stats.stats.curves import CurveComparison, curve_delta_p, final_quarter_ppl
 from gatedv_stats.stats.lr_selection import LRSelection, final_curve_points, select_lr
 from gatedv_stats.stats.metrics import token_nll

@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.fileio import read_json_object
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import read_json_object
 
 BENCH_FORMAT = "gatedv-bench-1"
 BENCH_GLOB = "bench*.json"

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.formatting import format_lr
-from gatedv_stats.io.atomic import atomic_path
-from gatedv_stats.io.fileio import paths_under, read_seed
+from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import paths_under, read_seed
+from gatedv_stats.core.formatting import format_lr
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file, record_arm
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256, paths_under
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
-from gatedv_stats.io.fileio import file_sha256, paths_under
 from gatedv_stats.io.itemfiles import ItemRun, is_item_file, read_item_inputs
 from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, SkippedFile, UnreadableFileError, read_loss_inputs
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file

@@ -22,9 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import atomic_path
-from gatedv_stats.io.fileio import read_json_object, read_seed
+from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import read_json_object, read_seed
+from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.io.lossfiles import (
     LOSS_FILE_SUFFIXES,
     SkippedFile,
@@ -39,7 +40,6 @@ from gatedv_stats.io.lossfiles import (
     reading,
     row_location,
 )
-from gatedv_stats.io.outputs import check_output_file
 from gatedv_stats.io.table_metadata import group_metadata
 
 ITEM_FORMAT = "gatedv-item-scores/1"

@@ -23,11 +23,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.validation import check_seed
 from gatedv_stats.io.lmeval_results import results_beside
 from gatedv_stats.io.lossfiles import validate_docs, write_loss_file
-from gatedv_stats.stats.validation import check_seed
 
 ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 _BYTE_METRICS = ("byte_perplexity", "bits_per_byte")

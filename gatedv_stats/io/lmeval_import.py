@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.outputs import check_output_dir, check_output_file, cleaned_on_failure
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, write_item_file
 from gatedv_stats.io.lmeval import (
     KIND_NAMES,
@@ -33,7 +34,6 @@ from gatedv_stats.io.lmeval import (
 )
 from gatedv_stats.io.lmeval_items import ITEM_TYPES, ItemScores, read_item_scores
 from gatedv_stats.io.lmeval_results import HarnessResults, canonical_sha256, results_beside, samples_hash
-from gatedv_stats.io.outputs import check_output_dir, check_output_file, cleaned_on_failure
 
 ROLLING = "loglikelihood_rolling"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, validate_items
 from gatedv_stats.io.lmeval import doc_id_of, sample_lines
 from gatedv_stats.io.lmeval_results import HarnessResults

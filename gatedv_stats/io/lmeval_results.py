@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.fileio import read_json_object
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import read_json_object
 
 # What the results file says about the run that wrote the samples (kept as provenance).
 RUN_KEYS = ("model_name", "lm_eval_version", "transformers_version", "max_length", "eot_token_id",

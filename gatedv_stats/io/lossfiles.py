@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import atomic_path
-from gatedv_stats.io.fileio import file_sha256, paths_under, read_json_object, read_model_config, read_seed
-from gatedv_stats.io.outputs import check_output_file
+from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256, paths_under, read_json_object, read_model_config, read_seed
+from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.io.table_metadata import group_metadata, merge_meta
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")

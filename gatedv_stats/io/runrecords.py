@@ -8,9 +8,9 @@ import math
 import numbers
 from pathlib import Path
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.fileio import read_count, read_json_object, read_model_config, read_seed
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import read_count, read_json_object, read_model_config, read_seed
 
 RUN_FILE_NAME = "run.json"
 JOB_FILE_NAME = "job.json"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 _SHOWN = 5  # how many differing values an error message lists
 

@@ -15,15 +15,15 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_at_least
+from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
-from gatedv_stats.stats.validation import check_at_least
 
 OTHER = "(other)"
 

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_open_unit
+from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats.crossed import clustered_moments, crossed_moments
-from gatedv_stats.stats.validation import check_open_unit
 
 # Chosen by simulation (bench/cluster_diagnostic.py): without a group effect the note fires in at most 2.8% of
 # studies (at most this level where the F test is exact); it fires in every study of the setting of 20 domains ×

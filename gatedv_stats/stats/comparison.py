@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.cluster_diagnostic import GroupEffectTest, paired_group_effects
 from gatedv_stats.stats.crossed import cluster_sums

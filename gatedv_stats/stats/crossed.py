@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 # Level of the pre-test that keeps the document term in Var̂(D): the level Bozivich, Bancroft & Hartley (1956)
 # recommend for "sometimes pool" rules, and the one that keeps the interval calibrated on the grid of

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.stats.metrics import sample_sd
 
 FINAL_FRACTION = 0.25

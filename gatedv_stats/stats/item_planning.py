@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.item_pairing import PairedScores
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_open_unit
+from gatedv_stats.pairing.items import PairedScores
 from gatedv_stats.stats.item_scores import format_difference
 from gatedv_stats.stats.planning import Design
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.validation import check_open_unit
 
 MAX_ITEMS = 10**7  # more items than any benchmark holds: a difference that needs more is not detectable by items
 SEED_GRID = (3, 5, 10, 20)  # seed pairs at which the items needed are shown, beside the pilot's

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.item_pairing import PairedScores
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.pairing.items import PairedScores
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
 from gatedv_stats.stats.seed_tests import MAX_EXACT_SEEDS, SeedPermutationTest, seed_permutation_test
 from gatedv_stats.stats.verdict import Verdict, tost_p_value

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 TABLE_COLUMNS = ("arm", "lr", "seed", "dev_nll")
 

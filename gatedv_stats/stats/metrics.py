@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
+from gatedv_stats.core.validation import check_confidence_level
 from gatedv_stats.stats.intervals import ConfidenceInterval
-from gatedv_stats.stats.validation import check_confidence_level
 
 ONE_SEED_NOTE = "one seed only: the standard deviation over seeds is undefined"
 

@@ -18,15 +18,15 @@ import numpy as np
 import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError
-from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_n_resamples, check_open_unit
+from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.cluster_diagnostic import paired_group_effects
 from gatedv_stats.stats.comparison import cluster_labels, resampled_units, seed_document_or_none
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_tests import paired_t_interval
-from gatedv_stats.stats.validation import check_n_resamples, check_open_unit
 from gatedv_stats.stats.verdict import verdict
 
 ADJUSTMENTS = {"holm": "holm", "bh": "fdr_bh"}  # our key → multipletests method

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError
-from gatedv_stats.stats.validation import check_n_resamples, check_seed
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_n_resamples, check_seed
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_MAX_DOCS = 20

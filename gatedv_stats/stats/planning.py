@@ -36,14 +36,14 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy import optimize, stats
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.pairing import PairedLosses, paired_arrays
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_at_least, check_open_unit
+from gatedv_stats.pairing.losses import PairedLosses, paired_arrays
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.cluster_diagnostic import paired_group_effects
 from gatedv_stats.stats.crossed import crossed_moments
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
-from gatedv_stats.stats.validation import check_at_least, check_open_unit
 
 _POWER_TOLERANCE = 1e-9
 MAX_PAIRS = 10**12  # more pairs than any study can run: an effect that needs more is not detectable

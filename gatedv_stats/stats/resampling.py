@@ -24,9 +24,9 @@ from scipy.special import ndtr, ndtri
 from threadpoolctl import ThreadpoolController
 from tqdm import tqdm
 
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_seed
 from gatedv_stats.stats.intervals import ConfidenceInterval
-from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_seed
 
 METHODS = ("percentile", "bca")
 CHUNK_ELEMENTS = 1 << 16  # draws from one block of documents per chunk of resamples (at least one resample)

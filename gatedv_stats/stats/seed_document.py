@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError
-from gatedv_stats.pairing import paired_arrays
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_confidence_level
+from gatedv_stats.pairing.losses import paired_arrays
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
-from gatedv_stats.stats.validation import check_confidence_level
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError
-from gatedv_stats.pairing import PairedLosses
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.seed_tests import (
     PairedTInterval,

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_confidence_level, check_open_unit
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.validation import check_confidence_level, check_open_unit
 
 MAX_EXACT_SEEDS = 20
 """Up to this many seed pairs every sign vector is enumerated (2^20 ≈ 10^6)."""

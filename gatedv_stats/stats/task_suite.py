@@ -20,9 +20,10 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy import special
 
-from gatedv_stats import formatting as fmt
-from gatedv_stats.errors import InputError
-from gatedv_stats.item_pairing import PairedScores
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_confidence_level
+from gatedv_stats.pairing.items import PairedScores
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.item_scores import (
     ItemScoreResult,
@@ -34,7 +35,6 @@ from gatedv_stats.stats.item_scores import (
 )
 from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.seed_document import SeedDocumentResult
-from gatedv_stats.stats.validation import check_confidence_level
 
 
 @dataclass(frozen=True)

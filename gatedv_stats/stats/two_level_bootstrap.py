@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.pairing import paired_arrays
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_seed
+from gatedv_stats.pairing.losses import paired_arrays
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.resampling import resampled_sums
-from gatedv_stats.stats.validation import check_confidence_level, check_n_resamples, check_seed
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass
 
 from scipy import stats
 
-from gatedv_stats import formatting as fmt
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.validation import check_open_unit
 from gatedv_stats.stats.seed_document import SeedDocumentResult
-from gatedv_stats.stats.validation import check_open_unit
 
 VERDICTS = ("better", "worse", "no detectable difference", "equivalent")
 

@@ -27,8 +27,8 @@ from urllib.request import getproxies
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.fileio import paths_under
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import paths_under
 
 BUILTIN_STDLIB = "builtin:python-stdlib"
 HF_PREFIX = "hf:"

@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.outputs import check_output_dir, check_output_file
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.outputs import check_output_dir, check_output_file
 from trainer.data.prepared import PreparedData
 
 _TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-.]*")

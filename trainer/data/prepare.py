@@ -16,10 +16,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import atomic_path, write_text_atomic
-from gatedv_stats.io.fileio import file_sha256
-from gatedv_stats.io.outputs import check_output_dir, check_path_given, cleaned_on_failure
+from gatedv_stats.core.atomic import atomic_path, write_text_atomic
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.outputs import check_output_dir, check_path_given, cleaned_on_failure
 from trainer.data.corpus import Corpus, open_corpus
 from trainer.data.prepared import (
     DATA_FORMAT,

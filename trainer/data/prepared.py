@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import torch
 from numpy.typing import ArrayLike
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.atomic import atomic_path
-from gatedv_stats.stats.validation import check_seed
+from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_seed
 from trainer.data.tokenizer import load_tokenizer, token_bytes
 
 DEFAULT_CONTEXT = 256  # `gatedv prepare --context`: tokens a model sees per window

@@ -29,9 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import atomic_path
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256
 from trainer.data.corpus import Corpus, ReadCounts
 from trainer.data.prepared import EVAL_SET_NAMES, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW, window_texts, write_eval_set
 from trainer.data.token_store import SplitStore

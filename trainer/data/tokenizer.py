@@ -10,9 +10,9 @@ from functools import lru_cache
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256
 
 DEFAULT_VOCAB_SIZE = 8192
 MAX_VOCAB_SIZE = 2**16  # token ids are stored as uint16

@@ -25,7 +25,7 @@ import torch
 from submitit.core.utils import FailedJobError, FailedSubmissionError
 from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
 from trainer.grid import launch, slurm

@@ -50,9 +50,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.stats.validation import check_seed
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_seed
 from trainer.data.prepared import EVAL_SET_NAMES, PreparedData
 from trainer.grid.grid_run import GridRun, lr_directory_name, run_directory
 from trainer.model.knobs import resolve_variant

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatedv_stats.errors import InputError, RunFailure
+from gatedv_stats.core.errors import InputError, RunFailure
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record

@@ -4,7 +4,7 @@ for one GPU trained data parallel under torchrun.
 Each worker of the `gatedv sweep --jobs N` pool takes one slot of `gpu_assignment` (its own
 CUDA_VISIBLE_DEVICES, set before torch initialises CUDA in that process), so N runs train on N GPUs; it keeps
 the memory its training steps free for the next step (`retain_freed_memory`), and it ends with the sweep,
-however the sweep ends (`gatedv_stats.workers`). With `--gpus-per-run K > 1` a worker launches each of its runs
+however the sweep ends (`gatedv_stats.core.workers`). With `--gpus-per-run K > 1` a worker launches each of its runs
 as `torchrun --standalone --nproc-per-node=K` processes over its K GPUs (gloo processes on a CPU); the trainer
 splits the global batch between them.
 """
@@ -20,9 +20,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatedv_stats.errors import InputError, RunFailure
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.workers import WorkerPool, run_child, spawn_pool
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError, RunFailure
+from gatedv_stats.core.workers import WorkerPool, run_child, spawn_pool
 from trainer.grid.grid_run import RunOutcome, run_one
 from trainer.run.device import retain_freed_memory
 

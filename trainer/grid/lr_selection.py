@@ -4,16 +4,16 @@ with the lowest final development NLL on the selection seed, and the confirmatio
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.outputs import check_not_an_input, check_output_file
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.outputs import check_not_an_input, check_output_file
+from gatedv_stats.core.validation import check_seed
 from gatedv_stats.io.runrecords import read_run_record, run_record_path
-from gatedv_stats.stats.lr_selection import LRSelection, select_lr
-from gatedv_stats.stats.validation import check_seed
 from trainer.grid.experiment import Experiment
 from trainer.grid.grid_run import final_dev_nll
 from trainer.run.recipe import spec_differences
@@ -39,10 +39,10 @@ def development_table(experiment: Experiment, selection_seed: int) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def select_learning_rates(experiment: Experiment, selection_seed: int | None = None) -> LRSelection:
-    """Per variant, the grid rate with the lowest final development NLL on the selection seed (docs/method.md §5;
-    None: the experiment's, else its smallest seed); a variant whose every rate diverged on that seed is an
-    InputError."""
+def selection_table(experiment: Experiment, selection_seed: int | None = None) -> tuple[pd.DataFrame, int]:
+    """The final development NLL of every (variant, rate) on the selection seed (None: the experiment's, else its
+    smallest seed), from which `gatedv_stats.stats.lr_selection.select_lr` picks each variant's rate
+    (docs/method.md §5), and that seed; a variant whose every rate diverged on it is an InputError."""
     if selection_seed is None:
         selection_seed = (experiment.selection_seed if experiment.selection_seed is not None
                           else min(experiment.seeds))
@@ -54,12 +54,12 @@ def select_learning_rates(experiment: Experiment, selection_seed: int | None = N
     if diverged:
         raise InputError(f"select-lr: every learning rate of {', '.join(diverged)} diverged on selection seed "
                          f"{selection_seed}; no rate to select (add lower rates to the grid)")
-    return select_lr(table, selection_seed=selection_seed)
+    return table, selection_seed
 
 
-def confirmation_experiment(experiment: Experiment, selection: LRSelection, *, seeds: tuple[int, ...] = (),
+def confirmation_experiment(experiment: Experiment, selected: Mapping[str, float], *, seeds: tuple[int, ...] = (),
                             out: Path | None = None) -> Experiment:
-    """The confirmation grid: every variant at its selected rate, on the confirmation seeds."""
+    """The confirmation grid: every variant at its `selected` rate, on the confirmation seeds."""
     seeds = tuple(check_seed(seed, "seeds") for seed in seeds) or experiment.confirm_seeds
     if len(set(seeds)) != len(seeds):  # refused here, as the grid loader would refuse the file written
         raise ParameterError("seeds", "lists a value twice")
@@ -67,7 +67,7 @@ def confirmation_experiment(experiment: Experiment, selection: LRSelection, *, s
         raise InputError("select-lr: no confirmation seeds (give --seeds or [select] confirm_seeds)")
     out = out or experiment.confirm_out or experiment.out.with_name(experiment.out.name + "-confirm")
     return replace(experiment, name=f"{experiment.name}-confirm", seeds=seeds, out=out,
-                   lrs={variant: (selection.selected[variant],) for variant in experiment.variants},
+                   lrs={variant: (selected[variant],) for variant in experiment.variants},
                    selection_seed=None, confirm_seeds=(), confirm_out=None, source=None)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from submitit import SlurmExecutor
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 SIGNAL_MARGIN_S = 120  # submitit's USR2 ("checkpoint and requeue") this long before the time limit
 SLURM_TIMER_S = 30  # Slurm acts on time limits, and sends that signal, about this often

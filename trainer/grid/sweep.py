@@ -16,7 +16,7 @@ from functools import partial
 import torch
 from tqdm import tqdm
 
-from gatedv_stats.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
 from trainer.grid import launch
 from trainer.grid.experiment import Experiment
 from trainer.grid.grid_run import GridRun, RunOutcome, divergence_warning, grid_columns, run_one

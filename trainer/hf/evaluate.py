@@ -29,9 +29,9 @@ import torch
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.validation import check_at_least, check_seed
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.stats.validation import check_at_least, check_seed
 from trainer.data.corpus import Corpus, ReadCounts, open_corpus
 from trainer.data.prepared import MANIFEST, EvalSet, PreparedData
 from trainer.hf.model import HFModel, check_dtype, model_name, open_hf_model, vocabulary_size

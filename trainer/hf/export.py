@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import current_umask
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.atomic import current_umask
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import file_sha256
 from trainer.data.prepared import MANIFEST, TOKENIZER
 from trainer.model.transformer import ModelConfig, Transformer
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import file_sha256
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

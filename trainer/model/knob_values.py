@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 MATCHED = "matched"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a new variant or size

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError, ParameterError
 from trainer.model.knob_values import (
     MATCHED,
     NAME,

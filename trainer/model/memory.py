@@ -7,8 +7,8 @@ and output (twice), the fused QKV output, the rotated queries and keys, the atte
 and the feed-forward's fused input map, activation and product; after the blocks the final norm's, the readout's
 gradient with respect to the hidden states, its (vocabulary × width) weight gradient, and the token ids. With
 activation checkpointing only each block's input is kept, and one block's activations exist again while its backward
-pass runs. The readout adds one chunk of logits at a time. `tests/test_memory_lean.py` checks the activation count
-against the bytes of every tensor autograd saves in a real step on the CPU (`torch.autograd.graph.
+pass runs. The readout adds one chunk of logits at a time. `tests/trainer/test_memory_lean.py` checks the activation
+count against the bytes of every tensor autograd saves in a real step on the CPU (`torch.autograd.graph.
 saved_tensors_hooks`, each storage once).
 
 Not counted: the allocator's fragmentation and caching, CUDA's context and kernels' workspaces (a few hundred MiB on
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 from trainer.model.knobs import parse_knob_options, resolve_variant
 from trainer.model.sizes import DEFAULT_BATCH_SIZE, parse_size_knob_options
 from trainer.model.transformer import (

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.outputs import check_output_file
-from gatedv_stats.stats.validation import check_seed
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.outputs import check_output_file
+from gatedv_stats.core.validation import check_seed
 from trainer.data.prepared import PreparedData
 from trainer.model.transformer import ModelConfig, build_model, model_config
 from trainer.run.device import select_device

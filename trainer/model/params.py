@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gatedv_stats.errors import ParameterError
+from gatedv_stats.core.errors import ParameterError
 from trainer.model.knobs import differing_knobs, parse_knob_options, resolve_variant
 from trainer.model.sizes import parse_size_knob_options, size_config
 from trainer.model.transformer import CONFIGS, VARIANTS, build_model, count_parameters

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from gatedv_stats.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError, ParameterError
 
 # --- configuration -------------------------------------------------------------------------------------
 

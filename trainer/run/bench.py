@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gatedv_stats.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.files import file_sha256
 from gatedv_stats.io.benchfiles import BENCH_FORMAT
-from gatedv_stats.io.fileio import file_sha256
 
 MODES = ("forward", "step")
 GIB = 1024**3

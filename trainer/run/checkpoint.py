@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from gatedv_stats.errors import InputError
-from gatedv_stats.io.atomic import atomic_path
+from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.errors import InputError
 from trainer.model.transformer import ModelConfig, Transformer, build_model
 
 FORMAT = "gatedv-checkpoint-1"

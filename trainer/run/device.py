@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 

@@ -16,10 +16,9 @@ import torch
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError, ParameterError, RunFailure
-from gatedv_stats.io.fileio import file_sha256
+from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.files import file_sha256
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.stats.metrics import token_nll
 from trainer.data.prepared import EVAL_SET_NAMES, EvalSet, PreparedData, check_set_tokenizer
 from trainer.model.knobs import differing_knobs
 from trainer.run.checkpoint import Checkpoint, load_checkpoint
@@ -152,7 +151,7 @@ def evaluate_checkpoint(
     return Evaluation(
         out=str(out), arm=run["variant"], seed=int(run["seed"]), step=int(loaded.extra["update"]),
         eval_set=windows.name, value_act=value_act, n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
-        nll=float(token_nll(loss_sums, docs["n_targets"].to_numpy())),
+        nll=float(np.asarray(loss_sums, dtype=np.float64).sum() / docs["n_targets"].sum()),
     )
 
 

@@ -4,7 +4,7 @@
 same tokenisation of (context, continuation) pairs (the harness's `TemplateLM`), an empty context conditioned on
 the prefix token, rolling windows of the model's context for `loglikelihood_rolling`, greedy `generate_until` cut
 at the stop strings and the end-of-text token. So a baseline checkpoint scored here and its `gatedv export-hf`
-directory scored by the harness's `hf` model give the same per-item log-likelihoods (tests/test_harness.py).
+directory scored by the harness's `hf` model give the same per-item log-likelihoods (tests/trainer/test_harness.py).
 
 Where the harness would cut a prompt from the left to fit the model's context, this model refuses the task with
 one line instead: the scores would belong to another task.
@@ -23,7 +23,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tokenizers import AddedToken, Tokenizer
 from tqdm import tqdm
 
-from gatedv_stats.errors import InputError
+from gatedv_stats.core.errors import InputError
 from trainer.hf.export import END_OF_TEXT, end_of_text_id
 from trainer.model.transformer import Transformer
 

@@ -8,7 +8,7 @@ import multiprocessing
 import signal
 import threading
 
-from gatedv_stats import workers
+from gatedv_stats.core import workers
 
 _USER_SIGNALS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2") if hasattr(signal, name))
 
@@ -21,7 +21,7 @@ class DeferredInterruption:
     after its checkpoint; training goes on if the handler returns.
 
     In a process's main thread; in a sweep worker, a stop (its parent interrupted or gone) waits the same way
-    (`gatedv_stats.workers.deferred_stop`). Under data parallel (`parallel`) the ranks agree in the training
+    (`gatedv_stats.core.workers.deferred_stop`). Under data parallel (`parallel`) the ranks agree in the training
     loss's all-reduce to stop after the same update, or to checkpoint it for a user signal that any rank holds
     (each rank then passes its own on); a repeated signal is held like the first, since torchrun passes the
     terminal's Ctrl-C on to its ranks again (its own timeout ends ranks that do not stop).

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.stats.validation import check_seed
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_seed
 from trainer.data.prepared import PreparedData
 from trainer.model.knobs import resolve_variant
 from trainer.model.sizes import DEFAULT_BATCH_SIZE, resolve_size, size_base, size_config

@@ -18,11 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gatedv_stats.errors import InputError, ParameterError
-from gatedv_stats.io.atomic import write_text_atomic
-from gatedv_stats.io.fileio import file_sha256
-from gatedv_stats.io.outputs import check_output_dir
-from gatedv_stats.stats.validation import check_at_least
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.outputs import check_output_dir
+from gatedv_stats.core.validation import check_at_least
 
 if TYPE_CHECKING:
     from gatedv_stats.io.lmeval_import import LmEvalImports

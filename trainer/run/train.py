@@ -24,11 +24,10 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.errors import InputError, RunFailure
-from gatedv_stats.io.atomic import remove_stale_temp_files
+from gatedv_stats.core.atomic import remove_stale_temp_files
+from gatedv_stats.core.errors import InputError, RunFailure
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
 from gatedv_stats.io.runrecords import update_run_record
-from gatedv_stats.stats.metrics import token_nll
 from trainer.data.prepared import PreparedData
 from trainer.model.moments import compute_moments
 from trainer.model.transformer import Transformer, build_model, count_parameters
@@ -342,7 +341,7 @@ class _Loop:
             count = self.window[1]
             row[0] = {
                 "arm": self.spec.variant, "seed": self.spec.seed, "lr": self.spec.lr, "step": self.update,
-                "dev_nll": float(token_nll(sums, n_targets)),
+                "dev_nll": float(np.asarray(sums, dtype=np.float64).sum() / n_targets.sum()),
                 "train_loss": self.window[0] / count if count else math.nan,
                 "tokens": self.update * self.spec.batch_size * self.model.config.seq_len,
             }

@@ -1,0 +1,95 @@
+"""Small read helpers shared by every edge that touches files: directory listings, content hashes, JSON objects,
+seeds, counts and model configs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import os
+import re
+from pathlib import Path
+
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.validation import MAX_SEED
+
+_EXACT_FLOAT = 2**53  # a float beyond it may have lost the seed's last digits
+
+
+def paths_under(directory: str | os.PathLike[str]) -> list[Path]:
+    """Every path under `directory`, sorted, as `Path.rglob("*")` finds them (linked directories are not entered),
+    except that a directory that cannot be listed is an `InputError` naming it instead of passed over."""
+    found = []
+    for root, directories, files in os.walk(directory, onerror=_unlistable):
+        found += [Path(root, name) for name in directories + files]
+    return sorted(found)
+
+
+def _unlistable(error: OSError) -> None:
+    raise InputError(f"{error.filename}: cannot list the directory: {error.strerror or type(error).__name__}")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks; a file that cannot be read is an `InputError` naming it."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or type(error).__name__}") from None
+    return digest.hexdigest()
+
+
+def read_json_object(path: str | os.PathLike[str]) -> dict:
+    """A JSON file holding one object; anything else is an `InputError` naming the file."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: cannot read JSON: {' '.join(str(error).split())}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return value
+
+
+def read_seed(value: object, where: str) -> int:
+    """A run's seed as recorded, exactly: an integer from 0 to `MAX_SEED` (int64), given as an integer, as
+    integral text, or as an integral float up to 2**53; anything else is an `InputError` naming `where`."""
+    number = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else float(text)
+        except ValueError:
+            number = None
+    if isinstance(number, numbers.Real) and not isinstance(number, numbers.Integral):
+        real = float(number)
+        integral = math.isfinite(real) and real == round(real)
+        if integral and _EXACT_FLOAT < real <= MAX_SEED:
+            raise InputError(f"{where}: {value!r} is a float beyond 2**53, which may have lost digits; "
+                             "record the seed as an integer")
+        number = int(real) if integral else None
+    if isinstance(number, bool) or not isinstance(number, numbers.Integral) or not 0 <= int(number) <= MAX_SEED:
+        raise InputError(f"{where}: {value!r} is not an integer from 0 to {MAX_SEED}")
+    return int(number)
+
+
+def read_count(value: object, where: str, *, minimum: int = 0) -> int:
+    """A recorded count (updates, a batch size, a model width): an integer no smaller than `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InputError(f"{where}: {value!r} is not an integer >= {minimum}")
+    return int(value)
+
+
+MODEL_SIZES = ("n_layers", "d_model", "n_heads", "head_dim", "d_ff", "vocab_size", "seq_len")
+
+
+def read_model_config(value: object, where: str) -> dict:
+    """A recorded model config: a JSON object whose sizes (`MODEL_SIZES`), where recorded, are positive integers."""
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a JSON object, got {value!r}")
+    for key in MODEL_SIZES:
+        if value.get(key) is not None:
+            read_count(value[key], f"{where}.{key}", minimum=1)
+    return value

@@ -1,5 +1,0 @@
-"""Reports: sections that format analysis results as plain tables and figures, rendered through Jinja templates."""
-
-from gatedv_stats.report.render import latex_escape, render_report, write_report
-
-__all__ = ["latex_escape", "render_report", "write_report"]

@@ -1,0 +1,69 @@
+"""From an experiment's analysis to the plain report data the templates render: one builder per section."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from gatedv_stats import __version__
+from gatedv_stats.analysis.experiment import ExperimentAnalysis
+from gatedv_stats.pairing.selection import natural_key
+from gatedv_stats.reporting.model import ReportData, Section
+from gatedv_stats.reporting.sections.ablations import ablation_section
+from gatedv_stats.reporting.sections.comparison import KEY as COMPARISON_KEY
+from gatedv_stats.reporting.sections.comparison import comparison_section
+from gatedv_stats.reporting.sections.cost import cost_section
+from gatedv_stats.reporting.sections.curves import curves_section
+from gatedv_stats.reporting.sections.inference_swap import inference_swap_section
+from gatedv_stats.reporting.sections.learning_rates import learning_rates_section
+from gatedv_stats.reporting.sections.lr_selection import lr_selection_section
+from gatedv_stats.reporting.sections.provenance import provenance_section
+from gatedv_stats.reporting.sections.reviewer import reviewer_section
+from gatedv_stats.reporting.sections.setup import setup_section
+from gatedv_stats.reporting.sections.tasks import tasks_section
+from gatedv_stats.reporting.sections.verdicts import verdicts_section
+
+SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
+    verdicts_section,
+    setup_section,
+    lr_selection_section,
+    comparison_section,
+    ablation_section,
+    learning_rates_section,
+    inference_swap_section,
+    cost_section,
+    curves_section,
+    reviewer_section,
+    provenance_section,
+)
+
+
+def build_report(analysis: ExperimentAnalysis) -> ReportData:
+    """Every section's plain data, in report order."""
+    arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
+    subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
+                f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
+    sections = tuple(builder(analysis) for builder in SECTION_BUILDERS)
+    if analysis.tasks is not None:  # only when the inputs hold item-score files: after the paired comparisons
+        after = next(k for k, section in enumerate(sections) if section.key == COMPARISON_KEY) + 1
+        sections = sections[:after] + (tasks_section(analysis),) + sections[after:]
+    return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
+                      reference=analysis.reference, sections=_with_unique_keys(sections))
+
+
+def _with_unique_keys(sections: tuple[Section, ...]) -> tuple[Section, ...]:
+    """Sections whose tables and figures have keys (HTML ids, LaTeX labels, figure file names) used once each:
+    names that differ only in punctuation ("a b", "a-b") make the same key, and a repeat gets "-2", "-3", ..."""
+    used: set[str] = set()
+
+    def unique(key: str) -> str:
+        candidate, count = key, 1
+        while candidate in used:
+            count += 1
+            candidate = f"{key}-{count}"
+        used.add(candidate)
+        return candidate
+
+    return tuple(replace(section, tables=tuple(replace(table, key=unique(table.key)) for table in section.tables),
+                         figures=tuple(replace(figure, key=unique(figure.key)) for figure in section.figures))
+                 for section in sections)

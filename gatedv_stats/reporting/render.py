@@ -1,0 +1,234 @@
+"""Render report data (`gatedv_stats.reporting.model`) through `reports/templates/` as HTML, Markdown or LaTeX.
+
+HTML is one offline file: the Vega / Vega-Lite / vega-embed bundle from `vl_convert` is inlined once and each
+chart's Vega-Lite specification is embedded as JSON. Markdown and LaTeX refer to figures written beside the
+report (`<name>_figures/*.svg` / `*.pdf`, rendered by `vl_convert`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import jinja2
+
+from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
+from gatedv_stats.core.atomic import write_bytes_atomic, write_text_atomic
+from gatedv_stats.core.errors import ParameterError
+from gatedv_stats.core.outputs import check_not_an_input, check_output_file, check_path_given
+from gatedv_stats.io.discovery import discover_inputs
+from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.reporting.build import build_report
+from gatedv_stats.reporting.model import ReportData, Table
+from gatedv_stats.reporting.sections.comparison import left_out_notes
+
+FORMATS = {"html": ".html", "md": ".md", "latex": ".tex"}
+_FIGURE_SUFFIX = {"md": ".svg", "latex": ".pdf"}
+
+
+class Raw(str):
+    """Text a template inserts unescaped (file paths inside \\includegraphics, code blocks)."""
+
+
+def _markdown_escape(value: object) -> str:
+    text = "" if value is None else str(value)
+    if isinstance(value, Raw):
+        return text
+    for char in "\\`*_<>|":
+        text = text.replace(char, "\\" + char)
+    return text.replace("\n", " ")
+
+
+# Longer keys first: "ΔP" and "P̄" (P + combining macron) are whole symbols.
+_LATEX_SYMBOLS = {
+    "ΔP": r"$\Delta_P$", "P\u0304": r"$\overline{P}$", "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%",
+    "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}", "\u2212": "$-$", "±": r"$\pm$", "×": r"$\times$", "Δ": r"$\Delta$",
+    "≥": r"$\geq$", "≤": r"$\leq$", "<": r"\textless{}", ">": r"\textgreater{}", "→": r"$\rightarrow$",
+    "≈": r"$\approx$", "·": r"$\cdot$", "`": r"\textasciigrave{}", "--": "-{}-",
+}
+# Greek letters (σ-gate, λ-sweep), which pdflatex's text fonts lack, as math; a capital without a LaTeX command of
+# its own is its Latin twin (Α → A).
+_GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu",
+          "xi", "omicron", "pi", "rho", "varsigma", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega")
+_LATIN_CAPITALS = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K",
+                   "mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+
+
+def _greek_symbols() -> dict[str, str]:
+    """α..ω and Α..Ω (U+03B1.., U+0391..) as LaTeX."""
+    symbols = {}
+    for offset, name in enumerate(_GREEK):
+        symbols[chr(0x3B1 + offset)] = "$o$" if name == "omicron" else f"$\\{name}$"
+        if name != "varsigma":  # U+03A2 is unassigned
+            symbols[chr(0x391 + offset)] = _LATIN_CAPITALS.get(name, f"$\\{name.capitalize()}$")
+    return symbols
+
+
+# after the report's own symbols, which keep their form and their order ("ΔP" before "Δ")
+_LATEX_SYMBOLS |= {letter: latex for letter, latex in _greek_symbols().items() if letter not in _LATEX_SYMBOLS}
+
+
+def latex_escape(value: object) -> str:
+    """Text safe inside a LaTeX document, with the report's symbols as math ("−2.03%" → "$-$2.03\\%")."""
+    text = "" if value is None else str(value)
+    if isinstance(value, Raw):
+        return text
+    out, i = [], 0
+    while i < len(text):
+        for symbol, replacement in _LATEX_SYMBOLS.items():
+            if text.startswith(symbol, i):
+                out.append(replacement)
+                i += len(symbol)
+                break
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+@functools.cache
+def _environment(fmt: str) -> jinja2.Environment:
+    loader = jinja2.PackageLoader("reports", "templates")
+    if fmt == "html":
+        return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    if fmt == "md":
+        env = jinja2.Environment(loader=loader, autoescape=False, finalize=_markdown_escape,
+                                 undefined=jinja2.StrictUndefined)
+    else:
+        env = jinja2.Environment(loader=loader, autoescape=False, finalize=latex_escape,
+                                 undefined=jinja2.StrictUndefined, block_start_string=r"\BLOCK{",
+                                 block_end_string="}", variable_start_string=r"\VAR{", variable_end_string="}",
+                                 comment_start_string=r"\#{", comment_end_string="}", trim_blocks=True,
+                                 lstrip_blocks=True)
+    env.filters["raw"] = Raw
+    env.filters["code"] = Raw
+    return env
+
+
+def tables_html(tables: Sequence[Table]) -> str:
+    """Report tables as the HTML report shows them, without the page around them (a result in a notebook)."""
+    template = _environment("html").get_template("table.html.j2")
+    return "".join(template.render(table=table) for table in tables).strip()
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(os.environ.get("GATEDV_CACHE_DIR") or Path(base) / "gatedv-stats")
+
+
+@functools.lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    """vega, vega-lite and vega-embed as one classic script (defines window.vegaEmbed), from vl_convert.
+
+    Building it takes seconds, so it is cached on disk per vl-convert version.
+    """
+    import vl_convert
+
+    # vl_convert's stub omits __version__ and marks javascript_bundle's optional snippet as required.
+    cached = _cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"  # type: ignore[attr-defined]
+    try:
+        return cached.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]
+    bundle = bundle.replace("</script", "<\\/script")  # cannot end the <script> early
+    try:
+        write_text_atomic(cached, bundle)
+    except OSError:  # a read-only home only costs the rebuild next time
+        pass
+    return bundle
+
+
+def _script_json(spec: dict) -> str:
+    """JSON that is safe inside a <script type="application/json"> element."""
+    text = json.dumps(spec, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _write_figures(report: ReportData, out: Path, fmt: str) -> dict[str, str]:
+    """Render each figure beside the report; returns figure key -> path relative to the report."""
+    import vl_convert
+
+    if not report.figures:
+        return {}
+    folder = out.with_name(out.stem + "_figures")
+    paths = {}
+    for figure in report.figures:
+        name = f"{folder.name}/{figure.key}{_FIGURE_SUFFIX[fmt]}"
+        if fmt == "md":
+            write_text_atomic(out.parent / name, vl_convert.vegalite_to_svg(figure.spec))
+        else:
+            write_bytes_atomic(out.parent / name, vl_convert.vegalite_to_pdf(figure.spec))
+        paths[figure.key] = name
+    return paths
+
+
+def render_report(report: ReportData, out: Path, fmt: str) -> Path:
+    """Write `report` to `out` in `fmt` ("html", "md", "latex"), figures included; returns the path written."""
+    if fmt not in FORMATS:
+        raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
+    template = _environment(fmt).get_template(f"report{FORMATS[fmt]}.j2")
+    if fmt == "html":
+        text = template.render(report=report, vega_bundle=vega_bundle() if report.figure_count else "",
+                               figure_json={figure.key: _script_json(figure.spec) for figure in report.figures})
+    else:
+        figure_files = _write_figures(report, out, fmt)
+        text = template.render(report=report, figure_files=figure_files)
+    write_text_atomic(out, text)
+    if fmt != "html":
+        _remove_stale_figures(out, fmt, kept=set(figure_files.values()))
+    return out
+
+
+def _remove_stale_figures(out: Path, fmt: str, kept: set[str]) -> None:
+    """Remove the figures of an earlier report of the same name that this one no longer shows."""
+    folder = out.with_name(out.stem + "_figures")
+    for path in folder.glob(f"*{_FIGURE_SUFFIX[fmt]}"):
+        if f"{folder.name}/{path.name}" not in kept:
+            path.unlink(missing_ok=True)
+
+
+def default_output(inputs: list[Path], fmt: str) -> Path:
+    """report.<ext> inside the single input directory, else in the current directory."""
+    name = f"report{FORMATS.get(fmt, '')}"
+    if len(inputs) == 1 and Path(inputs[0]).is_dir():
+        return Path(inputs[0]) / name
+    return Path(name)
+
+
+def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
+                 settings: AnalysisSettings = AnalysisSettings(), *, skipped: list[SkippedFile] | None = None,
+                 left_out: list[str] | None = None, workers: int | None = None) -> Path:
+    """Discover runs under `inputs`, analyze them once and write the report (`out` None: see `default_output`;
+    a directory: report.<ext> inside it). `fmt` None: the format `out`'s name ends in (.html, .md, .tex), else
+    html; a format other than the one `out` is named for is refused. `skipped`: see `discover_inputs`; `left_out`
+    (a list) receives a line for each comparison with the reference the report leaves out, and why; `workers`:
+    see `analyze_experiment` (default: a large experiment's comparisons on one process per CPU)."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
+    inputs = [Path(path) for path in inputs]
+    if out is not None:
+        check_path_given(out, "--out")
+        out = Path(out)
+    named = None if out is None else next((name for name, suffix in FORMATS.items()
+                                           if suffix == out.suffix.lower() and not out.is_dir()), None)
+    if fmt is not None and out is not None and named not in (None, fmt):
+        raise ParameterError("out", f"{out} ends in {out.suffix}, the {named} format's name, but {{fmt}} is {fmt}; "
+                             f"name it *{FORMATS[fmt]} or give {{fmt}} {named}", ("fmt",))
+    fmt = fmt or named or "html"
+    if out is None:
+        out = default_output(inputs, fmt)
+    if out.is_dir():
+        out = out / f"report{FORMATS[fmt]}"
+    check_output_file(out, "--out")
+    found = discover_inputs(inputs, skipped=skipped)
+    read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
+    check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars
+    analysis = analyze_experiment(found, settings, workers=workers)
+    if left_out is not None:
+        left_out += left_out_notes(analysis)
+    return render_report(build_report(analysis), out, fmt)

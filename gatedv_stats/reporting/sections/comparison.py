@@ -1,0 +1,157 @@
+"""The paired comparison (paper Table 3): each variant against the reference per evaluation set and learning rate,
+with D, its document-bootstrap interval and the document win rate; figures of per-document differences and
+per-seed PPL."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
+from gatedv_stats.core.formatting import (
+    eval_set_name,
+    format_count,
+    format_delta_p,
+    format_interval,
+    format_level,
+    format_lr,
+    format_nll_diff,
+    format_pairs,
+    format_percent,
+    format_ppl,
+)
+from gatedv_stats.pairing.selection import natural_key
+from gatedv_stats.reporting import plots
+from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE
+from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
+from gatedv_stats.stats.comparison import Comparison
+from gatedv_stats.stats.metrics import ArmSummary
+
+KEY, TITLE = "comparison", "Paired comparison"
+
+
+def comparison_section(analysis: ExperimentAnalysis) -> Section:
+    if analysis.reference is None:
+        return omitted(KEY, TITLE, NO_REFERENCE)
+    reference, settings = analysis.reference, analysis.settings
+    tables, figures, notes = [], [], []
+    for eval_set, groups in analysis.by_eval_set():
+        row_groups, diffs, per_seed = [], [], []
+        compared = _compared_arms(groups)
+        for group in groups:
+            notes += _left_out(group, reference, compared)
+            if group.holds_reference and group.mixed:
+                continue
+            for pair in group.pairs:
+                label = _label(pair.variant, reference, group.group.lr)
+                notes += [f"{eval_set_name(eval_set)}, {label}: {warning}" for warning in
+                          pair.analysis.comparison.warnings]
+                diffs.append(pd.DataFrame({"comparison": label, "diff": pair.per_token_differences()}))
+                per_seed += per_seed_rows(label, pair.analysis.comparison.baseline, pair.analysis.comparison.variant)
+            if group.pairs:
+                row_groups.append(RowGroup(group.group.label, tuple(
+                    comparison_row(pair.variant, pair.analysis.comparison, decided)
+                    for pair, decided in zip(group.pairs, group.verdicts))))
+        if not row_groups:
+            continue
+        name = eval_set_name(eval_set)
+        tables.append(comparison_table(f"comparison-{slug(eval_set)}", name, reference, settings.confidence_level,
+                                       settings.n_resamples, settings.rng_seed, tuple(row_groups)))
+        figures += _figures(eval_set, reference, diffs, per_seed)
+    if not tables:
+        why = (f"No evaluation set and learning rate holds the reference arm {reference!r} together with "
+               "another arm, so there is nothing to compare.")
+        return Section(KEY, TITLE, omitted=why, intro=tuple(notes))
+    return Section(KEY, TITLE, intro=tuple(notes), tables=tuple(tables), figures=tuple(figures))
+
+
+def left_out_notes(analysis: ExperimentAnalysis) -> list[str]:
+    """Each comparison with the reference arm that the inputs hold but the report leaves out, and why (also
+    there is no reference arm at all)."""
+    if analysis.reference is None:
+        return [NO_REFERENCE]
+    return [note for _, groups in analysis.by_eval_set() for group in groups
+            for note in _left_out(group, analysis.reference, _compared_arms(groups))]
+
+
+def _compared_arms(groups: list[GroupAnalysis]) -> set[str]:
+    """The arms compared with the reference at some learning rate of one evaluation set."""
+    return {pair.variant for group in groups for pair in group.pairs}
+
+
+def _left_out(group: GroupAnalysis, reference: str, compared: set[str]) -> list[str]:
+    """Why comparisons of this group are left out; an arm compared at no learning rate of its set is named too
+    (runs pair within one evaluation set and learning rate)."""
+    if group.holds_reference and group.mixed:
+        return [f"{group.group.label}: left out because {group.mixed}."]
+    if reference not in group.group.arms:
+        return [f"{eval_set_name(group.group.eval_set)}, {arm} at LR {format_lr(group.group.lr)}: left out because "
+                f"the reference arm {reference!r} has no runs at this learning rate on this set (compare them with "
+                "gatedv bootstrap, which pairs any two arms)."
+                for arm in sorted(set(group.group.arms) - compared, key=natural_key)]
+    return [f"{eval_set_name(group.group.eval_set)}, {_label(variant, reference, group.group.lr)}: left out because "
+            f"{why}." for variant, why in group.left_out]
+
+
+def _label(variant: str, reference: str, lr: float | None) -> str:
+    return f"{variant} vs {reference}, LR {format_lr(lr)}"
+
+
+def comparison_table(key: str, name: str, reference: str, confidence_level: float, n_resamples: int, rng_seed: int,
+                     row_groups: tuple[RowGroup, ...]) -> Table:
+    """The paired-comparison table of the evaluation set `name`, of rows from `comparison_row`."""
+    level = format_level(confidence_level)
+    return Table(
+        key,
+        f"Paired comparison on the {name}: P̄ ± SD over seeds, ΔP = P̄ variant / P̄ "
+        f"{reference} − 1, improved pairs, mean NLL difference D with its {level} interval when seeds and "
+        f"documents are sampled (the verdict's) and with the paper's {level} document-bootstrap interval, which "
+        f"holds the trained models fixed (B = {n_resamples:,}, seed {rng_seed}), and documents won.",
+        ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "Verdict", "D",
+         f"{level} interval, seeds and documents", f"{level} interval, models fixed", "Documents won"),
+        "lrrrrlrrrr", row_groups)
+
+
+def comparison_row(variant: str, result: Comparison, decided: str) -> tuple[Cell, ...]:
+    """One variant's row; `decided` is its verdict (its own, or Holm-adjusted over several variants)."""
+    return row(
+        variant,
+        format_ppl(result.baseline.ppl_mean, result.baseline.ppl_sd),
+        format_ppl(result.variant.ppl_mean, result.variant.ppl_sd),
+        format_delta_p(result.delta_p),
+        format_pairs(result.improved_pairs, result.n_pairs),
+        decided,
+        format_nll_diff(result.nll_diff_mean),
+        MISSING if result.seed_document is None else format_interval(*result.seed_document.confidence_interval),
+        format_interval(*result.bootstrap.confidence_interval),
+        f"{format_count(result.win.wins)}/{format_count(result.win.n_docs)} ({format_percent(result.win.win_rate)})",
+    )
+
+
+def per_seed_rows(label: str, reference: ArmSummary, variant: ArmSummary) -> list[dict]:
+    """Each seed's PPL of both arms, the paired-seed figure's rows."""
+    return [
+        {"comparison": label, "role": role, "arm": summary.arm, "seed": int(seed), "ppl": float(ppl)}
+        for role, summary in (("reference", reference), ("variant", variant))
+        for seed, ppl in zip(summary.seeds, summary.ppl)
+    ]
+
+
+def _figures(eval_set: str | None, reference: str, diffs: list, per_seed: list) -> list[Figure]:
+    name, key = eval_set_name(eval_set), slug(eval_set)
+    differences, seeds = comparison_charts(name, diffs, per_seed)
+    return [
+        Figure(f"doc-differences-{key}", f"Per-document differences, {name}",
+               f"Per-document NLL difference per target (variant − {reference}, averaged over seeds) on the "
+               f"{name}; left of zero the variant is better.", plots.chart_spec(differences)),
+        Figure(f"paired-seeds-{key}", f"Per-seed paired PPL, {name}",
+               f"PPL of each seed's {reference} run beside its paired variant run on the {name}.",
+               plots.chart_spec(seeds)),
+    ]
+
+
+def comparison_charts(name: str, diffs: list[pd.DataFrame], per_seed: list[dict]) -> tuple[alt.FacetChart, ...]:
+    """The figures of the comparisons on the evaluation set `name` (Altair charts): per-document differences
+    (frames of comparison, diff) and per-seed paired PPL (rows of `per_seed_rows`)."""
+    return (plots.doc_difference_chart(pd.concat(diffs, ignore_index=True), title=f"Per-document differences ({name})"),
+            plots.paired_seed_chart(pd.DataFrame(per_seed), title=f"Per-seed paired PPL ({name})"))
