@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gatedv_stats.analysis.experiment import AnalysisSettings, ExperimentAnalysis, analyze_experiment
+from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.io.runrecords import read_run_record
 from gatedv_stats.reporting import render_report
 from gatedv_stats.reporting.build import build_report
-from gatedv_stats.stats.comparison import Comparison
 from trainer.data.prepare import prepare
 from trainer.data.prepared import EVAL_SET_NAMES, MANIFEST, PreparedData
 from trainer.data.split import PrepareWarning

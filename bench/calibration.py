@@ -25,8 +25,7 @@ from tqdm import tqdm
 
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.seed_tests import paired_t_interval
-from gatedv_stats.stats.two_level_bootstrap import percentile_seed_coverage, two_level_bootstrap
+from gatedv_stats.stats.seed_level import paired_t_interval, percentile_seed_coverage, two_level_bootstrap
 from gatedv_stats.testing import PopulationModel, simulate
 from timing import best_of
 
@@ -73,7 +72,7 @@ def false_positives(replications: int, seed: int) -> None:
         for replication in tqdm(range(replications), desc=label, leave=False):
             study = simulate(model, 3, n_docs, rng)
             d = metrics.document_differences(study.baseline, study.variant)
-            test = sign_flip_test(d, study.n_targets, n_resamples=resamples, rng_seed=replication)
+            test = sign_flip_test(d, study.n_targets, n_permutations=resamples, rng_seed=replication)
             rejections += test.p_value <= 0.05
         print(f"  {label:<36} rate {rejections / replications:.4f}  region around 0.05 {region(replications, 0.05)}")
 
@@ -84,7 +83,7 @@ def speed(seed: int) -> None:
     for label, n_docs, resamples in (("exact, N = 18", 18, 2 ** 18), ("Monte Carlo, N = 2048, 10,000", 2048, 10_000)):
         d = rng.normal(-5.0, 40.0, n_docs)
         n = np.full(n_docs, 256)
-        ours = best_of(lambda: sign_flip_test(d, n, n_resamples=resamples, rng_seed=0))
+        ours = best_of(lambda: sign_flip_test(d, n, n_permutations=resamples, rng_seed=0))
         peer = best_of(lambda: stats.permutation_test((d,), lambda x, axis: x.sum(axis=axis) / n.sum(), vectorized=True,
                                                     permutation_type="samples", n_resamples=resamples, random_state=0))
         print(f"  {label:<32} ours {ours:.3f} s   scipy {peer:.3f} s   scipy/ours {peer / ours:.1f}×")

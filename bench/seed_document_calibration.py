@@ -8,7 +8,7 @@ seeds S and documents N, with δ = 0 (the arms are one population of models):
 * the rate at which each method's 95% interval excludes 0 (its false-positive rate; for the seed-and-document
   interval, 1 − its coverage, exactly, since D's interval moves with D): ours, ours with plain
   Satterthwaite df (no few-seed guard), the paper's document bootstrap (over domain sums when clustered: the
-  cluster bootstrap) and the two-level seed × document bootstrap of gatedv_stats.stats.two_level_bootstrap;
+  cluster bootstrap) and the two-level seed × document bootstrap of gatedv_stats.stats.seed_level;
 * the power of the verdict ("better") at a true ΔP of −2% (δ = log 0.98).
 
 Before the table: the coverage of plain Satterthwaite df and of the few-seed guard when the document part is
@@ -32,7 +32,7 @@ from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import cluster_sums
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.two_level_bootstrap import two_level_bootstrap
+from gatedv_stats.stats.seed_level import two_level_bootstrap
 from gatedv_stats.testing import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
 from timing import best_of
 

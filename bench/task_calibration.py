@@ -24,7 +24,7 @@ from scipy import special
 from tqdm import tqdm
 
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.task_suite import macro_average
+from gatedv_stats.stats.tasks import macro_average
 from gatedv_stats.testing import ItemScoreModel, item_calibration, simulate_item_scores
 
 SUBTASK_SIZE = 20

@@ -1,6 +1,6 @@
 """Downstream-task scoring time: one checkpoint on a 1,000-item multiple-choice task through the harness's evaluator.
 
-What `gatedv evaluate CKPT --tasks` runs (`trainer.run.tasks.evaluate_tasks`): the harness builds the 4,000
+What `gatedv evaluate CKPT --tasks` runs (`gatedv_cli.training.evaluate_tasks`): the harness builds the 4,000
 (context, choice) requests, `CheckpointLM` scores them, the logs are written and imported as an item-score file.
 The checkpoint is an untrained model of the size (the time does not depend on the weights) over a data directory's
 tokenizer; the task is synthetic (seeded), with 4 choices of 1-3 words after a 8-16-word question. With `--hf` the
@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gatedv_cli.training import evaluate_tasks
 from trainer.data.prepared import PreparedData
 from trainer.model.transformer import build_model, model_config
 from trainer.run.checkpoint import save_checkpoint
 from trainer.run.harness import DEFAULT_BATCH_SIZE
-from trainer.run.tasks import evaluate_tasks
 
 WORDS = ("def", "class", "return", "import", "value", "list", "file", "path", "name", "error", "self", "data",
          "read", "write", "open", "close", "line", "text", "number", "string", "object", "type", "index", "key")

@@ -28,11 +28,10 @@ def import_lm_eval_command(
     """lm-evaluation-harness sample logs as loss files (perplexity tasks: −log-likelihood, bytes, words per
     document) and item-score files (multiple choice, loglikelihood, generation: per-item metrics)."""
     from gatedv_stats.core.outputs import check_not_an_input
-    from gatedv_stats.io.lmeval_import import import_lm_eval_logs
+    from gatedv_stats.imports.lmeval import import_lm_eval
 
     check_not_an_input(out, inputs, "--out")
-    result = import_lm_eval_logs(inputs, out, arm=arm, seed=seed, id_field=id_field,
-                                 eval_set=_eval_set(eval_set, data))
+    result = import_lm_eval(inputs, out, arm=arm, seed=seed, id_field=id_field, eval_set=_eval_set(eval_set, data))
     warn(result.warnings)
     emit(result, as_json)
 

@@ -68,7 +68,7 @@ def export_tasks_command(
     as_json: bool = JSON,
 ) -> None:
     """An evaluation set as an lm-evaluation-harness task: its documents' text (JSONL) and a task YAML scoring each
-    one's rolling log-likelihood (README, Downstream tasks)."""
+    one's rolling log-likelihood (docs/tasks.md)."""
     from trainer.data.harness_tasks import export_tasks
 
     emit(export_tasks(data, out, eval_set=eval_set, task=task), as_json)

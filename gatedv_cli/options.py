@@ -117,11 +117,6 @@ METRIC = typer.Option(None, "--metric", metavar="NAME", show_default=False, help
                       "task_config_sha256 or n_shot.")
 
 
-def pairing(allow_unpaired: bool, allow_mismatch: list[str] | None, unit: str) -> dict:
-    """The pairing options every statistics command passes on."""
-    return {"allow_unpaired": allow_unpaired, "allow_mismatch": tuple(allow_mismatch or ()), "unit": unit}
-
-
 # --- the model family, training and evaluation ---
 
 KNOBS = typer.Option(None, "--knob", metavar="KNOB=VALUE", show_default=False, help="Set a model knob (repeatable; "

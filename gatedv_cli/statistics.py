@@ -1,6 +1,9 @@
-"""The statistics commands: loss files in, comparisons out (`bootstrap`, `analyze`, `arms`, `plan`)."""
+"""The statistics commands (`bootstrap`, `analyze`, `arms`, `plan`): loss files or item-score files in, one call of
+the Python API each, its result out."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,11 +27,12 @@ from gatedv_cli.options import (
     VARIANT_ARM,
     VARIANT_FILES,
     emit,
-    pairing,
     warn,
 )
 from gatedv_cli.skipped import skipped_files, warn_skipped
-from gatedv_stats.core.errors import InputError
+
+if TYPE_CHECKING:
+    from gatedv_stats.results import Result
 
 
 def bootstrap_command(
@@ -57,18 +61,7 @@ def bootstrap_command(
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    if _item_scores(ctx, metric, [*(tables or ()), *(baseline or ()), *(variant or ())]):
-        return _compare_tasks(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                              variant_arm=variant_arm, metric=metric, confidence_level=confidence_level, sesoi=sesoi,
-                              cluster=cluster, allow_mismatch=tuple(allow_mismatch or ()),
-                              allow_unpaired=allow_unpaired, skipped=skipped, as_json=as_json)
-    result = gv.compare(tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
-                        eval_set=eval_set, n_resamples=n_resamples, confidence_level=confidence_level,
-                        rng_seed=rng_seed, method=method, sesoi=sesoi, cluster=cluster, skipped=skipped,
-                        progress=None, **pairing(allow_unpaired, allow_mismatch, unit))
-    warn(result.warnings)
-    warn_skipped(skipped)
-    emit(result, as_json)
+    report(gv.compare(tables or None, **given(ctx), skipped=skipped, progress=None), skipped, as_json)
 
 
 def analyze_command(
@@ -102,19 +95,7 @@ def analyze_command(
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    if _item_scores(ctx, metric, [*(tables or ()), *(baseline or ()), *(variant or ())]):
-        return _compare_tasks(tables=tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm,
-                              variant_arm=variant_arm, metric=metric, confidence_level=confidence_level, sesoi=sesoi,
-                              cluster=cluster, allow_mismatch=tuple(allow_mismatch or ()),
-                              allow_unpaired=allow_unpaired, skipped=skipped, as_json=as_json)
-    result = gv.analyze(tables, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
-                        eval_set=eval_set, n_resamples=n_resamples, confidence_level=confidence_level,
-                        rng_seed=rng_seed, n_permutations=n_permutations, by=tuple(by or ()), bins=bins,
-                        min_docs=min_docs, sesoi=sesoi, cluster=cluster, skipped=skipped, progress=None,
-                        **pairing(allow_unpaired, allow_mismatch, unit))
-    warn(result.comparison.warnings)
-    warn_skipped(skipped)
-    emit(result, as_json)
+    report(gv.analyze(tables or None, **given(ctx), skipped=skipped, progress=None), skipped, as_json)
 
 
 def arms_command(
@@ -123,7 +104,7 @@ def arms_command(
     reference: str = typer.Option(..., "--reference", help="The arm every other arm is compared with."),
     eval_set: str = EVAL_SET,
     alpha: float = typer.Option(0.05, "--alpha", help="Level at which adjusted p-values are marked."),
-    n_resamples: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
+    n_permutations: int = typer.Option(10_000, "--permutations", help="Monte Carlo sign vectors per permutation test."),
     rng_seed: int = SEED,
     sesoi: float = SESOI,
     cluster: str = CLUSTER,
@@ -139,18 +120,7 @@ def arms_command(
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    if _item_scores(ctx, metric, files):
-        from gatedv_stats.analysis.tasks import compare_item_arms
-
-        return emit(compare_item_arms(files, reference=reference, metric=metric, alpha=alpha, sesoi=sesoi,
-                                      cluster=cluster, allow_mismatch=tuple(allow_mismatch or ()),
-                                      allow_unpaired=allow_unpaired, skipped=skipped), as_json, warn_skipped(skipped))
-    result = gv.arms(files, reference=reference, eval_set=eval_set, alpha=alpha, n_resamples=n_resamples,
-                     rng_seed=rng_seed, sesoi=sesoi, cluster=cluster, skipped=skipped,
-                     **pairing(allow_unpaired, allow_mismatch, unit))
-    warn(result.warnings)
-    warn_skipped(skipped)
-    emit(result, as_json)
+    report(gv.arms(files, **given(ctx), skipped=skipped), skipped, as_json)
 
 
 def plan_command(
@@ -177,45 +147,22 @@ def plan_command(
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    if _item_scores(ctx, metric, pilot_files):
-        from gatedv_stats.analysis.tasks import plan_item_inputs
+    report(gv.plan(pilot_files, **given(ctx), skipped=skipped), skipped, as_json)
 
-        return emit(plan_item_inputs(pilot_files, effect, metric=metric, baseline_arm=baseline_arm,
-                                     variant_arm=variant_arm, alpha=alpha, power=power,
-                                     allow_mismatch=tuple(allow_mismatch or ()), allow_unpaired=allow_unpaired,
-                                     skipped=skipped), as_json, warn_skipped(skipped))
-    result = gv.plan(pilot_files, effect=effect, alpha=alpha, power=power, baseline_arm=baseline_arm,
-                     variant_arm=variant_arm, eval_set=eval_set, skipped=skipped,
-                     **pairing(allow_unpaired, allow_mismatch, unit))
-    warn(result.paired.notes + result.warnings)
+
+# The command's own parameters, not the library call's: its positional inputs, the output form, skipping.
+_COMMAND_ONLY = ("tables", "files", "pilot_files", "as_json", "skip_unreadable")
+
+
+def given(ctx: typer.Context) -> dict:
+    """The options given on the command line, by the library parameter they set (the library's own defaults apply
+    to the rest, so that an option the computation has no use for is refused, not ignored)."""
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in ctx.params.items()
+            if name not in _COMMAND_ONLY and ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
+
+
+def report(result: Result, skipped: list | None, as_json: bool) -> None:
+    """The result on stdout (text or JSON), its warnings and the files skipped on stderr."""
+    warn(result.warnings)
     warn_skipped(skipped)
     emit(result, as_json)
-
-
-# Options of the loss-file path that item scores have no use for: given with --metric, they are refused rather
-# than silently ignored.
-_LOSS_FILE_ONLY = ("eval_set", "n_resamples", "rng_seed", "method", "n_permutations", "by", "bins", "min_docs", "unit")
-
-
-def _item_scores(ctx: typer.Context, metric: str | None, paths: list[str]) -> bool:
-    """Whether the command compares item scores (--metric); refuses inputs of the other kind, and options of the
-    loss-file path, in one line."""
-    from gatedv_cli.group import flag_of
-    from gatedv_stats.pairing.items import check_input_kind
-
-    check_input_kind(paths, metric)
-    if metric is None:
-        return False
-    given = [flag_of(ctx.command, name) for name in _LOSS_FILE_ONLY
-             if name in ctx.params and ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
-    if given:
-        raise InputError(f"{', '.join(given)}: only without --metric (they set the loss-file comparison)")
-    return True
-
-
-def _compare_tasks(*, as_json: bool, skipped: list | None, **options) -> None:
-    """`bootstrap` and `analyze` with --metric: the item-score verdict of one task, or of a suite (notes in it)."""
-    from gatedv_stats.analysis.tasks import compare_item_inputs
-
-    emit(compare_item_inputs(**options, skipped=skipped), as_json, warn_skipped(skipped))
-

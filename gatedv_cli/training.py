@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from gatedv_cli.options import (
@@ -19,6 +24,9 @@ from gatedv_cli.options import (
     warn,
 )
 from gatedv_stats.core.errors import InputError
+
+if TYPE_CHECKING:
+    from gatedv_stats.imports.lmeval import LmEvalImport
 
 
 def train_command(
@@ -113,7 +121,7 @@ def evaluate_command(
     seed: int = typer.Option(None, "--seed", help="With --hf: the seed recorded in the loss file (default: 0).",
                              show_default=False),
     tasks: str = typer.Option(None, "--tasks", metavar="TASK[,TASK...]", help="Instead: score the checkpoints on "
-                              "lm-evaluation-harness tasks or groups (README, Downstream tasks).", show_default=False),
+                              "lm-evaluation-harness tasks or groups (docs/tasks.md).", show_default=False),
     include_path: list[str] = typer.Option(None, "--include-path", metavar="DIR", help="With --tasks: a directory "
                                            "of task YAML files (repeatable).", show_default=False),
     num_fewshot: int = typer.Option(None, "--num-fewshot", metavar="K", help="With --tasks: K examples before each "
@@ -128,7 +136,6 @@ def evaluate_command(
     with --tasks, per-item scores of checkpoints on harness tasks."""
     from gatedv_stats.core.outputs import check_not_an_input, check_output_file
     from trainer.run.evaluate import evaluate_model
-    from trainer.run.tasks import evaluate_tasks
 
     chosen_set = _one_eval_set(eval_set, old_eval_set)
     if tasks is not None:
@@ -146,6 +153,43 @@ def evaluate_command(
                         bf16=bf16, batch_size=batch_size, dtype=dtype, context=context, stride=stride, arm=arm,
                         seed=seed, device=device, include_path=include_path or (), num_fewshot=num_fewshot,
                         limit=limit), as_json)
+
+
+@dataclass(frozen=True)
+class TaskEvaluation:
+    """Every checkpoint on every task (`evaluate CKPT… --tasks`): what each checkpoint's import of its harness run
+    wrote."""
+
+    out: str
+    runs: tuple[LmEvalImport, ...]
+    harness_version: str
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(warning for run in self.runs for warning in run.warnings)
+
+    def to_dict(self) -> dict:
+        return {"out": self.out, "harness_version": self.harness_version, "runs": [run.to_dict() for run in self.runs],
+                "warnings": list(self.warnings)}
+
+    def summary(self) -> str:
+        return "\n".join([f"lm-evaluation-harness {self.harness_version} -> {self.out}",
+                          *(run.summary() for run in self.runs)])
+
+
+def evaluate_tasks(checkpoints: Sequence[str | Path], tasks: str, out: str | Path,
+                   **options: Any) -> TaskEvaluation:
+    """Score each checkpoint on the harness tasks `tasks` (`trainer.run.tasks.harness_runs`, `options` its keywords)
+    and import each run, once the harness's logs of it are written, as `gatedv import lm-eval` imports a results
+    directory: `out/<arm>/seed<seed>/<task>.parquet`, with the checkpoint's provenance."""
+    import lm_eval
+
+    from gatedv_stats.imports.lmeval import import_lm_eval
+    from trainer.run.tasks import harness_runs
+
+    runs = tuple(import_lm_eval([run.harness], run.directory, arm=run.arm, seed=run.seed, provenance=run.provenance)
+                 for run in harness_runs(checkpoints, tasks, out, **options))
+    return TaskEvaluation(out=str(out), runs=runs, harness_version=lm_eval.__version__)
 
 
 def bench_command(

@@ -1,9 +1,10 @@
 """gatedv-stats: paired comparisons of Transformer variants from per-document loss files.
 
-The Python API (`import gatedv_stats as gv`; see `gatedv_stats.api`): `gv.load`, `gv.compare`, `gv.analyze`,
-`gv.arms`, `gv.plan`, `gv.report`, paired arrays from any pipeline with `gv.PairedLosses.from_frame`, and the
-errors `gv.InputError` / `gv.ParameterError`. Importing the package loads none of them until first used;
-`__init__.pyi` gives type checkers their types.
+The Python API (`import gatedv_stats as gv`; see `gatedv_stats.api`): `gv.load`, `gv.pair`, `gv.compare`,
+`gv.analyze`, `gv.arms`, `gv.plan`, `gv.report` for loss files and (with `metric=`) downstream-task item scores,
+paired arrays from any pipeline's long table with `gv.pair(frame)` (a `gv.Paired`; `gv.PairedLosses` is its
+earlier name), and the errors `gv.InputError` / `gv.ParameterError`. Importing the package loads none of them
+until first used; `__init__.pyi` gives type checkers their types.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ _EXPORTS = {
     "load": "gatedv_stats.api", "pair": "gatedv_stats.api", "compare": "gatedv_stats.api",
     "analyze": "gatedv_stats.api", "arms": "gatedv_stats.api", "plan": "gatedv_stats.api",
     "report": "gatedv_stats.api", "AnalysisSettings": "gatedv_stats.analysis.experiment",
-    "PairedLosses": "gatedv_stats.pairing.losses",
+    "Paired": "gatedv_stats.pairing.paired", "PairedLosses": "gatedv_stats.pairing.paired",
     "InputError": "gatedv_stats.core.errors", "ParameterError": "gatedv_stats.core.errors",
     "Runs": "gatedv_stats.results", "ComparisonResult": "gatedv_stats.results",
     "AnalysisResult": "gatedv_stats.results", "ArmsResult": "gatedv_stats.results",
-    "PlanResult": "gatedv_stats.results",
+    "PlanResult": "gatedv_stats.results", "TaskComparisonResult": "gatedv_stats.results",
+    "TaskSuiteResult": "gatedv_stats.results", "TaskPlanResult": "gatedv_stats.results",
 }
 
 __all__ = [
-    "AnalysisResult", "AnalysisSettings", "ArmsResult", "ComparisonResult", "InputError", "PairedLosses",
-    "ParameterError", "PlanResult", "Runs", "__version__", "analyze", "arms", "compare", "load", "pair", "plan",
-    "report",
+    "AnalysisResult", "AnalysisSettings", "ArmsResult", "ComparisonResult", "InputError", "Paired", "PairedLosses",
+    "ParameterError", "PlanResult", "Runs", "TaskComparisonResult", "TaskPlanResult", "TaskSuiteResult",
+    "__version__", "analyze", "arms", "compare", "load", "pair", "plan", "report",
 ]
 
 

@@ -9,12 +9,16 @@ from gatedv_stats.api import plan as plan
 from gatedv_stats.api import report as report
 from gatedv_stats.core.errors import InputError as InputError
 from gatedv_stats.core.errors import ParameterError as ParameterError
-from gatedv_stats.pairing.losses import PairedLosses as PairedLosses
+from gatedv_stats.pairing.paired import Paired as Paired
+from gatedv_stats.pairing.paired import PairedLosses as PairedLosses
 from gatedv_stats.results import AnalysisResult as AnalysisResult
 from gatedv_stats.results import ArmsResult as ArmsResult
 from gatedv_stats.results import ComparisonResult as ComparisonResult
 from gatedv_stats.results import PlanResult as PlanResult
 from gatedv_stats.results import Runs as Runs
+from gatedv_stats.results import TaskComparisonResult as TaskComparisonResult
+from gatedv_stats.results import TaskPlanResult as TaskPlanResult
+from gatedv_stats.results import TaskSuiteResult as TaskSuiteResult
 
 __version__: str
 __all__: list[str]

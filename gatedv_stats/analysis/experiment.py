@@ -12,7 +12,7 @@ import os
 import sys
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -21,15 +21,19 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from gatedv_stats.analysis.arms import TaskSuite, compare_arms, holm_verdicts
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
-from gatedv_stats.analysis.tasks import experiment_tasks
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
-from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.defaults import DEFAULTS
+from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
 from gatedv_stats.core.workers import spawn_pool
 from gatedv_stats.io.discovery import ExperimentInputs
+from gatedv_stats.io.itemfiles import ItemRun
 from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.losses import PairedLosses, pair_runs
+from gatedv_stats.pairing.items import pair_tasks
+from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.pairing.selection import (
     GATEDV,
     EvalGroup,
@@ -45,8 +49,7 @@ from gatedv_stats.pairing.selection import (
     other_arms,
 )
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
-from gatedv_stats.stats.multiple import adjust_p_values, holm_verdicts
-from gatedv_stats.stats.task_suite import TaskSuite
+from gatedv_stats.stats.multiple import adjust_p_values
 
 BREAKDOWN_MIN_DOCS = 5
 # Below this many loss sums (seeds × documents of the reference, summed over pairs) starting worker processes
@@ -86,7 +89,7 @@ class PairResult:
     """One variant against the reference within a group: its paired arrays and its analysis."""
 
     variant: str
-    paired: PairedLosses
+    paired: Paired
     analysis: PairAnalysis
 
     def per_token_differences(self) -> np.ndarray:
@@ -125,7 +128,7 @@ class GroupAnalysis:
     @property
     def verdicts(self) -> tuple[str, ...]:
         """Each pair's verdict: its own with one variant, else from the Holm-adjusted p-values over the group's
-        variants (`stats.multiple.holm_verdicts`), so that every entry point gives the same answer."""
+        variants (`analysis.arms.holm_verdicts`), so that every entry point gives the same answer."""
         if self.adjusted is None:
             return tuple(pair.analysis.comparison.verdict_text for pair in self.pairs)
         return self.adjusted.verdicts
@@ -170,7 +173,7 @@ def run_summary(arm: str, runs: list[LossRun]) -> ArmSummary:
                       ppl_mean=float(ppl.mean()), ppl_sd=sample_sd(ppl))
 
 
-def breakdown_column(paired: PairedLosses, min_docs: int = BREAKDOWN_MIN_DOCS) -> str | None:
+def breakdown_column(paired: Paired, min_docs: int = BREAKDOWN_MIN_DOCS) -> str | None:
     """Domain when at least two domains are large enough to stand alone, else length bins of n_bytes."""
     if "domain" in paired.doc_columns:
         sizes = paired.doc_columns["domain"].value_counts()
@@ -204,7 +207,7 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
                                                      confidence_level=settings.confidence_level))
 
 
-def analyze_pair(paired: PairedLosses, settings: AnalysisSettings,
+def analyze_pair(paired: Paired, settings: AnalysisSettings,
                  errors: Mapping[str, Any] | None = None) -> PairAnalysis:
     """A report's analysis of one pair: `analyze` with the settings, D broken down by `breakdown_column`; under
     NumPy's floating-point error settings `errors` (the caller's `np.geterr()`) when given."""
@@ -215,7 +218,7 @@ def analyze_pair(paired: PairedLosses, settings: AnalysisSettings,
                        sesoi=settings.sesoi)
 
 
-def _analyze_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int | None,
+def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int | None,
                    bar: tqdm) -> list[PairAnalysis]:
     """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large,
     else (or when the workers cannot start) in this process."""
@@ -234,7 +237,7 @@ def _analyze_pairs(pairs: list[PairedLosses], settings: AnalysisSettings, worker
     return analyses
 
 
-def _analyze_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, workers: int,
+def _analyze_on_workers(pairs: list[Paired], settings: AnalysisSettings, workers: int,
                         bar: tqdm) -> list[PairAnalysis]:
     """`analyze_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
     settings."""
@@ -246,7 +249,7 @@ def _analyze_on_workers(pairs: list[PairedLosses], settings: AnalysisSettings, w
 
 
 def _pair_group(group: EvalGroup, reference: str | None,
-                settings: AnalysisSettings) -> tuple[list[tuple[str, PairedLosses]], list[tuple[str, str]]]:
+                settings: AnalysisSettings) -> tuple[list[tuple[str, Paired]], list[tuple[str, str]]]:
     """Each variant of the group paired with the reference (when the group holds it and is one evaluation set),
     and the variants that could not be paired, with why."""
     pairs, left_out = [], []
@@ -267,7 +270,7 @@ def _mixed(group: EvalGroup, settings: AnalysisSettings) -> str | None:
 
 
 def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisSettings,
-                    group_pairs: list[tuple[str, PairedLosses]], left_out: list[tuple[str, str]],
+                    group_pairs: list[tuple[str, Paired]], left_out: list[tuple[str, str]],
                     analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
     summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
     deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
@@ -275,18 +278,19 @@ def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisS
     pairs = [PairResult(variant, paired, next(analyses)) for variant, paired in group_pairs]
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
                          left_out=tuple(left_out), mixed=_mixed(group, settings),
-                         adjusted=_adjust(pairs, 1.0 - settings.confidence_level) if len(pairs) > 1 else None,
+                         adjusted=_adjust(pairs, settings.sesoi) if len(pairs) > 1 else None,
                          holds_reference=reference in group.arms and len(group.arms) > 1)
 
 
-def _adjust(pairs: list[PairResult], alpha: float) -> AdjustedPValues:
+def _adjust(pairs: list[PairResult], sesoi: float | None) -> AdjustedPValues:
     seed_document = [None if pair.analysis.comparison.seed_document is None else
                      pair.analysis.comparison.seed_document.p_value for pair in pairs]
     t_values = [None if pair.analysis.seed_level is None else pair.analysis.seed_level.t_interval.p_value
                 for pair in pairs]
     comparisons = [pair.analysis.comparison for pair in pairs]
-    tost = [None if comparison.verdict is None else comparison.verdict.tost_p_value for comparison in comparisons]
-    verdicts = holm_verdicts(seed_document, tost, [comparison.nll_diff_mean for comparison in comparisons], alpha)
+    decided = holm_verdicts([pair.paired for pair in pairs], [comparison.seed_document for comparison in comparisons],
+                            sesoi)
+    verdicts = ["no detectable difference" if verdict is None else verdict.verdict for verdict in decided]
     return AdjustedPValues(seed_document=_adjust_if_all(seed_document), t=_adjust_if_all(t_values),
                            permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]),
                            verdicts=tuple(verdicts))
@@ -315,3 +319,28 @@ def _swap_tables(runs: tuple[LossRun, ...], reference: str | None) -> tuple[Swap
                                 summaries={key: run_summary(key[0], cell) for key, cell in cells.items()}))
     return tuple(tables)
 
+
+PREFERRED_METRICS = ("acc_norm", "acc", "exact_match")  # a report's metric: the first of these every run has
+
+
+def experiment_tasks(item_runs: Sequence[ItemRun], reference: str | None, *, metric: str | None = None,
+                     confidence_level: float = DEFAULTS.confidence_level) -> TaskSuite | None:
+    """The report's downstream tasks: every arm against the reference on every task, on `metric` (default: the
+    first of PREFERRED_METRICS that every run has, else the first they share); None without item scores."""
+    if not item_runs:
+        if metric is not None:
+            raise ParameterError("metric", f"{metric!r} given, but the inputs hold no item-score files")
+        return None
+    shared = [name for name in item_runs[0].metrics if all(name in run.metrics for run in item_runs)]
+    if not shared:
+        raise InputError("the item-score files share no metric, so the report cannot compare their tasks")
+    if metric is not None and metric not in shared:
+        raise ParameterError("metric", f"{metric!r} is not a metric of every item-score file (shared: "
+                             f"{', '.join(shared)})")
+    metric = metric or next((name for name in PREFERRED_METRICS if name in shared), shared[0])
+    if reference is None or reference not in {run.arm for run in item_runs}:
+        raise InputError(f"the item-score files hold no runs of the reference arm {reference!r} (arms: "
+                         f"{', '.join(sorted({run.arm for run in item_runs}))})")
+    suite = compare_arms(pair_tasks(item_runs, reference=reference, metric=metric), alpha=1.0 - confidence_level)
+    assert isinstance(suite, TaskSuite)  # item scores are compared on their metric's scale
+    return suite

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gatedv_stats.analysis.compare import compare, seed_document_fit
+from gatedv_stats.analysis.perplexity import Comparison, resampled_units
 from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least, check_n_resamples
-from gatedv_stats.pairing.losses import PairedLosses
+from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.breakdowns import Breakdown, breakdown
-from gatedv_stats.stats.comparison import Comparison, cluster_labels, compare, resampled_units, seed_document_or_none
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.permutation import SignFlipTest, sign_flip_test
 from gatedv_stats.stats.resampling import interval_from_distribution
@@ -103,17 +105,21 @@ class PairAnalysis:
         return "\n".join(lines)
 
 
-def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, rng_seed: int = 0,
-            n_permutations: int = 10_000, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
+def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
+            confidence_level: float = DEFAULTS.confidence_level, rng_seed: int = DEFAULTS.rng_seed,
+            n_permutations: int = DEFAULTS.n_permutations, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
             cluster: str | None = None, sesoi: float | None = None, progress: bool | None = False) -> PairAnalysis:
-    """Every reviewer statistic for one pair of arms; all resampling is seeded from `rng_seed`. `cluster` and `sesoi`
-    as in `compare`; with `cluster` the models-fixed statistics resample clusters."""
+    """Every reviewer statistic for one pair of arms on the perplexity scale (a task's comparison carries its own:
+    the seed permutation test, item counts, McNemar); all resampling is seeded from `rng_seed`. `cluster` and
+    `sesoi` as in `compare`; with `cluster` the models-fixed statistics resample clusters."""
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
     comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
                          cluster=cluster, sesoi=sesoi, progress=progress)
-    differences, units_n = resampled_units(paired, cluster_labels(paired, cluster))
+    if not isinstance(comparison, Comparison):
+        raise ParameterError("paired", "the reviewer statistics are of loss files; a task's comparison is compare's")
+    differences, units_n = resampled_units(paired, paired.labels(cluster))
     notes = []
     try:
         bca = interval_from_distribution(differences, units_n, comparison.bootstrap.bootstrap_distribution,
@@ -126,24 +132,43 @@ def analyze(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         notes.append("one seed pair: no seed-level interval, t interval or sign test (they need at least 2 pairs)")
     else:
         try:
-            seed_level = seed_uncertainty(paired, n_resamples=n_resamples, confidence_level=confidence_level,
+            seed_level = seed_uncertainty(paired.baseline, paired.variant, paired.n_units,
+                                          baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm,
+                                          n_resamples=n_resamples, confidence_level=confidence_level,
                                           rng_seed=rng_seed, progress=progress)
         except InputError as error:  # e.g. identical arms: no spread over seeds, every pair tied
             notes.append(f"no seed-level statistics: {error}")
     return PairAnalysis(
         comparison=comparison,
         bca_interval=bca,
-        permutation=sign_flip_test(differences, units_n, n_resamples=n_permutations, rng_seed=rng_seed,
+        permutation=sign_flip_test(differences, units_n, n_permutations=n_permutations, rng_seed=rng_seed,
                                    progress=progress),
         seed_level=seed_level,
         bits_per_byte=_bits_per_byte(paired, comparison),
-        breakdowns=tuple(breakdown(paired, column, bins=bins, min_docs=min_docs, n_resamples=n_resamples,
-                                   confidence_level=confidence_level, rng_seed=rng_seed) for column in by),
+        breakdowns=tuple(breakdown(paired.baseline, paired.variant, paired.n_units, column,
+                                   document_column(paired, column), bins=bins, min_docs=min_docs,
+                                   n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed)
+                         for column in by),
         notes=tuple(notes),
     )
 
 
-def _bits_per_byte(paired: PairedLosses, comparison: Comparison) -> BitsPerByte | None:
+def document_column(paired: Paired, column: str) -> np.ndarray:
+    """A per-document column aligned with `paired.doc_ids`: n_targets (not per byte, where the runs' targets may
+    differ), or domain / n_bytes when the files carry it."""
+    targets = {} if paired.unit == "byte" else {"n_targets": paired.n_units}
+    if column in targets:
+        return targets[column]
+    if column == "n_targets":
+        raise ParameterError("by", "a per-byte comparison has no n_targets column (the runs' targets may differ); "
+                                   "break D down by n_bytes instead")
+    if column in paired.doc_columns.columns:
+        return paired.doc_columns[column].to_numpy()
+    available = ", ".join([*targets, *paired.doc_columns.columns])
+    raise ParameterError("by", f"no document column {column!r} in the loss files (available: {available})")
+
+
+def _bits_per_byte(paired: Paired, comparison: Comparison) -> BitsPerByte | None:
     """Per-token comparisons that carry n_bytes: bits per byte, its difference on the seed-and-document interval
     of the per-byte losses (the same estimator, weighted by bytes). A per-byte comparison already is one."""
     baseline, variant = comparison.baseline.bits_per_byte, comparison.variant.bits_per_byte
@@ -151,7 +176,7 @@ def _bits_per_byte(paired: PairedLosses, comparison: Comparison) -> BitsPerByte 
         return None
     n_bytes = paired.doc_columns["n_bytes"].to_numpy()
     per_byte = (None if not np.all(n_bytes > 0) else
-                seed_document_or_none(paired, None, comparison.bootstrap.confidence_level, weights=n_bytes))
+                seed_document_fit(paired, None, comparison.bootstrap.confidence_level, weights=n_bytes))
     bits = 1.0 / math.log(2.0)
     relative = float(np.mean(variant) / np.mean(baseline) - 1.0) if np.mean(baseline) > 0 else None
     interval = relative_interval = None

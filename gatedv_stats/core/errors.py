@@ -44,6 +44,11 @@ class ParameterError(InputError):
         return type(self), (self.parameter, self.template, self.mentions, self.leading)
 
 
+class NoSpreadError(InputError):
+    """The paired differences do not vary over seeds or units (documents, items): there is no spread to form an
+    interval or a test from. Callers that can go on without one (a comparison without a verdict) catch this type."""
+
+
 class RunFailure(RuntimeError):
     """A run that could not be completed for a reason outside the inputs (a worker process lost, a device out of
     memory, a launcher that failed); the message is the one line the user sees, with what was kept."""

@@ -49,6 +49,26 @@ def format_delta_p_interval(interval: tuple[float, float]) -> str:
     return f"[{format_delta_p(low)}, {format_delta_p(high)}]"
 
 
+def format_difference(value: float, proportion: bool, *, signed: bool = True) -> str:
+    """A difference of scores: in points of a proportion ("+1.23 points"), else with 4 significant digits."""
+    sign = "+" if signed else ""
+    text = f"{100.0 * value + 0.0:{sign}.2f} points" if proportion else f"{value + 0.0:{sign}.4g}"
+    return _minus(text)
+
+
+def format_difference_interval(interval: tuple[float, float], proportion: bool) -> str:
+    """An interval of score differences: "[+0.52, +2.10] points" for a proportion."""
+    low, high = (format_difference(value, proportion).removesuffix(" points") for value in interval)
+    return f"[{low}, {high}]" + (" points" if proportion else "")
+
+
+def format_scores(per_seed: Sequence[float], proportion: bool) -> str:
+    """An arm's mean score ± SD over seeds: a proportion in percent ("62.41 ± 0.53%"), else 4 significant digits."""
+    values = np.asarray(per_seed) * (100.0 if proportion else 1.0)
+    sd = f" ± {np.std(values, ddof=1):.2f}" if values.size > 1 else ""
+    return _minus(f"{values.mean():.2f}{sd}%" if proportion else f"{values.mean():.4g}{sd}")
+
+
 def format_percent_interval(interval: tuple[float, float], digits: int = 1) -> str:
     """An interval of fractions as percentages: "[58.2%, 70.1%]"."""
     low, high = interval

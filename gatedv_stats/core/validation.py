@@ -6,8 +6,11 @@ which the command line reports under its own flag name.
 
 from __future__ import annotations
 
-import math
+import functools
 import numbers
+import warnings
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from gatedv_stats.core.errors import ParameterError
 
@@ -54,8 +57,22 @@ def check_seed(seed: int, parameter: str) -> int:
     return int(seed)
 
 
-def check_finite(parameter: str, value: float) -> float:
-    """A finite real number."""
-    if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise ParameterError(parameter, f"must be a finite number (got {value})")
-    return float(value)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def renamed_keyword(old: str, new: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """Accept the keyword `old` as a deprecated alias of `new` for one release: it warns (DeprecationWarning naming
+    `new`) and is passed on as `new`; giving both is a ParameterError naming `new`."""
+    def decorate(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(function)
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if old in kwargs:
+                if new in kwargs:
+                    raise ParameterError(new, f"give {{{new}}} or its deprecated name {old}, not both", leading=False)
+                warnings.warn(f"{function.__name__}: the keyword {old} is deprecated; use {new}", DeprecationWarning,
+                              stacklevel=2)
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+        return wrapper
+    return decorate

@@ -68,6 +68,11 @@ class ItemRun:
     higher_is_better: dict[str, bool]
     meta: dict
 
+    @property
+    def source(self) -> str:
+        """Where the run was read from, as pairing names it."""
+        return self.path
+
 
 def write_item_file(path: str | Path, items: pd.DataFrame, meta: dict) -> None:
     """Write one run of one task as Parquet (a `.parquet` path), atomically, each metadata value JSON-encoded under

@@ -1,15 +1,15 @@
-"""Align the item scores of two arms on one downstream task: pairs by training seed, items by `doc_id`.
+"""Pair the item scores of two arms on a downstream task: runs by training seed, items by `doc_id`.
 
 Items pair only when the harness recorded the same item for both: the hashes of its document, prompt and
 target (`doc_hash`, `prompt_hash`, `target_hash`, compared where the files carry them) and the task's
 configuration (`task_config_sha256`, `n_shot`) must agree, else one error names the first differing item or
-file and the field (`allow_mismatch` compares them anyway, with a note).
+file and the field (`allow_mismatch` compares them anyway, with a note). The result is the same `Paired` as the
+loss files', with items as its units (weighted equally) and the metric's scale.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,76 +20,38 @@ from gatedv_stats.core.files import paths_under
 from gatedv_stats.io.discovery import found_item_file
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, ItemRun, read_item_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.pairing.paired import (
+    Paired,
+    check_distinct_arms,
+    check_mismatch_fields,
+    paired_seeds,
+    provenance_notes,
+    runs_by_seed,
+    unit_rows,
+)
 from gatedv_stats.pairing.selection import natural_key
+from gatedv_stats.stats.scale import metric_scale
 
 RUN_FIELDS = ("task_config_sha256", "n_shot")
 MISMATCH_FIELDS = HASH_COLUMNS + RUN_FIELDS
-_SHOWN = 5
-
-
-@dataclass(frozen=True)
-class PairedScores:
-    """One metric's item scores of two arms on the same items of one task, row s = seed `seeds[s]`."""
-
-    baseline_arm: str
-    variant_arm: str
-    task: str
-    metric: str
-    higher_is_better: bool
-    seeds: np.ndarray  # (S,) int64, sorted
-    doc_ids: np.ndarray  # (N,) object, sorted
-    baseline: np.ndarray  # (S, N) float64 scores
-    variant: np.ndarray  # (S, N) float64
-    groups: pd.DataFrame  # N rows aligned with doc_ids: the grouping columns (subtask, ...)
-    sources: dict  # {"baseline": [path per seed], "variant": [...]}
-    dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
-    mismatches: tuple[str, ...] = field(default=())  # differences accepted through allow_mismatch
-
-    @property
-    def n_seeds(self) -> int:
-        return int(self.seeds.shape[0])
-
-    @property
-    def n_items(self) -> int:
-        return int(self.doc_ids.shape[0])
-
-    @property
-    def proportion(self) -> bool:
-        """Every score lies in [0, 1] (accuracy and the like): differences read as points."""
-        return bool(all(np.all((scores >= 0.0) & (scores <= 1.0)) for scores in (self.baseline, self.variant)))
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        """What the pairing dropped or accepted, for the output's warnings."""
-        dropped = (f"{self.task}: dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}",) \
-            if self.dropped_seeds else ()
-        return dropped + self.mismatches
 
 
 def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, metric: str, task: str | None = None,
-               allow_mismatch: Sequence[str] = (), allow_unpaired: bool = False) -> PairedScores:
+               allow_mismatch: Sequence[str] = (), allow_unpaired: bool = False) -> Paired:
     """Pair the runs of `baseline_arm` and `variant_arm` on `task` (needed when the runs hold several) by seed, and
     their items by `doc_id`, checking that both arms scored the same items in the same way."""
-    unknown = sorted(set(allow_mismatch) - set(MISMATCH_FIELDS))
-    if unknown:
-        raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(MISMATCH_FIELDS)}")
-    if baseline_arm == variant_arm:
-        raise InputError(f"--baseline-arm and --variant-arm both name {baseline_arm!r}; name two different arms")
+    check_mismatch_fields(allow_mismatch, MISMATCH_FIELDS)
+    check_distinct_arms(baseline_arm, variant_arm)
     runs = _task_runs(runs, task)
     task = runs[0].task
-    by_seed = [_by_seed(runs, arm, task) for arm in (baseline_arm, variant_arm)]
-    seeds = sorted(set(by_seed[0]) & set(by_seed[1]))
-    unpaired = tuple(sorted(set(by_seed[0]) ^ set(by_seed[1])))
-    if not seeds:
-        raise InputError(f"task {task}: no training seed is shared by {baseline_arm} ({_seeds(by_seed[0])}) and "
-                         f"{variant_arm} ({_seeds(by_seed[1])})")
-    if unpaired and not allow_unpaired:
-        raise InputError(f"task {task}: seeds present in one arm only: {', '.join(map(str, unpaired))} "
-                         "(--allow-unpaired drops them)")
+    prefix = f"task {task}: "
+    by_seed = [_arm_runs(runs, arm, prefix) for arm in (baseline_arm, variant_arm)]
+    seeds, unpaired = paired_seeds(by_seed[0], by_seed[1], baseline_arm, variant_arm, allow_unpaired=allow_unpaired,
+                                   prefix=prefix)
     ordered = [by_seed[0][seed] for seed in seeds] + [by_seed[1][seed] for seed in seeds]
     higher = _direction(ordered, metric)
-    mismatches = _check_run_fields(ordered, tuple(allow_mismatch))
-    doc_ids, rows = _item_rows(ordered)
+    mismatches = provenance_notes(ordered, RUN_FIELDS, allow_mismatch, _run_field)
+    doc_ids, rows = unit_rows([run.items["doc_id"] for run in ordered], [run.path for run in ordered], "item")
     mismatches += _check_hashes(ordered, rows, doc_ids, tuple(allow_mismatch))
     scores = np.stack([run.items[metric].to_numpy(dtype=np.float64)[index] for run, index in zip(ordered, rows)])
     if not np.all(np.isfinite(scores)):
@@ -98,17 +60,19 @@ def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, 
     first = ordered[0]
     group_columns = [column for column in first.items.columns if column not in (
         "doc_id", *HASH_COLUMNS, *first.metrics) and not pd.api.types.is_numeric_dtype(first.items[column])]
+    proportion = bool(np.all((scores >= 0.0) & (scores <= 1.0)))
     half = len(seeds)
-    return PairedScores(
-        baseline_arm=baseline_arm, variant_arm=variant_arm, task=task, metric=metric, higher_is_better=higher,
-        seeds=np.array(seeds, dtype=np.int64), doc_ids=doc_ids, baseline=scores[:half], variant=scores[half:],
-        groups=first.items[group_columns].iloc[rows[0]].reset_index(drop=True),
+    return Paired(
+        baseline_arm=baseline_arm, variant_arm=variant_arm, seeds=np.array(seeds, dtype=np.int64), doc_ids=doc_ids,
+        n_units=np.ones(len(doc_ids), dtype=np.int64), baseline=scores[:half], variant=scores[half:],
+        doc_columns=first.items[group_columns].iloc[rows[0]].reset_index(drop=True),
         sources={"baseline": [run.path for run in ordered[:half]], "variant": [run.path for run in ordered[half:]]},
-        dropped_seeds=unpaired, mismatches=mismatches)
+        dropped_seeds=unpaired, mismatches=mismatches, unit="item",
+        scale=metric_scale(metric, higher, proportion), task=task)
 
 
 def pair_tasks(runs: Sequence[ItemRun], *, reference: str, metric: str, variant_arm: str | None = None,
-               allow_mismatch: Sequence[str] = (), allow_unpaired: bool = False) -> list[PairedScores]:
+               allow_mismatch: Sequence[str] = (), allow_unpaired: bool = False) -> list[Paired]:
     """Every other arm (or only `variant_arm`) against `reference` on every task that holds both, tasks in name
     order, arms in natural name order (v2 before v10)."""
     arms = sorted({run.arm for run in runs}, key=natural_key)
@@ -129,23 +93,26 @@ def pair_tasks(runs: Sequence[ItemRun], *, reference: str, metric: str, variant_
     return pairs
 
 
-def check_input_kind(paths: Sequence[str], metric: str | None) -> None:
-    """Refuse loss files given with --metric and item-score files given without it, in one line naming the flag."""
+def check_input_kind(paths: Sequence[object], metric: str | None) -> None:
+    """Refuse loss files given with a metric and item-score files given without one, in one line naming the
+    parameter."""
     for path in paths:
+        if not isinstance(path, (str, Path)):
+            continue  # runs or tables already read
         if Path(path).is_dir():
             if metric is None and any(found_item_file(found) for found in paths_under(Path(path))):
-                raise InputError(f"{path}: holds item-score files; compare downstream-task scores with --metric NAME "
-                                 "(e.g. --metric acc)")
+                raise ParameterError("metric", f"{path}: holds item-score files; compare downstream-task scores with "
+                                     "{metric} NAME (e.g. {metric} acc)", leading=False)
             continue
         if not Path(path).is_file():
             continue
         item_file = found_item_file(Path(path))  # an unreadable file is the reader's to report (or skip)
         if metric is not None and not item_file:
-            raise InputError(f"{path}: not an item-score file; --metric compares downstream-task item scores (drop "
-                             "--metric to compare loss files)")
+            raise ParameterError("metric", f"{path}: not an item-score file; {{metric}} compares downstream-task item "
+                                 "scores (drop {metric} to compare loss files)", leading=False)
         if metric is None and item_file:
-            raise InputError(f"{path}: an item-score file; compare downstream-task scores with --metric NAME "
-                             "(e.g. --metric acc)")
+            raise ParameterError("metric", f"{path}: an item-score file; compare downstream-task scores with "
+                                 "{metric} NAME (e.g. {metric} acc)", leading=False)
 
 
 def _task_runs(runs: Sequence[ItemRun], task: str | None) -> list[ItemRun]:
@@ -158,23 +125,16 @@ def _task_runs(runs: Sequence[ItemRun], task: str | None) -> list[ItemRun]:
     return chosen
 
 
-def _by_seed(runs: Sequence[ItemRun], arm: str, task: str) -> dict[int, ItemRun]:
-    by_seed: dict[int, ItemRun] = {}
-    for run in runs:
-        if run.arm != arm:
-            continue
-        if run.seed in by_seed:
-            raise InputError(f"task {task}: arm {arm} seed {run.seed} appears twice: {by_seed[run.seed].path} and "
-                             f"{run.path}")
-        by_seed[run.seed] = run
+def _arm_runs(runs: Sequence[ItemRun], arm: str, prefix: str) -> dict[int, ItemRun]:
+    by_seed = runs_by_seed(runs, arm, prefix=prefix)
     if not by_seed:
         arms = ", ".join(sorted({run.arm for run in runs}, key=natural_key))
-        raise InputError(f"task {task}: no item scores of arm {arm!r} (arms found: {arms})")
+        raise InputError(f"{prefix}no item scores of arm {arm!r} (arms found: {arms})")
     return by_seed
 
 
-def _seeds(by_seed: dict[int, ItemRun]) -> str:
-    return ", ".join(map(str, sorted(by_seed)))
+def _run_field(run: ItemRun, name: str) -> object:
+    return run.n_shot if name == "n_shot" else run.meta.get(name)
 
 
 def _direction(runs: Sequence[ItemRun], metric: str) -> bool:
@@ -190,41 +150,6 @@ def _direction(runs: Sequence[ItemRun], metric: str) -> bool:
         raise InputError(f"{directions[True].path} and {directions[False].path} disagree on whether a higher "
                          f"{metric} is better")
     return next(iter(directions))
-
-
-def _check_run_fields(runs: Sequence[ItemRun], allow_mismatch: tuple[str, ...]) -> tuple[str, ...]:
-    """The task's configuration and shot count must agree between runs that record them."""
-    notes = []
-    for name in RUN_FIELDS:
-        carrying = [run for run in runs if (run.n_shot if name == "n_shot" else run.meta.get(name)) not in (None, "")]
-        values = {str(run.n_shot if name == "n_shot" else run.meta.get(name)): run for run in carrying}
-        if len(values) < 2:
-            continue
-        (value_a, run_a), (value_b, run_b) = list(values.items())[:2]
-        text = f"{name} differs: {run_a.path} has {value_a!r}, {run_b.path} has {value_b!r}"
-        if name not in allow_mismatch:
-            raise InputError(f"{text}; the task was not evaluated alike (--allow-mismatch {name} compares anyway)")
-        notes.append(f"compared although {text}")
-    return tuple(notes)
-
-
-def _item_rows(runs: Sequence[ItemRun]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The sorted doc ids of the first run and, for every run, the rows holding them; an error naming the items when
-    a run scored other items."""
-    first = runs[0].items["doc_id"].astype(str)
-    doc_ids = np.sort(first.to_numpy(dtype=object))
-    rows = []
-    for run in runs:
-        ids = pd.Index(run.items["doc_id"].astype(str).to_numpy(dtype=object))
-        index = ids.get_indexer(doc_ids) if len(ids) == len(doc_ids) and ids.is_unique else None
-        if index is None or np.any(index < 0):
-            ours, theirs = set(doc_ids), set(ids)
-            parts = [f"{len(missing)} missing from {source} (first: {', '.join(sorted(missing)[:_SHOWN])})"
-                     for source, missing in ((runs[0].path, theirs - ours), (run.path, ours - theirs)) if missing]
-            raise InputError(f"items differ between {runs[0].path} and {run.path}: "
-                             f"{'; '.join(parts) or 'repeated doc_ids'}")
-        rows.append(index)
-    return doc_ids, rows
 
 
 def _check_hashes(runs: Sequence[ItemRun], rows: list[np.ndarray], doc_ids: np.ndarray,
@@ -244,8 +169,8 @@ def _check_hashes(runs: Sequence[ItemRun], rows: list[np.ndarray], doc_ids: np.n
             text = (f"{column} differs for {differ.size} items between {reference.path} and {run.path} (first: item "
                     f"{doc_ids[differ[0]]})")
             if column not in allow_mismatch:
-                raise InputError(f"{text}: they were not scored on the same item (--allow-mismatch {column} pairs "
-                                 "them anyway)")
+                raise ParameterError("allow_mismatch", f"{text}: they were not scored on the same item "
+                                     f"({{allow_mismatch}} {column} pairs them anyway)", leading=False)
             notes.append(f"compared although {text}")
             break
     return tuple(notes)
@@ -254,19 +179,21 @@ def _check_hashes(runs: Sequence[ItemRun], rows: list[np.ndarray], doc_ids: np.n
 def load_item_pairs(*, tables: Sequence[str] | None = None, baseline: Sequence[str] | None = None,
                     variant: Sequence[str] | None = None, baseline_arm: str | None = None,
                     variant_arm: str | None = None, metric: str, allow_mismatch: Sequence[str] = (),
-                    allow_unpaired: bool = False, skipped: list[SkippedFile] | None = None) -> list[PairedScores]:
+                    allow_unpaired: bool = False, skipped: list[SkippedFile] | None = None) -> list[Paired]:
     """Read item-score inputs and pair the two arms on every task both scored: either `baseline` and `variant` paths
     (their arms are the ones the files record), or `tables` holding both arms, told apart by `baseline_arm` and
     `variant_arm`. `skipped`: see `read_item_inputs`."""
     if tables and (baseline or variant):
-        raise InputError("give either long tables / directories holding both arms, or --baseline and --variant files")
+        raise ParameterError("baseline", "give either long tables / directories holding both arms, or {baseline} and "
+                             "{variant} files", ("variant",), leading=False)
     if tables:
         runs = read_item_inputs(tables, skipped=skipped)
-        missing = [flag for flag, arm in (("--baseline-arm", baseline_arm), ("--variant-arm", variant_arm))
-                   if arm is None]
+        missing = [name for name, arm in (("baseline_arm", baseline_arm), ("variant_arm", variant_arm)) if arm is None]
         if missing:
             arms = ", ".join(sorted({run.arm for run in runs}, key=natural_key))
-            raise InputError(f"name the arms to compare with {' and '.join(missing)} (arms found: {arms})")
+            named = " and ".join("{" + name + "}" for name in missing)
+            raise ParameterError(missing[0], f"name the arms to compare with {named} (arms found: {arms})",
+                                 tuple(missing[1:]), leading=False)
     elif baseline and variant:
         sides = [read_item_inputs(paths, skipped=skipped) for paths in (baseline, variant)]
         baseline_arm, variant_arm = (arm or _single_arm(side, name) for arm, side, name
@@ -274,8 +201,9 @@ def load_item_pairs(*, tables: Sequence[str] | None = None, baseline: Sequence[s
         runs = [run for run in sides[0] if run.arm == baseline_arm] + [run for run in sides[1]
                                                                        if run.arm == variant_arm]
     else:
-        raise InputError("give --baseline and --variant item-score files, or a long table with --baseline-arm and "
-                         "--variant-arm")
+        raise ParameterError("baseline", "give {baseline} and {variant} item-score files, or a long table with "
+                             "{baseline_arm} and {variant_arm}", ("variant", "baseline_arm", "variant_arm"),
+                             leading=False)
     assert baseline_arm is not None and variant_arm is not None  # named or read from the files above
     return pair_tasks(runs, reference=baseline_arm, variant_arm=variant_arm, metric=metric,
                       allow_mismatch=allow_mismatch, allow_unpaired=allow_unpaired)
@@ -284,6 +212,6 @@ def load_item_pairs(*, tables: Sequence[str] | None = None, baseline: Sequence[s
 def _single_arm(runs: Sequence[ItemRun], side: str) -> str:
     arms = sorted({run.arm for run in runs}, key=natural_key)
     if len(arms) != 1:
-        raise InputError(f"the {side} item scores hold several arms ({', '.join(arms)}); select one with "
-                         f"--{side}-arm")
+        raise ParameterError(f"{side}_arm", f"the {side} item scores hold several arms ({', '.join(arms)}); select "
+                             f"one with {{{side}_arm}}", leading=False)
     return arms[0]

@@ -1,85 +1,31 @@
-"""Align the runs of two arms into paired arrays: pairs by seed, documents by `doc_id` (docs/method.md §5)."""
+"""Pair the loss files of two arms: runs by seed, documents by `doc_id`, per target or per byte (docs/method.md §5)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs, runs_from_frame
+from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs
+from gatedv_stats.pairing.paired import (
+    Paired,
+    check_distinct_arms,
+    check_mismatch_fields,
+    paired_seeds,
+    provenance_notes,
+    runs_by_seed,
+    unit_rows,
+)
 from gatedv_stats.pairing.selection import eval_set_sort_key, natural_key, select_runs
+from gatedv_stats.stats.metrics import paired_arrays as paired_arrays  # re-exported: the checked arrays of a pair
 
 _SHOWN = 5
 
 
-@dataclass(frozen=True)
-class PairedLosses:
-    """Loss sums of two arms on the same documents, row s of each array = seed `seeds[s]`."""
-
-    baseline_arm: str
-    variant_arm: str
-    seeds: np.ndarray  # (S,) int64, sorted
-    doc_ids: np.ndarray  # (N,) object, sorted
-    n_units: np.ndarray  # (N,) int64: each document's targets, or its UTF-8 bytes when `unit` is "byte"
-    baseline: np.ndarray  # (S, N) float64 loss sums
-    variant: np.ndarray  # (S, N) float64
-    doc_columns: pd.DataFrame  # N rows aligned with doc_ids: domain / n_bytes when present
-    # {"baseline": [source per seed], "variant": [...], "baseline_sha256": [...], "variant_sha256": [...]}
-    sources: dict
-    dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
-    mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
-    unit: str = "token"  # what `n_units` counts: "token" or "word" (the files' targets), or "byte" (UTF-8 bytes:
-    # every statistic is per byte)
-    eval_set: str | None = None  # the evaluation set every run was scored on (the runs agree; see check_provenance)
-
-    @property
-    def n_docs(self) -> int:
-        """The documents N."""
-        return int(self.n_units.shape[0])
-
-    @property
-    def n_pairs(self) -> int:
-        """The seed pairs S."""
-        return int(self.seeds.shape[0])
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        """What the pairing dropped or accepted, for the output's warnings."""
-        dropped = (f"dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}",) if self.dropped_seeds else ()
-        return dropped + self.mismatches
-
-    @classmethod
-    def from_frame(cls, frame: pd.DataFrame, *, baseline_arm: str | None = None, variant_arm: str | None = None,
-                   eval_set: str | None = None, allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (),
-                   unit: str = "auto") -> PairedLosses:
-        """Two arms of a long table in memory: columns `arm`, `seed`, `doc_id`, `n_targets`, `loss_sum` (optional
-        `domain`, `n_bytes` and constant metadata columns such as `eval_set`), checked as a loss file's are. The
-        baseline defaults to the arm named "baseline", the variant to the other arm."""
-        if not isinstance(frame, pd.DataFrame):
-            raise ParameterError("frame", f"expected a pandas DataFrame, got {type(frame).__name__}")
-        return pilot_pair(runs_from_frame(frame, {}, "frame", long_table=True), baseline_arm=baseline_arm,
-                          variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired,
-                          allow_mismatch=allow_mismatch, unit=unit, what="frame")
-
-
-def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
-                  n_units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Loss sums of both arms and the unit counts (targets or bytes) as float64 (S, N), (S, N), (N,) arrays,
-    shapes checked."""
-    baseline = np.asarray(baseline, dtype=np.float64)
-    variant = np.asarray(variant, dtype=np.float64)
-    n = np.asarray(n_units, dtype=np.float64)
-    if baseline.ndim != 2 or baseline.shape != variant.shape or n.shape != (baseline.shape[1],):
-        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_units {n.shape} "
-                         "must be (S, N), (S, N), (N,)")
-    return baseline, variant, n
-
-
 def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allow_unpaired: bool = False,
-              allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> PairedLosses:
+              allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> Paired:
     """Match runs by seed and documents by `doc_id`, checking that every run saw the same documents.
 
     Seeds present in one arm only are an error unless `allow_unpaired`, which drops them (see `dropped_seeds`).
@@ -91,26 +37,15 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
     mismatches = check_provenance([*baseline_runs, *variant_runs], allow_mismatch, unit)
     baseline_arm = _single_arm(baseline_runs, "baseline")
     variant_arm = _single_arm(variant_runs, "variant")
-    baseline_by_seed = _by_seed(baseline_runs, baseline_arm)
-    variant_by_seed = _by_seed(variant_runs, variant_arm)
-    only_baseline = sorted(set(baseline_by_seed) - set(variant_by_seed))
-    only_variant = sorted(set(variant_by_seed) - set(baseline_by_seed))
-    unpaired = tuple(only_baseline + only_variant)
-    seeds = sorted(set(baseline_by_seed) & set(variant_by_seed))
-    if not seeds:
-        raise InputError(f"no training seed is shared by {baseline_arm} ({', '.join(map(str, only_baseline))}) and "
-                         f"{variant_arm} ({', '.join(map(str, only_variant))}): runs pair by the seed recorded in "
-                         "their files (evaluate --hf and import take it as --seed)")
-    if unpaired and not allow_unpaired:
-        parts = [f"{arm} {', '.join(map(str, seeds))}" for arm, seeds
-                 in ((baseline_arm, only_baseline), (variant_arm, only_variant)) if seeds]
-        raise ParameterError("allow_unpaired", f"seeds present in one arm only: {'; '.join(parts)} "
-                             "({allow_unpaired} drops them)", leading=False)
-
+    hint = " (select one evaluation set)"
+    baseline_by_seed = runs_by_seed(baseline_runs, baseline_arm, hint=hint)
+    variant_by_seed = runs_by_seed(variant_runs, variant_arm, hint=hint)
+    seeds, unpaired = paired_seeds(baseline_by_seed, variant_by_seed, baseline_arm, variant_arm,
+                                   allow_unpaired=allow_unpaired)
     runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
     doc_ids, losses, n_units, doc_columns = _aligned(runs, unit)
     half = len(seeds)
-    return PairedLosses(
+    return Paired(
         baseline_arm=baseline_arm,
         variant_arm=variant_arm,
         seeds=np.array(seeds, dtype=np.int64),
@@ -134,7 +69,7 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
 
 def _aligned(runs: list[LossRun], unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
     """Sorted doc ids, (runs, N) loss sums, the per-document denominator (targets or bytes), document columns."""
-    doc_ids, rows = _document_rows(runs)
+    doc_ids, rows = unit_rows([run.docs["doc_id"] for run in runs], [run.source for run in runs], "document")
     if unit == "byte":
         lacking = next((run for run in runs if "n_bytes" not in run.docs.columns), None)
         if lacking is not None:
@@ -191,40 +126,24 @@ def check_provenance(runs: Sequence[LossRun], allow_mismatch: tuple[str, ...] = 
     returned notes instead, so that the output can say what was compared anyway. Per byte, different tokenizers
     are the point of the comparison and are said in a note.
     """
-    unknown = sorted(set(allow_mismatch) - set(PROVENANCE_FIELDS))
-    if unknown:
-        raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(PROVENANCE_FIELDS)}")
-    notes = []
-    for name in PROVENANCE_FIELDS:
-        if name == "tokenizer_sha256" and unit == "byte":
-            if len({str(run.meta[name]) for run in runs if run.meta.get(name)}) > 1:
-                notes.append("the arms' tokenizers differ: compared per byte of the same text (bits per byte)")
-            continue
-        carrying = [run for run in runs if run.meta.get(name) not in (None, "")]
-        if not carrying:
-            continue
-        first = carrying[0]
-        other = next((run for run in carrying if str(run.meta[name]) != str(first.meta[name])), None)
-        if other is None:
-            continue
-        text = (f"{name} differs: {first.source} has {_shown(first.meta[name])}, {other.source} has "
-                f"{_shown(other.meta[name])}")
-        if name in allow_mismatch:
-            notes.append(f"compared although {text}")
-        elif name == "eval_set" and len({(run.arm, str(run.meta[name])) for run in carrying}) > len(
-                {run.arm for run in carrying}):  # an arm evaluated on several sets: the inputs mix them
-            sets = ", ".join(sorted({str(run.meta[name]) for run in carrying}))
-            raise ParameterError("eval_set", f"{text}; the inputs hold several evaluation sets: choose one with "
-                                 f"{{eval_set}} ({sets})", leading=False)
-        else:
-            raise ParameterError("allow_mismatch", f"{text}; they were not evaluated alike ({{allow_mismatch}} {name} "
-                                 "compares them anyway)", leading=False)
-    return tuple(notes)
+    check_mismatch_fields(allow_mismatch, PROVENANCE_FIELDS)
+    notes: tuple[str, ...] = ()
+    fields: tuple[str, ...] = PROVENANCE_FIELDS
+    if unit == "byte":
+        fields = tuple(name for name in fields if name != "tokenizer_sha256")
+        if len({str(run.meta["tokenizer_sha256"]) for run in runs if run.meta.get("tokenizer_sha256")}) > 1:
+            notes = ("the arms' tokenizers differ: compared per byte of the same text (bits per byte)",)
+    return provenance_notes(runs, fields, allow_mismatch, lambda run, name: run.meta.get(name),
+                            _refuse_mixed_sets) + notes
 
 
-def _shown(value: object) -> str:
-    text = str(value)
-    return repr(text[:12] + "…") if len(text) == 64 else repr(text)  # a SHA-256 by its first 12 digits
+def _refuse_mixed_sets(name: str, carrying: Sequence[LossRun], text: str) -> None:
+    """An arm evaluated on several sets: the inputs mix them, and the user chooses one."""
+    if name == "eval_set" and len({(run.arm, str(run.meta[name])) for run in carrying}) > len(
+            {run.arm for run in carrying}):
+        sets = ", ".join(sorted({str(run.meta[name]) for run in carrying}))
+        raise ParameterError("eval_set", f"{text}; the inputs hold several evaluation sets: choose one with "
+                             f"{{eval_set}} ({sets})", leading=False)
 
 
 def _single_arm(runs: list[LossRun], side: str) -> str:
@@ -234,46 +153,6 @@ def _single_arm(runs: list[LossRun], side: str) -> str:
     if len(arms) > 1:
         raise InputError(f"the {side} runs hold several arms ({', '.join(arms)}); select one arm")
     return arms[0]
-
-
-def _by_seed(runs: list[LossRun], arm: str) -> dict[int, LossRun]:
-    by_seed: dict[int, LossRun] = {}
-    for run in runs:
-        if run.seed in by_seed:
-            raise InputError(f"arm {arm} seed {run.seed} appears twice: {by_seed[run.seed].source} and {run.source} "
-                             "(select one evaluation set)")
-        by_seed[run.seed] = run
-    return by_seed
-
-
-def _document_rows(runs: list[LossRun]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The first run's doc ids sorted and, for every run, the rows that hold them in that order; an error naming
-    the documents when a run's documents differ."""
-    first = runs[0].docs["doc_id"]
-    order = first.argsort().to_numpy()
-    doc_ids = first.to_numpy(dtype=object)[order]
-    rows = []
-    for run in runs:
-        ids = run.docs["doc_id"]
-        if ids.equals(first):  # the same documents in the same order: the usual case
-            rows.append(order)
-            continue
-        index = pd.Index(ids.to_numpy(dtype=object)).get_indexer(doc_ids) if len(ids) == len(first) else None
-        if index is None or np.any(index < 0):
-            _check_same_documents(runs[0], run)  # doc ids are unique, so the sets differ: this raises
-        rows.append(index)
-    return doc_ids, rows
-
-
-def _check_same_documents(reference: LossRun, run: LossRun) -> None:
-    ours, theirs = set(reference.docs["doc_id"]), set(run.docs["doc_id"])
-    if ours == theirs:
-        return
-    parts = []
-    for source, missing in ((reference.source, sorted(theirs - ours)), (run.source, sorted(ours - theirs))):
-        if missing:
-            parts.append(f"{len(missing)} doc_ids missing from {source} (first: {', '.join(missing[:_SHOWN])})")
-    raise InputError(f"documents differ between paired runs {reference.source} and {run.source}: {'; '.join(parts)}")
 
 
 def _agreed_column(column: str, runs: list[LossRun], rows: list[np.ndarray], doc_ids: np.ndarray) -> np.ndarray | None:
@@ -299,14 +178,14 @@ def _agreed_column(column: str, runs: list[LossRun], rows: list[np.ndarray], doc
 def load_paired(*, tables: list | None = None, baseline: list | None = None, variant: list | None = None,
                 baseline_arm: str | None = None, variant_arm: str | None = None, eval_set: str | None = None,
                 allow_unpaired: bool = False, allow_mismatch: tuple[str, ...] = (), unit: str = "auto",
-                skipped: list[SkippedFile] | None = None) -> PairedLosses:
+                skipped: list[SkippedFile] | None = None) -> Paired:
     """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
     or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`; each may be a list of runs
     already read instead. `skipped`: see `read_loss_inputs`."""
     if tables and (baseline or variant):
         raise ParameterError("baseline", "give either long tables / directories holding both arms, or {baseline} and "
                              "{variant} files", ("variant",), leading=False)
-    _check_distinct_arms(baseline_arm, variant_arm)
+    check_distinct_arms(baseline_arm, variant_arm)
     if tables:
         missing = [name for name, arm in (("baseline_arm", baseline_arm), ("variant_arm", variant_arm)) if arm is None]
         runs = runs_of(tables, skipped)
@@ -337,7 +216,7 @@ def runs_of(inputs: Sequence, skipped: list[SkippedFile] | None = None) -> list[
 
 
 def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpaired: bool = False,
-                        allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> list[PairedLosses]:
+                        allow_mismatch: tuple[str, ...] = (), unit: str = "auto") -> list[Paired]:
     """Pair every other arm with the `reference` arm on each evaluation set that holds both (held-out first, then
     development, then others), arms in natural name order (v2 before v10)."""
     arms = sorted({run.arm for run in runs})
@@ -361,7 +240,7 @@ def pair_with_reference(runs: Sequence[LossRun], reference: str, *, allow_unpair
 
 def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_arm: str | None = None,
                eval_set: str | None = None, allow_unpaired: bool = False,
-               allow_mismatch: tuple[str, ...] = (), unit: str = "auto", what: str = "pilot") -> PairedLosses:
+               allow_mismatch: tuple[str, ...] = (), unit: str = "auto", what: str = "pilot") -> Paired:
     """Pair the two arms of pilot runs (`what` they are, in messages); the baseline defaults to the arm named
     "baseline", the variant to the other."""
     runs = select_runs(runs, eval_set=eval_set, what=f"{what} files")
@@ -372,7 +251,7 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
                              f"{', '.join(arms)})", leading=False)
     if baseline_arm not in arms:
         raise ParameterError("baseline_arm", f"no {what} runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
-    _check_distinct_arms(baseline_arm, variant_arm)
+    check_distinct_arms(baseline_arm, variant_arm)
     if variant_arm is None:
         others = [arm for arm in arms if arm != baseline_arm]
         if not others:
@@ -384,10 +263,3 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
     return pair_runs(select_runs(runs, arm=baseline_arm, what=f"{what} baseline"),
                      select_runs(runs, arm=variant_arm, what=f"{what} variant"), allow_unpaired=allow_unpaired,
                      allow_mismatch=allow_mismatch, unit=unit)
-
-
-def _check_distinct_arms(baseline_arm: str | None, variant_arm: str | None) -> None:
-    if baseline_arm is not None and baseline_arm == variant_arm:
-        raise ParameterError("baseline_arm", f"{{baseline_arm}} and {{variant_arm}} both name {baseline_arm!r}: an arm "
-                             "compared with itself has no difference to find; name two different arms",
-                             ("variant_arm",), leading=False)

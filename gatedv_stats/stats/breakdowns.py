@@ -1,5 +1,5 @@
 """D per group of documents (domain, length bins, any document column), with intervals that generalise and ones
-that hold the models fixed.
+that hold the models fixed, from (S, N) loss sums, (N,) unit counts and the column's (N,) per-document values.
 
 A group's D is Σ_{i∈g} d_i / Σ_{i∈g} n_i, the paper's statistic restricted to the group. With two or more seed
 pairs each group gets the seed-and-document interval of its own documents at the Bonferroni level 1 − α/G
@@ -14,14 +14,15 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
+from statsmodels.stats.multitest import multipletests
 
 from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least
-from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
-from gatedv_stats.stats.multiple import adjust_p_values
+from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
 
@@ -105,27 +106,21 @@ class Breakdown:
         return "\n".join(lines)
 
 
-def document_column(paired: PairedLosses, column: str) -> np.ndarray:
-    """A per-document column aligned with `paired.doc_ids`: n_targets (not per byte, where the runs' targets may
-    differ), or domain / n_bytes when the files carry it."""
-    targets = {} if paired.unit == "byte" else {"n_targets": paired.n_units}
-    if column in targets:
-        return targets[column]
-    if column == "n_targets":
-        raise ParameterError("by", "a per-byte comparison has no n_targets column (the runs' targets may differ); "
-                                   "break D down by n_bytes instead")
-    if column in paired.doc_columns.columns:
-        return paired.doc_columns[column].to_numpy()
-    available = ", ".join([*targets, *paired.doc_columns.columns])
-    raise ParameterError("by", f"no document column {column!r} in the loss files (available: {available})")
-
-
-def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int = 5, n_resamples: int = 2000,
-              confidence_level: float = 0.95, rng_seed: int = 0, method: str = "percentile") -> Breakdown:
-    """D and its document-bootstrap interval per value of `column` (numeric columns: `bins` quantile bins)."""
+def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, column: str, values: np.ndarray, *,
+              bins: int = 4, min_docs: int = 5, n_resamples: int = DEFAULTS.n_resamples,
+              confidence_level: float = DEFAULTS.confidence_level, rng_seed: int = DEFAULTS.rng_seed,
+              method: str = "percentile") -> Breakdown:
+    """D and its document-bootstrap interval per value of the document column named `column`, whose (N,)
+    per-document `values` are aligned with the columns of the (S, N) loss sums `baseline`, `variant` and the (N,)
+    `n_units` (numeric columns, and n_targets / n_bytes: `bins` quantile bins)."""
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
-    values = document_column(paired, column)
+    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    values = np.asarray(values)
+    if values.shape != n.shape:
+        raise InputError(f"breakdown by {column}: {values.shape} values for {n.shape[0]} documents; give one value "
+                         "per document")
+    n_pairs = baseline.shape[0]
     binned = column in ("n_targets", "n_bytes") or pd.api.types.is_numeric_dtype(values)
     labels, natural_order = _quantile_bins(values, bins) if binned else _categories(values)
     counts = pd.Series(labels).value_counts()
@@ -140,21 +135,21 @@ def breakdown(paired: PairedLosses, column: str, *, bins: int = 4, min_docs: int
         else:
             left_out = pooled
     members = _members(labels, order)
-    differences = metrics.document_differences(paired.baseline, paired.variant)
+    differences = metrics.document_differences(baseline, variant)
     groups = []
     for index, (group, docs) in enumerate(zip(order, members)):
-        result = document_bootstrap(differences[docs], paired.n_units[docs], n_resamples=n_resamples,
+        result = document_bootstrap(differences[docs], n[docs], n_resamples=n_resamples,
                                     confidence_level=confidence_level, rng_seed=rng_seed + index, method=method)
         groups.append(GroupEffect(group=str(group), n_docs=int(docs.size),
-                                  n_units=int(paired.n_units[docs].sum()), nll_diff_mean=result.statistic,
+                                  n_units=int(n[docs].sum()), nll_diff_mean=result.statistic,
                                   confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index))
     adjusted_level = 1.0 - (1.0 - confidence_level) / max(len(groups), 1)
-    if paired.n_pairs >= 2 and groups:
-        groups = _with_seed_document(paired, members, groups, adjusted_level)
+    if n_pairs >= 2 and groups:
+        groups = _with_seed_document(baseline, variant, n, members, groups, adjusted_level)
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
                      n_resamples=n_resamples, method=method, rng_seed=rng_seed,
-                     adjusted_level=adjusted_level if paired.n_pairs >= 2 and groups else None)
+                     adjusted_level=adjusted_level if n_pairs >= 2 and groups else None)
 
 
 def _members(labels: np.ndarray, order: list) -> list[np.ndarray]:
@@ -166,19 +161,19 @@ def _members(labels: np.ndarray, order: list) -> list[np.ndarray]:
     return [by_group[bounds[k]:bounds[k + 1]] for k in range(len(order))]
 
 
-def _with_seed_document(paired: PairedLosses, members: list[np.ndarray], groups: list[GroupEffect],
-                        adjusted_level: float) -> list[GroupEffect]:
+def _with_seed_document(baseline: np.ndarray, variant: np.ndarray, n: np.ndarray, members: list[np.ndarray],
+                        groups: list[GroupEffect], adjusted_level: float) -> list[GroupEffect]:
     """Each group's seed-and-document interval at the Bonferroni level and its Holm-adjusted p-value."""
     fits: list[SeedDocumentResult | None] = []
     for docs in members:
         try:
-            fits.append(seed_document_interval(paired.baseline[:, docs], paired.variant[:, docs],
-                                               paired.n_units[docs], confidence_level=adjusted_level))
+            fits.append(seed_document_interval(baseline[:, docs], variant[:, docs], n[docs],
+                                               confidence_level=adjusted_level))
         except InputError:  # no spread within the group
             fits.append(None)
     p_values = [None if fit is None else fit.p_value for fit in fits]
     raw = [p_value for p_value in p_values if p_value is not None]
-    holm = iter(adjust_p_values(raw)["holm"] if raw else [])
+    holm = iter(multipletests(np.asarray(raw, dtype=np.float64), method="holm")[1].tolist() if raw else [])
     return [replace(effect, seed_document_interval=None if fit is None else fit.confidence_interval,
                     p_value=p_value, p_holm=None if fit is None else next(holm))
             for effect, fit, p_value in zip(groups, fits, p_values)]

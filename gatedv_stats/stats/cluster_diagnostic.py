@@ -29,7 +29,6 @@ from scipy import special
 
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.validation import check_open_unit
-from gatedv_stats.pairing.losses import PairedLosses
 from gatedv_stats.stats.crossed import clustered_moments, crossed_moments
 
 # Chosen by simulation (bench/cluster_diagnostic.py): without a group effect the note fires in at most 2.8% of
@@ -150,15 +149,6 @@ def group_effects(differences: np.ndarray, labels: Mapping[str, np.ndarray], n_u
     level = DIAGNOSTIC_LEVEL / max(len(labels), 1)
     return tuple(group_effect_test(differences, values, n_units, level=level, column=column, noun=noun)
                  for column, values in labels.items())
-
-
-def paired_group_effects(paired: PairedLosses, cluster: str | None = None) -> tuple[GroupEffectTest, ...]:
-    """The group-effect tests of every grouping column of a pair's documents but the one it is clustered by."""
-    columns = grouping_columns(paired.doc_columns, exclude=cluster)
-    if not columns:
-        return ()
-    labels = {column: paired.doc_columns[column].astype(str).to_numpy() for column in columns}
-    return group_effects((paired.variant - paired.baseline) / paired.n_units, labels, paired.n_units)
 
 
 def _holds_strings(values: pd.Series) -> bool:

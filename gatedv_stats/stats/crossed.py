@@ -3,8 +3,9 @@
 From per-token paired differences y_si (seed pair s, document i) and weights w_i, `crossed_moments` computes
 D = Σ_s Σ_i w_i y_si / S, the three weighted mean squares V_seed (per-seed D_s), Q_doc (documents) and Q_int
 (interaction), the components σ̂²_seed, σ̂²_doc, σ̂²_int, Var̂(D) = V_seed / S + Σw² σ̂²_doc (the document term
-left out unless its F pre-test is significant at POOLING_LEVEL) and Satterthwaite's df under the few-seed guard,
-in closed form, O(S·N). `clustered_moments` does the same over clusters of documents, with the df of a nested
+left out unless its F pre-test is significant at the pooling level, `DEFAULTS.pooling_level` of
+gatedv_stats.core.defaults, which says why it is 0.25) and Satterthwaite's df under the few-seed guard, in
+closed form, O(S·N). `clustered_moments` does the same over clusters of documents, with the df of a nested
 working model. The model, the derivation of every formula, the df, the pooling rule and the calibration are in
 docs/statistics.md ("The seed-and-document interval", "Clusters (web domains)").
 """
@@ -17,12 +18,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
+from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError
-
-# Level of the pre-test that keeps the document term in Var̂(D): the level Bozivich, Bancroft & Hartley (1956)
-# recommend for "sometimes pool" rules, and the one that keeps the interval calibrated on the grid of
-# bench/pooling_level.py (docs/statistics.md, "Truncation and pooling").
-POOLING_LEVEL = 0.25
 
 
 class ClusterSums(NamedTuple):
@@ -64,7 +61,7 @@ class CrossedMoments:
 
     `seed_var` and `doc_var` are truncated at 0 (`seed_truncated`, `doc_truncated` say where); `doc_pooled` says
     where the document term is left out of `var_d` (truncated, or its pre-test p-value `doc_pretest_p` is at
-    least POOLING_LEVEL). With one document (or cluster) `doc_var`, `interaction_var`, `q_doc`, `q_int` and
+    least the pooling level). With one document (or cluster) `doc_var`, `interaction_var`, `q_doc`, `q_int` and
     `doc_pretest_p` are NaN.
     """
 
@@ -115,7 +112,7 @@ def weighted_df(weights: np.ndarray, variances: np.ndarray | None = None) -> flo
     return float(df) if df.ndim == 0 else df
 
 
-def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = POOLING_LEVEL, *,
+def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = DEFAULTS.pooling_level, *,
                     unit_variances: np.ndarray | None = None,
                     interaction_variances: np.ndarray | None = None) -> CrossedMoments:
     """Fit the crossed model to per-token differences y (…, S, N) with weights (N,) summing to 1 (S ≥ 2).
@@ -143,7 +140,7 @@ def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = P
 
 
 def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
-                      pooling_level: float = POOLING_LEVEL) -> CrossedMoments:
+                      pooling_level: float = DEFAULTS.pooling_level) -> CrossedMoments:
     """`crossed_moments` with clusters (e.g. web domains) as the sampled units, from per-token differences
     y (…, S, N) of documents with `n_units` (N,) and one cluster label per document.
 

@@ -13,10 +13,25 @@ from dataclasses import dataclass, field
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
+from gatedv_stats.core.defaults import DEFAULTS
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.validation import check_confidence_level
 from gatedv_stats.stats.intervals import ConfidenceInterval
 
 ONE_SEED_NOTE = "one seed only: the standard deviation over seeds is undefined"
+
+
+def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
+                  n_units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Loss sums of both arms and the unit counts (targets or bytes) as float64 (S, N), (S, N), (N,) arrays,
+    shapes checked."""
+    baseline = np.asarray(baseline, dtype=np.float64)
+    variant = np.asarray(variant, dtype=np.float64)
+    n = np.asarray(n_units, dtype=np.float64)
+    if baseline.ndim != 2 or baseline.shape != variant.shape or n.shape != (baseline.shape[1],):
+        raise InputError(f"loss sums {baseline.shape} / {variant.shape} and n_units {n.shape} "
+                         "must be (S, N), (S, N), (N,)")
+    return baseline, variant, n
 
 
 def token_nll(loss_sums: np.ndarray, n_units: np.ndarray) -> np.ndarray:
@@ -122,7 +137,7 @@ class WinRate:
     def win_rate(self) -> float:
         return self.wins / self.n_docs
 
-    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+    def confidence_interval(self, confidence_level: float = DEFAULTS.confidence_level) -> ConfidenceInterval:
         """Wilson score interval for the share of documents won (Wilson 1927), documents sampled, models fixed."""
         check_confidence_level(confidence_level)
         low, high = proportion_confint(self.wins, self.n_docs, alpha=1.0 - confidence_level, method="wilson")

@@ -13,6 +13,7 @@ bounded integer draws and N multiply-adds.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -20,8 +21,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.validation import check_n_resamples, check_seed
+from gatedv_stats.core.validation import check_n_resamples, check_seed, renamed_keyword
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_MAX_DOCS = 20
@@ -43,40 +45,48 @@ class SignFlipTest:
     alternative: str
     method: str  # "exact" (all 2^N sign vectors) or "monte-carlo"
     n_docs: int
-    n_resamples: int  # sign vectors evaluated
+    n_permutations: int  # sign vectors evaluated
     rng_seed: int | None  # generator seed of the Monte Carlo draw; None when exact
+
+    @property
+    def n_resamples(self) -> int:
+        """Deprecated name of `n_permutations` (the sign vectors evaluated), kept for one release."""
+        warnings.warn("SignFlipTest.n_resamples is deprecated; use n_permutations", DeprecationWarning, stacklevel=2)
+        return self.n_permutations
 
     def to_dict(self) -> dict:
         """The published JSON keys (`resamples` for the sign vectors evaluated)."""
         data = asdict(self)
-        data["resamples"] = data.pop("n_resamples")
+        data["resamples"] = data.pop("n_permutations")
         return data
 
     def summary(self) -> str:
         how = (
             f"exact over 2^{self.n_docs} sign vectors"
             if self.method == "exact"
-            else f"Monte Carlo, {self.n_resamples:,} sign vectors, seed {self.rng_seed}"
+            else f"Monte Carlo, {self.n_permutations:,} sign vectors, seed {self.rng_seed}"
         )
         return (f"sign-flip permutation test on d_i ({self.alternative}): D {fmt.format_nll_diff(self.statistic)}, "
                 f"p = {self.p_value:.4g} ({how})")
 
 
+@renamed_keyword("n_resamples", "n_permutations")
 def sign_flip_test(
     differences: np.ndarray,
     n_units: np.ndarray,
     *,
     alternative: str = "two-sided",
     exact_max_docs: int = EXACT_MAX_DOCS,
-    n_resamples: int = 10_000,
-    rng_seed: int = 0,
+    n_permutations: int = DEFAULTS.n_permutations,
+    rng_seed: int = DEFAULTS.rng_seed,
     progress: bool | None = False,
 ) -> SignFlipTest:
     """Sign-flip test of D = Σ d_i / Σ n_i, d_i = mean over seeds of the variant-minus-baseline loss sums.
 
     `alternative`: "two-sided" (|D*| ≥ |D|), "less" (D* ≤ D: the variant is better) or "greater".
-    Exact when N ≤ `exact_max_docs`; otherwise `n_resamples` sign vectors from `numpy.random.default_rng(rng_seed)`
-    and p = (1 + #extreme) / (1 + n_resamples), which never reports an impossible p of zero.
+    Exact when N ≤ `exact_max_docs`; otherwise `n_permutations` sign vectors from
+    `numpy.random.default_rng(rng_seed)` and p = (1 + #extreme) / (1 + n_permutations), which never reports an
+    impossible p of zero. `n_resamples` is a deprecated name of `n_permutations`, accepted for one release.
     """
     d = np.asarray(differences, dtype=np.float64)
     n = np.asarray(n_units, dtype=np.float64)
@@ -87,7 +97,7 @@ def sign_flip_test(
         raise InputError("sign-flip test: per-document differences must be finite")
     if alternative not in ALTERNATIVES:
         raise InputError(f"sign-flip test: alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
-    check_n_resamples(n_resamples, minimum=1)
+    check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     check_seed(rng_seed, "rng_seed")
 
     total = n.sum()
@@ -95,17 +105,17 @@ def sign_flip_test(
     # Sums of the same terms in another order differ by rounding only; treat those as ties.
     tolerance = 1e-10 * float(np.abs(d).sum() / total)
     exact = d.size <= exact_max_docs
-    n_vectors = (1 << d.size) if exact else n_resamples
+    n_vectors = (1 << d.size) if exact else n_permutations
     null_sums = (signs @ d for signs in _sign_vectors(d.size, n_vectors, progress)) if exact else \
         _flipped_sums(d, n_vectors, rng_seed, progress)
     count = sum(_count_extreme(sums / total, observed, alternative, tolerance) for sums in null_sums)
     return SignFlipTest(
         statistic=observed,
-        p_value=float(count / n_vectors if exact else (count + 1) / (n_resamples + 1)),
+        p_value=float(count / n_vectors if exact else (count + 1) / (n_permutations + 1)),
         alternative=alternative,
         method="exact" if exact else "monte-carlo",
         n_docs=int(d.size),
-        n_resamples=int(n_vectors),
+        n_permutations=int(n_vectors),
         rng_seed=None if exact else int(rng_seed),
     )
 

@@ -31,7 +31,7 @@ recomputing its power.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import optimize, stats
@@ -39,11 +39,10 @@ from scipy import optimize, stats
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least, check_open_unit
-from gatedv_stats.pairing.losses import PairedLosses, paired_arrays
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.cluster_diagnostic import paired_group_effects
 from gatedv_stats.stats.crossed import crossed_moments
-from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
+from gatedv_stats.stats.metrics import paired_arrays
+from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 _POWER_TOLERANCE = 1e-9
 MAX_PAIRS = 10**12  # more pairs than any study can run: an effect that needs more is not detectable
@@ -345,23 +344,6 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
         doc_level_mde=_relative_mde(components.n_docs, doc_sd, alpha, power),
         components=components,
     )
-
-
-def plan_from_pilot(paired: PairedLosses, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
-    """`plan_study` on the variance components of paired pilot runs, with the plan for the verdict's
-    seed-and-document test."""
-    warnings = tuple(test.warning(f"this plan, which treats them as independent, understates the seeds and documents "
-                                  f"needed; analyze the study with --cluster {test.column}")
-                     for test in paired_group_effects(paired) if test.flagged)
-    plan = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_units), effect,
-                              alpha=alpha, power=power), unit=paired.unit, warnings=warnings)
-    try:
-        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
-    except InputError:  # no spread to plan from: plan_study has said so already
-        return plan
-    weights = paired.n_units / paired.n_units.sum()
-    return replace(plan, seed_document=seed_document_plan(fit, float(np.sum(weights ** 2)), plan.log_effect,
-                                                         alpha=alpha, power=power))
 
 
 def _relative_mde(nobs: int, sd: float, alpha: float, power: float) -> float:

@@ -14,12 +14,13 @@ import numpy as np
 from scipy import special
 
 from gatedv_stats.core import formatting as fmt
-from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.defaults import DEFAULTS
+from gatedv_stats.core.errors import InputError, NoSpreadError
 from gatedv_stats.core.validation import check_confidence_level
-from gatedv_stats.pairing.losses import paired_arrays
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.crossed import POOLING_LEVEL, CrossedMoments, clustered_moments, crossed_moments
+from gatedv_stats.stats.crossed import CrossedMoments, clustered_moments, crossed_moments
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
+from gatedv_stats.stats.metrics import paired_arrays
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,6 @@ class SeedDocumentResult:
         # scipy.stats.t.sf without its checks
         return float(2.0 * special.stdtr(self.df, -abs(self.nll_diff_mean) / self.se))
 
-    def interval_at(self, confidence_level: float) -> ConfidenceInterval:
-        """D ± t · SE at another level (e.g. a Bonferroni-adjusted one)."""
-        half_width = float(special.stdtrit(self.df, 0.5 + confidence_level / 2)) * self.se
-        return ConfidenceInterval(self.nll_diff_mean - half_width, self.nll_diff_mean + half_width)
-
     def to_dict(self) -> dict:
         """Strict JSON: undefined or infinite numbers become None."""
         data = {name: _json_safe(getattr(self, name)) for name in self.__dataclass_fields__}
@@ -98,9 +94,10 @@ class SeedDocumentResult:
 
 
 def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, *,
-                           clusters: np.ndarray | None = None,
-                           confidence_level: float = 0.95) -> SeedDocumentResult:
-    """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document).
+                           clusters: np.ndarray | None = None, confidence_level: float = DEFAULTS.confidence_level,
+                           noun: str = "document") -> SeedDocumentResult:
+    """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document; `noun` names
+    the units in the notes, e.g. "item" for a task's items).
 
     `baseline`, `variant`: (S, N) loss sums in nats (row = seed pair); `n_units`: (N,). D ± t_df · SE with
     SE² = V_seed / S + Σw² σ̂²_doc and df Satterthwaite's, capped at (S − 1) / (the seed part's share of SE²).
@@ -124,8 +121,8 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     else:
         fit, n_sampled = clustered_moments(y, n, clusters), int(np.unique(np.asarray(clusters)).size)
     if not float(fit.var_d) > 0.0:
-        raise InputError("seed-and-document interval: the loss differences do not vary over seeds or documents, "
-                         "so there is no spread to form an interval from")
+        raise NoSpreadError("seed-and-document interval: the paired differences do not vary over seeds or units, "
+                            "so there is no spread to form an interval from")
     se, df = math.sqrt(float(fit.var_d)), float(fit.df)
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
@@ -147,12 +144,11 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
         doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
-        notes=_notes(fit, n_seeds, n_sampled, n_clusters is not None),
+        notes=_notes(fit, n_seeds, n_sampled, "cluster" if n_clusters is not None else noun),
     )
 
 
-def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, clustered: bool) -> tuple[str, ...]:
-    unit = "cluster" if clustered else "document"
+def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, unit: str) -> tuple[str, ...]:
     notes = []
     if n_sampled == 1:
         notes.append(f"one {unit}: no {unit} component can be estimated; the interval is the paired t over seeds "
@@ -165,8 +161,8 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, clustered: bool) -
                      f"of the per-seed differences alone ({n_seeds - 1} df)")
     elif bool(fit.doc_pooled):
         notes.append(f"the {unit} component is not distinguishable from the seed × {unit} interaction (pre-test "
-                     f"p = {float(fit.doc_pretest_p):.2f} ≥ {POOLING_LEVEL:g}), so its noisy estimate is left out "
-                     f"of the interval, which rests on the spread of the per-seed differences alone "
+                     f"p = {float(fit.doc_pretest_p):.2f} ≥ {DEFAULTS.pooling_level:g}), so its noisy estimate is "
+                     f"left out of the interval, which rests on the spread of the per-seed differences alone "
                      f"({n_seeds - 1} df)")
     if bool(fit.seed_truncated):
         notes.append("the seed component was estimated below 0 and is shown as 0; the interval keeps the observed "

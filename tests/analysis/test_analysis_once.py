@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from gatedv_stats.analysis import experiment
+from gatedv_stats.analysis import experiment, perplexity
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.reporting import write_report
-from gatedv_stats.stats import comparison
 from gatedv_stats.testing import synthetic_runs
 
 
@@ -26,7 +25,7 @@ def test_a_report_with_one_variant_pairs_and_bootstraps_it_once(tmp_path, monkey
         write_loss_file(tmp_path / "runs" / f"{run.arm}_{run.seed}.parquet", run.docs,
                         {**run.meta, "eval_set": "heldout"})
     pairings = counting(monkeypatch, experiment, "pair_runs")
-    bootstraps = counting(monkeypatch, comparison, "document_bootstrap")
+    bootstraps = counting(monkeypatch, perplexity, "document_bootstrap")
     for fmt in ("md", "html"):
         pairings.clear()
         bootstraps.clear()

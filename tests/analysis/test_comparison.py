@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gatedv_stats.analysis.compare import compare
 from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing.losses import pair_runs
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.comparison import compare
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.testing import synthetic_runs
 

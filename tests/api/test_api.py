@@ -66,7 +66,7 @@ def test_analyze_arms_and_plan_are_their_commands(runs_dir):
     same_json(analysis, invoke_json("analyze", runs_dir, *PAIR, "--permutations", "200"))
     assert repr(analysis).startswith("Analysis(gatedv vs baseline: ")
     assert {"permutation_p_value", "bca_low", "t_p_value"} <= set(analysis.to_frame().columns)
-    arms = gv.arms(runs_dir, reference="baseline", n_resamples=200)
+    arms = gv.arms(runs_dir, reference="baseline", n_permutations=200)
     same_json(arms, invoke_json("arms", runs_dir, "--reference", "baseline", "--permutations", "200"))
     assert str(arms) == cli_text("arms", runs_dir, "--reference", "baseline", "--permutations", "200")
     assert list(arms.to_frame()["arm"]) == ["gatedv", "q-silu"] and "Holm-adjusted" in repr(arms)
@@ -92,10 +92,10 @@ def test_load_returns_the_runs_it_read(runs_dir):
         gv.compare(runs_dir, baseline_arm="baseline", variant_arm="gatedv", n_resamples=200).to_dict()
 
 
-def test_paired_losses_from_a_frame_and_from_arrays():
+def test_paired_losses_from_a_long_frame_and_from_arrays():
     runs = synthetic_runs({"baseline": PPLS["baseline"], "gatedv": PPLS["gatedv"]}, n_docs=24, rng_seed=0)
     frame = pd.concat([run.docs.assign(arm=run.arm, seed=run.seed) for run in runs], ignore_index=True)
-    paired = gv.PairedLosses.from_frame(frame)
+    paired = gv.pair(frame)
     assert (paired.baseline_arm, paired.variant_arm, paired.n_pairs, paired.n_docs) == ("baseline", "gatedv", 3, 24)
     by_frame = gv.compare(paired, n_resamples=200)
     by_runs = gv.compare(runs, baseline_arm="baseline", variant_arm="gatedv", n_resamples=200)
@@ -104,7 +104,7 @@ def test_paired_losses_from_a_frame_and_from_arrays():
                            variant_arm="gatedv", n_resamples=200)
     assert by_arrays.nll_diff_mean == pytest.approx(by_runs.nll_diff_mean, rel=1e-12)
     with pytest.raises(gv.InputError, match="frame: a long table needs the columns arm and seed"):
-        gv.PairedLosses.from_frame(frame.drop(columns="seed"))
+        gv.pair(frame.drop(columns="seed"))
 
 
 def test_errors_name_the_parameter_and_the_cli_names_the_flag(runs_dir):
@@ -165,3 +165,14 @@ def test_every_public_name_has_a_docstring_and_type_hints(name):
 def test_an_array_of_the_wrong_shape_names_its_parameter():
     with pytest.raises(gv.ParameterError, match="^variant: "):
         gv.compare(baseline=np.ones((2, 3)), variant=np.ones((3, 3)))
+
+
+def test_arms_takes_the_old_name_of_its_sign_vectors_with_a_deprecation_warning(tmp_path):
+    runs_dir = tmp_path / "runs"
+    for run in synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.8, 29.4]}, n_docs=20, rng_seed=4):
+        write_loss_file(runs_dir / f"{run.arm}-{run.seed}.parquet", run.docs, {**run.meta, "eval_set": "heldout"})
+    with pytest.warns(DeprecationWarning, match="n_permutations"):
+        old = gv.arms(runs_dir, reference="baseline", n_resamples=300)
+    assert old.to_dict() == gv.arms(runs_dir, reference="baseline", n_permutations=300).to_dict()
+    with pytest.raises(gv.ParameterError, match="give n_permutations or its deprecated name n_resamples, not both"):
+        gv.arms(runs_dir, reference="baseline", n_resamples=300, n_permutations=300)

@@ -83,7 +83,7 @@ def test_two_arms_get_one_verdict_from_every_command_and_the_api(tmp_path, name)
                                  **keywords).verdict_text,
         "gv.analyze": gv.analyze(root, baseline_arm="baseline", variant_arm="gatedv", n_resamples=200,
                                  n_permutations=200, **keywords).comparison.verdict_text,
-        "gv.arms": gv.arms(root, reference="baseline", n_resamples=200,
+        "gv.arms": gv.arms(root, reference="baseline", n_permutations=200,
                            **{("alpha" if key == "confidence_level" else key): (1 - value if key == "confidence_level"
                                                                                else value)
                               for key, value in keywords.items()}).arms.arms[0].verdict,

@@ -49,7 +49,7 @@ def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistic
     d = metrics.document_differences(paired.baseline, paired.variant)
     bca = document_bootstrap(d, paired.n_units, n_resamples=300, rng_seed=7, method="bca")
     assert payload["bca_interval"] == pytest.approx(list(bca.confidence_interval), rel=1e-12)
-    permutation = sign_flip_test(d, paired.n_units, n_resamples=10_000, rng_seed=7)
+    permutation = sign_flip_test(d, paired.n_units, n_permutations=10_000, rng_seed=7)
     assert payload["permutation_test"]["p_value"] == permutation.p_value
     assert payload["permutation_test"]["method"] == "monte-carlo" and payload["permutation_test"]["rng_seed"] == 7
 

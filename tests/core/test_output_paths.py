@@ -197,7 +197,7 @@ def test_an_output_that_is_one_of_the_inputs_is_refused_before_any_work(args, tm
 def test_a_report_never_replaces_a_file_it_reads(tmp_path):
     """The default output sits in the experiment directory; an --out that names one of the loss files found there
     (also through a link) is refused, and the file keeps its bytes."""
-    from test_report import write_runs
+    from experiments import write_runs
 
     write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="dev", lr=0.004)
     loss_file = next((tmp_path / "exp").rglob("baseline_1.parquet"))

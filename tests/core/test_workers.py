@@ -16,7 +16,7 @@ import pytest
 from gatedv_stats.core import workers
 from trainer.grid import launch
 
-HERE = Path(__file__).parents[1]  # tests/, where the helper modules live
+HERE = Path(__file__).parent
 POOLS = {
     "sweep": lambda: launch.worker_pool([{}, {}], threads=1),
     "statistics": lambda: workers.spawn_pool(2),
@@ -60,7 +60,9 @@ def _orphans_after_killing_the_parent(kind: str, directory: Path, wait: float) -
     """Run `_killed_parent` in its own interpreter; the pids of its workers and of the busy worker's command
     still alive `wait` seconds after it died (at most)."""
     code = f"import test_workers; test_workers._killed_parent({kind!r}, {str(directory)!r})"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    # this module, the tests' helper modules and the project
+    paths = [str(HERE), str(HERE.parent), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     with open(directory / "stderr.txt", "wb") as stderr:  # a file, not a pipe: orphans would hold a pipe open
         parent = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=stderr,
                                 timeout=120)

@@ -38,8 +38,8 @@ def test_arrays_follow_sorted_seeds_and_item_ids_whatever_the_input_order():
 def test_grouping_columns_travel_with_their_items():
     subtasks = np.array(["a", "b", "c"] * 4)
     paired = pair([shuffled(run, 3) for run in paired_runs(BASE, VAR, subtasks=subtasks)])
-    assert list(paired.groups.columns) == ["subtask"]
-    assert paired.groups["subtask"].tolist() == subtasks.tolist()
+    assert list(paired.doc_columns.columns) == ["subtask"]
+    assert paired.doc_columns["subtask"].tolist() == subtasks.tolist()
 
 
 @pytest.mark.parametrize("column", ["doc_hash", "prompt_hash", "target_hash"])
@@ -48,7 +48,7 @@ def test_a_differing_hash_names_the_item_and_the_field(column):
     items = runs[4].items.copy()
     items.loc[5, column] = "other"
     runs[4] = dataclasses.replace(runs[4], items=items)
-    with pytest.raises(InputError, match=f"{column} differs for 1 items .* item005.*--allow-mismatch {column}"):
+    with pytest.raises(InputError, match=f"{column} differs for 1 items .* item005.*allow_mismatch {column}"):
         pair(runs)
     assert any(column in note for note in pair(runs, allow_mismatch=(column,)).notes)
 
@@ -64,7 +64,7 @@ def test_hashes_are_compared_only_where_files_carry_them():
 def test_a_different_task_configuration_or_shot_count_is_refused(field, change):
     runs = paired_runs(BASE, VAR)
     runs[3] = item_run("gatedv", 0, VAR[0], **change)
-    with pytest.raises(InputError, match=f"{field} differs.*--allow-mismatch {field}"):
+    with pytest.raises(InputError, match=f"{field} differs.*allow_mismatch {field}"):
         pair(runs)
     assert any(field in note for note in pair(runs, allow_mismatch=(field,)).notes)
 
@@ -76,7 +76,7 @@ def test_unknown_mismatch_field_is_a_parameter_error():
 
 def test_unpaired_seeds_are_refused_unless_dropped():
     runs = paired_runs(BASE, VAR)[:-1]  # the variant lacks seed 2
-    with pytest.raises(InputError, match="seeds present in one arm only: 2"):
+    with pytest.raises(InputError, match="seeds present in one arm only: baseline 2"):
         pair(runs)
     paired = pair(runs, allow_unpaired=True)
     assert paired.seeds.tolist() == [0, 1] and "dropped unpaired seeds 2" in paired.notes[0]
@@ -85,7 +85,8 @@ def test_unpaired_seeds_are_refused_unless_dropped():
 def test_other_items_are_refused_naming_them():
     runs = paired_runs(BASE, VAR)
     runs[4] = item_run("gatedv", 1, VAR[1, :-1])
-    with pytest.raises(InputError, match="items differ .* 1 missing from hellaswag-gatedv-1 \\(first: item011\\)"):
+    with pytest.raises(InputError, match="items differ .* 1 doc_ids missing from hellaswag-gatedv-1 "
+                                         "\\(first: item011\\)"):
         pair(runs)
 
 

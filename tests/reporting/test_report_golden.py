@@ -14,7 +14,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_report import medium_experiment, report, write_curves, write_runs
+
+from experiments import medium_experiment, report, write_curves, write_runs
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "report.md"
 

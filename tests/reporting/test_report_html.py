@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_report import small_experiment, write_curves
 from typer.testing import CliRunner
 
 from cli import app
+from experiments import small_experiment, write_curves
 
 OFFLINE_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

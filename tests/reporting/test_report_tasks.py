@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_report import write_runs
-
+from experiments import write_runs
 from gatedv_stats.analysis.experiment import analyze_experiment
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.reporting.build import build_report

@@ -1,4 +1,4 @@
-"""D per group: each group's D and interval against a direct computation on the group's documents."""
+"""D per group: each group's D and interval against a direct computation on the group's documents, from arrays."""
 
 from __future__ import annotations
 
@@ -22,10 +22,16 @@ def paired_with_domains(domains, n_docs=None, seed=0):
     return pair_runs([r for r in runs if r.arm == "baseline"], [r for r in runs if r.arm == "gatedv"])
 
 
+def by(paired, column, **options):
+    """`breakdown` of a pair's arrays by one of its document columns (n_targets: its unit counts)."""
+    values = paired.n_units if column == "n_targets" else paired.doc_columns[column].to_numpy()
+    return breakdown(paired.baseline, paired.variant, paired.n_units, column, values, **options)
+
+
 def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
     domains = ["news"] * 8 + ["code"] * 7 + ["wiki"] * 9
     paired = paired_with_domains(domains)
-    result = breakdown(paired, "domain", n_resamples=300, rng_seed=4, min_docs=5)
+    result = by(paired, "domain", n_resamples=300, rng_seed=4, min_docs=5)
     assert [group.group for group in result.groups] == ["code", "news", "wiki"]
     d = metrics.document_differences(paired.baseline, paired.variant)
     labels = paired.doc_columns["domain"].to_numpy()
@@ -44,19 +50,19 @@ def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
 
 def test_small_groups_are_pooled_or_left_out_and_said_so():
     domains = ["a"] * 6 + ["b", "c", "d"] + ["e"] * 6
-    result = breakdown(paired_with_domains(domains), "domain", n_resamples=100, min_docs=3)
+    result = by(paired_with_domains(domains), "domain", n_resamples=100, min_docs=3)
     assert [group.group for group in result.groups] == ["a", "e", OTHER]
     assert result.groups[-1].n_docs == 3 and result.pooled_groups == 3
     assert "3 groups with fewer than 3 documents pooled" in result.summary()
 
-    too_few = breakdown(paired_with_domains(["a"] * 6 + ["b"] + ["e"] * 6), "domain", n_resamples=100, min_docs=3)
+    too_few = by(paired_with_domains(["a"] * 6 + ["b"] + ["e"] * 6), "domain", n_resamples=100, min_docs=3)
     assert [group.group for group in too_few.groups] == ["a", "e"] and too_few.left_out_docs == 1
     assert "1 documents left out" in too_few.summary()
 
 
 def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents():
     paired = paired_with_domains(["x"] * 40)
-    result = breakdown(paired, "n_bytes", bins=4, n_resamples=100, min_docs=2)
+    result = by(paired, "n_bytes", bins=4, n_resamples=100, min_docs=2)
     assert result.binned and len(result.groups) == 4
     assert sum(group.n_docs for group in result.groups) == 40
     n_bytes = paired.doc_columns["n_bytes"].to_numpy()
@@ -64,7 +70,7 @@ def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents
     assert result.groups[0].group == f"{edges[0]:g}–{edges[1]:g}"
     expected_counts = pd.Series(pd.qcut(n_bytes, 4)).value_counts(sort=False).tolist()
     assert [group.n_docs for group in result.groups] == expected_counts
-    constant = breakdown(paired, "n_targets", n_resamples=100)  # every document has 256 targets
+    constant = by(paired, "n_targets", n_resamples=100)  # every document has 256 targets
     assert [group.group for group in constant.groups] == ["256"] and constant.groups[0].n_docs == 40
     frame = result.to_frame()
     assert list(frame.columns)[:7] == ["group", "n_docs", "n_units", "nll_diff_mean", "low", "high", "bootstrap_seed"]
@@ -72,12 +78,14 @@ def test_numeric_columns_are_cut_into_quantile_bins_that_partition_the_documents
 
 def test_bad_breakdown_requests():
     paired = paired_with_domains(["x"] * 10)
-    with pytest.raises(InputError, match="no document column 'topic'.*available: n_targets, domain, n_bytes"):
-        breakdown(paired, "topic")
     with pytest.raises(InputError, match="^min_docs: "):
-        breakdown(paired, "domain", min_docs=1)
+        by(paired, "domain", min_docs=1)
     with pytest.raises(InputError, match="^bins: "):
-        breakdown(paired, "n_bytes", bins=0)
+        by(paired, "n_bytes", bins=0)
+    with pytest.raises(InputError, match="breakdown by domain: .* for 10 documents; give one value per document"):
+        breakdown(paired.baseline, paired.variant, paired.n_units, "domain", ["x"] * 9)
+    with pytest.raises(InputError, match=r"must be \(S, N\), \(S, N\), \(N,\)"):
+        breakdown(paired.baseline, paired.variant[:, 1:], paired.n_units, "domain", ["x"] * 10)
 
 
 def test_groups_get_bonferroni_seed_and_document_intervals_and_holm_p_values():
@@ -89,7 +97,7 @@ def test_groups_get_bonferroni_seed_and_document_intervals_and_holm_p_values():
 
     domains = ["news"] * 8 + ["code"] * 7 + ["wiki"] * 9
     paired = paired_with_domains(domains)
-    result = breakdown(paired, "domain", n_resamples=100, min_docs=5)
+    result = by(paired, "domain", n_resamples=100, min_docs=5)
     assert result.adjusted_level == pytest.approx(1 - 0.05 / 3)
     labels = paired.doc_columns["domain"].to_numpy()
     raw = []
@@ -104,4 +112,4 @@ def test_groups_get_bonferroni_seed_and_document_intervals_and_holm_p_values():
     assert [group.p_holm for group in result.groups] == pytest.approx(list(multipletests(raw, method="holm")[1]))
     single = pair_runs([r for r in synthetic_runs({"baseline": [30.0], "gatedv": [29.5]}, n_docs=24)[:1]],
                        [r for r in synthetic_runs({"baseline": [30.0], "gatedv": [29.5]}, n_docs=24)[1:]])
-    assert breakdown(single, "n_bytes", n_resamples=50, min_docs=2).adjusted_level is None  # one seed pair
+    assert by(single, "n_bytes", n_resamples=50, min_docs=2).adjusted_level is None  # one seed pair

@@ -15,8 +15,7 @@ from scipy import stats
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.planning import required_pairs
-from gatedv_stats.stats.seed_tests import paired_t_interval
-from gatedv_stats.stats.two_level_bootstrap import percentile_seed_coverage, two_level_bootstrap
+from gatedv_stats.stats.seed_level import paired_t_interval, percentile_seed_coverage, two_level_bootstrap
 from gatedv_stats.testing import PopulationModel, simulate
 
 REPLICATIONS = 400
@@ -80,7 +79,7 @@ def test_sign_flip_false_positive_rate_is_five_percent_exact_and_monte_carlo():
         for method, n_docs in (("exact", 12), ("monte-carlo", 40)):
             study = simulate(model, 3, n_docs, rng)
             d = metrics.document_differences(study.baseline, study.variant)
-            result = sign_flip_test(d, study.n_targets, n_resamples=199, rng_seed=replication)
+            result = sign_flip_test(d, study.n_targets, n_permutations=199, rng_seed=replication)
             assert result.method == method
             rejections[method] += result.p_value <= 0.05
     for method, count in rejections.items():

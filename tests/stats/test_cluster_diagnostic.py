@@ -14,6 +14,10 @@ import statsmodels.formula.api as smf
 from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
+from gatedv_stats.analysis.arms import compare_arms
+from gatedv_stats.analysis.compare import compare
+from gatedv_stats.analysis.diagnostics import paired_group_effects
+from gatedv_stats.analysis.plan import plan as plan_study
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.lossfiles import LossRun, write_loss_file
 from gatedv_stats.pairing.losses import pair_runs
@@ -22,11 +26,7 @@ from gatedv_stats.stats.cluster_diagnostic import (
     group_effect_test,
     group_effects,
     grouping_columns,
-    paired_group_effects,
 )
-from gatedv_stats.stats.comparison import compare
-from gatedv_stats.stats.multiple import compare_arms
-from gatedv_stats.stats.planning import plan_from_pilot
 from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.testing import (
     CLUSTERED_STUDY,
@@ -131,11 +131,11 @@ def test_arms_and_plan_warn():
     base_runs, variant_runs = runs(baseline, variant, n, columns)
     _, other_runs = runs(baseline, baseline + (variant - baseline)[::-1], n, columns, arm="other")
     pairs = [pair_runs(base_runs, variant_runs), pair_runs(base_runs, other_runs)]
-    arms = compare_arms(pairs, n_resamples=50)
+    arms = compare_arms(pairs, n_permutations=50)
     assert [text.split(":")[0] for text in arms.warnings] == ["gatedv", "other"]
     assert set(arms.warnings) <= set(arms.notes) and arms.to_dict()["warnings"] == list(arms.warnings)
-    assert compare_arms(pairs, n_resamples=50, cluster="domain").warnings == ()
-    plan = plan_from_pilot(pairs[0], 0.01)
+    assert compare_arms(pairs, n_permutations=50, cluster="domain").warnings == ()
+    plan = plan_study(pairs[0], 0.01)
     [warning] = plan.warnings
     assert "understates the seeds and documents needed" in warning and f"note: {warning}" in plan.summary()
     assert paired_group_effects(pairs[0], "domain") == ()

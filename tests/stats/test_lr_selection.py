@@ -204,7 +204,7 @@ def test_report_selection_leaves_out_curves_of_unfinished_runs_and_says_why():
 def test_report_of_a_grid_with_an_unfinished_run_selects_among_finished_ones_with_a_note(tmp_path):
     import json
 
-    from test_report import report, write_runs
+    from experiments import report, write_runs
 
     root = tmp_path / "exp"
     write_runs(root / "loss", {"baseline": [20.0], "gatedv": [19.5]}, eval_set="heldout", lr=0.004, seeds=[1])

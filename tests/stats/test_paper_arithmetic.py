@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gatedv_stats.analysis.compare import compare
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.losses import pair_runs
-from gatedv_stats.stats.comparison import compare
 from gatedv_stats.stats.metrics import delta_p
 from gatedv_stats.testing import ppls_with_moments, synthetic_runs
 

@@ -15,7 +15,7 @@ from scipy import stats
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.two_level_bootstrap import two_level_bootstrap
+from gatedv_stats.stats.seed_level import two_level_bootstrap
 from gatedv_stats.stats.verdict import verdict
 from gatedv_stats.testing import CrossedModel, domain_labels, loss_sums, simulate_differences, simulated_fits
 

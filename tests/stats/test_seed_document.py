@@ -1,10 +1,9 @@
-"""The seed-and-document interval, clusters, the verdict and the exact seed tests, each against an independent
-computation: a brute-force loop, the two-way ANOVA, statsmodels MixedLM (REML), dense eigenvalues, scipy."""
+"""The seed-and-document interval, clusters and the verdict, each against an independent computation: a brute-force
+loop, the two-way ANOVA, statsmodels MixedLM (REML), dense eigenvalues, scipy."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import warnings
@@ -20,8 +19,7 @@ from gatedv_stats.stats.crossed import cluster_sums, clustered_moments, crossed_
 from gatedv_stats.stats.planning import variance_components
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import seed_document_interval
-from gatedv_stats.stats.seed_tests import seed_permutation_test, sign_test
-from gatedv_stats.stats.verdict import VERDICTS, tost_p_value, verdict
+from gatedv_stats.stats.verdict import VERDICTS, tost_p, verdict
 from gatedv_stats.testing import CrossedModel, loss_sums, simulate_differences
 
 
@@ -393,54 +391,4 @@ def test_tost_p_value_against_two_scipy_one_sided_tests():
     bounds = (math.log1p(-0.01), math.log1p(0.01))
     lower = stats.ttest_1samp(sample, bounds[0], alternative="greater").pvalue
     upper = stats.ttest_1samp(sample, bounds[1], alternative="less").pvalue
-    assert tost_p_value(sample.mean(), se, sample.size - 1, bounds) == pytest.approx(max(lower, upper), rel=1e-10)
-
-
-@pytest.mark.parametrize("n_seeds", [2, 3, 5, 8])
-def test_seed_permutation_test_matches_scipy_and_a_loop(n_seeds):
-    rng = np.random.default_rng(n_seeds)
-    baseline_nll, variant_nll = rng.normal(3.0, 0.01, n_seeds), rng.normal(2.99, 0.01, n_seeds)
-    d = variant_nll - baseline_nll
-    result = seed_permutation_test(d)
-    scipy_p = stats.permutation_test((variant_nll, baseline_nll), lambda x, y, axis: np.mean(x - y, axis=axis),
-                                     permutation_type="samples", vectorized=True, n_resamples=10_000).pvalue
-    loop = np.mean([abs(np.mean(np.array(signs) * d)) >= abs(d.mean()) - 1e-15
-                    for signs in itertools.product((1, -1), repeat=n_seeds)])
-    assert result.p_value == pytest.approx(loop) and result.p_value == pytest.approx(scipy_p)
-    assert result.min_attainable_p == pytest.approx(2.0 ** (1 - n_seeds))
-
-
-def test_three_seeds_say_they_cannot_reach_five_percent():
-    result = seed_permutation_test(np.array([-0.02, -0.03, -0.01]))
-    assert result.p_value == 0.25 == result.min_attainable_p and not result.can_reach_alpha
-    assert "cannot reach p ≤ 0.05" in result.notes[0]
-    assert seed_permutation_test(np.array([-0.02, -0.03, -0.01, -0.02, -0.01, -0.04])).can_reach_alpha
-    with pytest.raises(InputError, match="up to 20"):
-        seed_permutation_test(np.full(21, -0.01))
-
-
-def test_seed_sign_test_matches_binomtest_and_drops_ties():
-    d = np.array([-0.02, -0.01, 0.0, -0.03, 0.01, -0.02])
-    result = sign_test(d)
-    assert (result.improved, result.worse, result.ties) == (4, 1, 1)
-    assert result.p_value == pytest.approx(stats.binomtest(4, 5, 0.5).pvalue)
-    assert result.min_attainable_p == pytest.approx(2 ** -4) and not result.can_reach_alpha
-    assert sign_test(np.full(6, -0.01)).p_value == pytest.approx(2 ** -5)
-    with pytest.raises(InputError, match="tied"):
-        sign_test(np.zeros(3))
-
-
-@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
-@pytest.mark.parametrize("d", [[-0.02, -0.01, 0.0, -0.03, 0.01, -0.02], [-0.01] * 7, [0.01, 0.02, -0.01], [0.01]])
-def test_sign_test_alternatives_match_binomtest(alternative, d):
-    result = sign_test(np.array(d), alternative=alternative)
-    improved = sum(value < 0 for value in d)
-    untied = sum(value != 0 for value in d)
-    assert (result.improved, result.n_pairs, result.alternative) == (improved, untied, alternative)
-    assert result.p_value == pytest.approx(stats.binomtest(improved, untied, 0.5, alternative=alternative).pvalue,
-                                           rel=1e-12)
-    floor = min(1.0, 2.0 ** (1 - untied)) if alternative == "two-sided" else 2.0 ** -untied
-    assert result.min_attainable_p == floor
-    assert "alternative" not in result.to_dict()
-    with pytest.raises(ParameterError, match="^alternative: must be one of two-sided, greater, less"):
-        sign_test(np.array(d), alternative="lower")
+    assert tost_p(sample.mean(), se, sample.size - 1, bounds) == pytest.approx(max(lower, upper), rel=1e-10)

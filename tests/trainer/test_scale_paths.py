@@ -26,7 +26,7 @@ from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.sections.reviewer import reviewer_section
 from gatedv_stats.stats import permutation, resampling
 from gatedv_stats.stats.permutation import sign_flip_test
-from gatedv_stats.stats.two_level_bootstrap import two_level_bootstrap
+from gatedv_stats.stats.seed_level import two_level_bootstrap
 from gatedv_stats.testing import synthetic_runs
 
 Z = 4.5  # Monte Carlo tolerances in standard errors: a false alarm has probability below 1e-5
@@ -58,21 +58,21 @@ def test_packed_sign_vectors_give_the_brute_force_sums(monkeypatch, n_docs, smal
 def test_the_chunking_does_not_change_the_p_value(monkeypatch):
     rng = np.random.default_rng(3)
     d, n = rng.normal(-0.05, 1.0, 3000), rng.integers(64, 257, 3000)
-    first = sign_flip_test(d, n, n_resamples=3000, rng_seed=5)
+    first = sign_flip_test(d, n, n_permutations=3000, rng_seed=5)
     monkeypatch.setattr(permutation, "_CHUNK_LOOKUPS", 1000)
     monkeypatch.setattr(permutation, "_SEGMENT_GROUPS", 50)
-    assert sign_flip_test(d, n, n_resamples=3000, rng_seed=5) == first
+    assert sign_flip_test(d, n, n_permutations=3000, rng_seed=5) == first
 
 
-def previous_sign_flip_p(d: np.ndarray, n: np.ndarray, n_resamples: int, seed: int) -> float:
+def previous_sign_flip_p(d: np.ndarray, n: np.ndarray, n_permutations: int, seed: int) -> float:
     """The previous Monte Carlo test: ±1 signs from bounded integer draws, one matrix product per chunk."""
     rng = np.random.default_rng(seed)
     observed, tolerance = d.sum() / n.sum(), 1e-10 * np.abs(d).sum() / n.sum()
     extreme = 0
-    for start in range(0, n_resamples, 500):
-        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(min(500, n_resamples - start), d.size))
+    for start in range(0, n_permutations, 500):
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(min(500, n_permutations - start), d.size))
         extreme += int(np.sum(np.abs(signs @ d / n.sum()) >= abs(observed) - tolerance))
-    return (extreme + 1) / (n_resamples + 1)
+    return (extreme + 1) / (n_permutations + 1)
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.02, 0.04])
@@ -80,11 +80,11 @@ def test_sign_flip_p_agrees_with_the_previous_method(shift):
     rng = np.random.default_rng(17)
     n = rng.integers(64, 257, 2000).astype(float)
     d = (rng.normal(0.0, 1.0, 2000) + shift) * np.sqrt(n)
-    ours = sign_flip_test(d, n, n_resamples=20_000, rng_seed=1).p_value
+    ours = sign_flip_test(d, n, n_permutations=20_000, rng_seed=1).p_value
     previous = previous_sign_flip_p(d, n, 20_000, seed=2)
     p = max((ours + previous) / 2, 1e-4)
     assert abs(ours - previous) < Z * math.sqrt(2 * p * (1 - p) / 20_000)
-    assert sign_flip_test(d, n, n_resamples=20_000, rng_seed=1).p_value == ours  # seeded
+    assert sign_flip_test(d, n, n_permutations=20_000, rng_seed=1).p_value == ours  # seeded
 
 
 # --- the two-level bootstrap's document draws ---

@@ -197,7 +197,7 @@ def evaluate_model(
     (`trainer.hf.evaluate.evaluate_hf`, which needs `data`), scored on `eval_set` (default dev) into the loss file
     `out`. `value_act` and `bf16` only with a checkpoint; `dtype`, `context`, `stride`, `arm` and `seed` only with
     `hf` (a checkpoint records its own); None: not given, the default of the one chosen. `include_path`,
-    `num_fewshot`, `limit` and several checkpoints only with --tasks (`trainer.run.tasks.evaluate_tasks`): refused."""
+    `num_fewshot`, `limit` and several checkpoints only with --tasks (`trainer.run.tasks.harness_runs`): refused."""
     checkpoints = [checkpoint] if isinstance(checkpoint, (str, Path)) else list(checkpoint or ())
     only_tasks = [flag for flag, given in (("--include-path", include_path or None), ("--num-fewshot", num_fewshot),
                                            ("--limit", limit)) if given is not None]

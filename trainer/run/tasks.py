@@ -1,22 +1,23 @@
 """`gatedv evaluate CKPT… --tasks`: training checkpoints scored on lm-evaluation-harness tasks by the harness's own
-evaluator (`CheckpointLM`, trainer/run/harness.py), one file per checkpoint and task.
+evaluator (`CheckpointLM`, trainer/run/harness.py), one run of the harness per checkpoint.
 
-Under `DIR/<arm>/seed<seed>/` (the checkpoint's variant and training seed): `harness/`, the run's results file and
-per-sample logs as the harness itself writes them, and what `gatedv import lm-eval` makes of that directory:
-`<task>.parquet`, an item-score file of a multiple-choice, loglikelihood or generation task (a group's subtasks in
-one; `gatedv bootstrap --metric acc DIR/...` reads them), or a loss file of a rolling-loglikelihood (perplexity)
-task, each with the checkpoint's provenance (path and SHA-256, tokenizer SHA-256, harness version).
+Under `DIR/<arm>/seed<seed>/` (the checkpoint's variant and training seed) each run writes `harness/`, the run's
+results file and per-sample logs as the harness itself writes them (with the logs' task hashes), and hands the
+directory up (`HarnessRun`) with the checkpoint's provenance (path and SHA-256, tokenizer SHA-256, harness version).
+The command (gatedv_cli/training.py) imports it as `gatedv import lm-eval` imports a results directory
+(`gatedv_stats.imports.lmeval`): `<task>.parquet`, an item-score file of a multiple-choice, loglikelihood or
+generation task (a group's subtasks in one; `gatedv bootstrap --metric acc DIR/...` reads them), or a loss file of a
+rolling-loglikelihood (perplexity) task, each with the checkpoint's provenance.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError, ParameterError
@@ -24,31 +25,25 @@ from gatedv_stats.core.files import file_sha256
 from gatedv_stats.core.outputs import check_output_dir
 from gatedv_stats.core.validation import check_at_least
 
-if TYPE_CHECKING:
-    from gatedv_stats.io.lmeval_import import LmEvalImports
-
 HARNESS_DIR = "harness"  # beside the item files: the harness's logs of the run
 
 
 @dataclass(frozen=True)
-class TaskEvaluation:
-    """Every checkpoint on every task: what each checkpoint's import of its harness run wrote."""
+class HarnessRun:
+    """One checkpoint's run of the harness: its logs as the harness writes them, and what to import them with."""
 
-    out: str
-    runs: tuple[LmEvalImports, ...]
-    harness_version: str
+    directory: Path  # DIR/<arm>/seed<seed>: where its files go
+    harness: Path  # directory/harness: the results file and the sample logs
+    task_hashes: dict[str, str]  # task -> the samples hash of its log (the results file's task_hashes)
+    provenance: dict  # the checkpoint's, for every file of the run
 
     @property
-    def warnings(self) -> tuple[str, ...]:
-        return tuple(warning for run in self.runs for warning in run.warnings)
+    def arm(self) -> str:
+        return self.provenance["arm"]
 
-    def to_dict(self) -> dict:
-        return {"out": self.out, "harness_version": self.harness_version, "runs": [run.to_dict() for run in self.runs],
-                "warnings": list(self.warnings)}
-
-    def summary(self) -> str:
-        return "\n".join([f"lm-evaluation-harness {self.harness_version} -> {self.out}",
-                          *(run.summary() for run in self.runs)])
+    @property
+    def seed(self) -> int:
+        return self.provenance["seed"]
 
 
 def parse_tasks(text: str) -> list[str]:
@@ -91,15 +86,15 @@ def task_manager(names: Sequence[str], include_path: Sequence[str] | None):
     return manager
 
 
-def evaluate_tasks(checkpoints: Sequence[str | Path], tasks: str, out: str | Path, *,
-                   include_path: Sequence[str] | None = None, num_fewshot: int | None = None,
-                   limit: int | None = None, data: str | Path | None = None, batch_size: int | None = None,
-                   device: str = "auto", progress: bool = True,
-                   loss_file_flags: dict[str, object] | None = None) -> TaskEvaluation:
-    """Score each checkpoint on the harness tasks `tasks` (`A,B,...`: tasks or groups) and write one file per
-    checkpoint and task under `out` (see the module's docstring). `data`: the data directory whose tokenizer the
-    checkpoints use (default: the one each trained on). `loss_file_flags`: the command's flags of a loss file
-    (flag -> value), refused when given."""
+def harness_runs(checkpoints: Sequence[str | Path], tasks: str, out: str | Path, *,
+                 include_path: Sequence[str] | None = None, num_fewshot: int | None = None,
+                 limit: int | None = None, data: str | Path | None = None, batch_size: int | None = None,
+                 device: str = "auto", progress: bool = True,
+                 loss_file_flags: dict[str, object] | None = None) -> Iterator[HarnessRun]:
+    """Score each checkpoint on the harness tasks `tasks` (`A,B,...`: tasks or groups) and write the harness's logs
+    of each under `out` (see the module's docstring), yielding each run once written, before the next checkpoint's.
+    `data`: the data directory whose tokenizer the checkpoints use (default: the one each trained on).
+    `loss_file_flags`: the command's flags of a loss file (flag -> value), refused when given."""
     import lm_eval
 
     from trainer.run.harness import DEFAULT_BATCH_SIZE
@@ -116,7 +111,6 @@ def evaluate_tasks(checkpoints: Sequence[str | Path], tasks: str, out: str | Pat
         raise InputError("give one or more checkpoints to score on --tasks")
     check_output_dir(out, "--out")
     manager = task_manager(names, include_path)
-    runs = []
     seen: dict[tuple[str, int], str] = {}
     for checkpoint in checkpoints:
         lm, provenance = _harness_model(Path(checkpoint), data, device, batch_size, progress)
@@ -127,9 +121,8 @@ def evaluate_tasks(checkpoints: Sequence[str | Path], tasks: str, out: str | Pat
         seen[run] = str(checkpoint)
         results = lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=manager, num_fewshot=num_fewshot,
                                           limit=limit, log_samples=True, bootstrap_iters=0)
-        runs.append(_write_run(results, Path(out) / run[0] / f"seed{run[1]}",
-                               {**provenance, "harness_version": lm_eval.__version__, "limit": limit}))
-    return TaskEvaluation(out=str(out), runs=tuple(runs), harness_version=lm_eval.__version__)
+        yield _write_run(results, Path(out) / run[0] / f"seed{run[1]}",
+                         {**provenance, "harness_version": lm_eval.__version__, "limit": limit})
 
 
 def _harness_model(checkpoint: Path, data: str | Path | None, device: str, batch_size: int, progress: bool):
@@ -153,14 +146,12 @@ def _harness_model(checkpoint: Path, data: str | Path | None, device: str, batch
     return lm, provenance
 
 
-def _write_run(results: dict, directory: Path, provenance: dict) -> LmEvalImports:
-    """The harness's logs of one checkpoint's run under `directory/harness`, as the harness writes them, then
-    imported as `gatedv import lm-eval` imports a results directory (a file per task, a group's subtasks in one),
-    each file given the checkpoint's provenance."""
+def _write_run(results: dict, directory: Path, provenance: dict) -> HarnessRun:
+    """The harness's logs of one checkpoint's run under `directory/harness`, as the harness writes them (its task
+    hashes filled in)."""
     from lm_eval.utils import handle_non_serializable
 
-    from gatedv_stats.io.lmeval_import import import_results
-    from gatedv_stats.io.lmeval_results import samples_hash
+    from gatedv_stats.io.lmeval.results import samples_hash
 
     samples = results.pop("samples")
     logs = {task: _sample_log(task_samples) for task, task_samples in samples.items()}
@@ -178,10 +169,7 @@ def _write_run(results: dict, directory: Path, provenance: dict) -> LmEvalImport
                       json.dumps(results, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n")
     for task, lines in logs.items():
         write_text_atomic(harness / f"samples_{task}_{date}.jsonl", "".join(line + "\n" for line in lines))
-    imported = import_results(harness, directory, arm=provenance["arm"], seed=provenance["seed"])
-    for written in imported.files:
-        _add_provenance(Path(written.path), written.kind, provenance)
-    return imported
+    return HarnessRun(directory, harness, dict(results["task_hashes"]), provenance)
 
 
 def _sample_log(samples: list[dict]) -> list[str]:
@@ -197,16 +185,3 @@ def _sample_log(samples: list[dict]) -> list[str]:
                    "target": str(sample["target"])}
         lines.append(json.dumps(encoded, default=handle_non_serializable, ensure_ascii=False))
     return lines
-
-
-def _add_provenance(path: Path, kind: str, provenance: dict) -> None:
-    """Rewrite an imported file with the checkpoint's provenance in its metadata (the rows unchanged)."""
-    from gatedv_stats.io.itemfiles import read_item_file, write_item_file
-    from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
-
-    if kind == "loss":
-        losses = read_loss_file(path)
-        write_loss_file(path, losses.docs, {**losses.meta, **provenance})
-        return
-    (run,) = read_item_file(path)
-    write_item_file(path, run.items, {**run.meta, **provenance})

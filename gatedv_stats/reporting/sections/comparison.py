@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
+from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core.formatting import (
     eval_set_name,
     format_count,
@@ -24,7 +25,6 @@ from gatedv_stats.pairing.selection import natural_key
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
-from gatedv_stats.stats.comparison import Comparison
 from gatedv_stats.stats.metrics import ArmSummary
 
 KEY, TITLE = "comparison", "Paired comparison"

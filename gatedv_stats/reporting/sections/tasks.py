@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from gatedv_stats.analysis.arms import TaskSuite
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
+from gatedv_stats.analysis.task_scores import TaskComparison
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.model import Figure, RowGroup, Section, Table, row
-from gatedv_stats.stats.item_scores import (
-    ItemScoreResult,
-    format_difference,
-    format_difference_interval,
-    format_scores,
-)
-from gatedv_stats.stats.task_suite import TaskSuite
 
 KEY, TITLE = "tasks", "Downstream tasks"
 
@@ -35,8 +30,8 @@ def tasks_section(analysis: ExperimentAnalysis) -> Section:
                "Difference", f"{level} interval", "Verdict", "Holm p")
     rows = tuple(_row(result, holm, proportion) for result, holm in zip(suite.results, suite.p_holm))
     macro_rows = tuple(row("macro-average", macro.variant_arm, str(macro.n_seeds), f"{macro.n_tasks} tasks", "", "",
-                           format_difference(macro.difference, proportion),
-                           format_difference_interval(macro.confidence_interval, proportion),
+                           fmt.format_difference(macro.difference, proportion),
+                           fmt.format_difference_interval(macro.confidence_interval, proportion),
                            f"p = {macro.p_value:.3g}", "—") for macro in suite.macro)
     groups = (RowGroup(None, rows),) + ((RowGroup("Macro-average over tasks", macro_rows),) if macro_rows else ())
     table = Table("tasks", f"Downstream tasks: {suite.metric}, variant − {suite.reference} in {unit}.", columns,
@@ -60,10 +55,5 @@ def forest_rows(suite: TaskSuite) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "task", "difference", "low", "high", "verdict"])
 
 
-def _row(result: ItemScoreResult, holm: float | None, proportion: bool) -> tuple:
-    interval = "—" if result.interval is None else format_difference_interval(result.interval.confidence_interval,
-                                                                               proportion)
-    return row(result.task, result.variant_arm, str(result.n_seeds), f"{result.n_items:,}",
-               format_scores(result.baseline_per_seed, proportion), format_scores(result.variant_per_seed, proportion),
-               format_difference(result.difference, proportion), interval, result.verdict_text,
-               "n/a" if holm is None else f"{holm:.3g}")
+def _row(result: TaskComparison, holm: float | None, proportion: bool) -> tuple:
+    return row(result.task, result.variant_arm, *result.cells(proportion), "n/a" if holm is None else f"{holm:.3g}")

@@ -4,11 +4,11 @@ equivalent in plain words, accounting for training seeds and documents (docs/met
 from __future__ import annotations
 
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
+from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core.formatting import format_delta_p, format_delta_p_interval, format_level, format_percent
 from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE
 from gatedv_stats.reporting.model import Cell, RowGroup, Section, Table, omitted, row
 from gatedv_stats.reporting.sections.comparison import left_out_notes
-from gatedv_stats.stats.comparison import Comparison
 
 KEY, TITLE = "verdicts", "Verdicts"
 HOLM = (" Where several variants share the reference within a group, each verdict uses the Holm-adjusted p-values "

@@ -1,11 +1,14 @@
 """`gatedv import lm-eval`: lm-evaluation-harness sample logs as loss files (rolling loglikelihood) and item-score
-files (every other task type), one log at a time or a whole results directory at once.
+files (every other task type), one log at a time or a whole results directory at once: `import_lm_eval`.
 
 A results directory is the harness's `--output_path` tree: one `results_<date>.json` with a `samples_<task>_<date>
 .jsonl` per task. Each task becomes `OUT/<task>.parquet`; the subtasks of a group (MMLU's subjects) become one file
 `OUT/<group>.parquet` whose items are named `<subtask>/<doc_id>`, with a `subtask` column. Every imported mean
 (accuracy, exact match, ...) must equal what the results file reports for the task, and every log must match the
-results file's task hash.
+results file's task hash. `gatedv evaluate CKPT --tasks` imports each checkpoint's harness run so, the checkpoint's
+provenance added to every file.
+
+The files the harness writes are read by `gatedv_stats.io.lmeval`.
 """
 
 from __future__ import annotations
@@ -17,25 +20,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import file_sha256
 from gatedv_stats.core.outputs import check_output_dir, check_output_file, cleaned_on_failure
-from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, write_item_file
-from gatedv_stats.io.lmeval import (
+from gatedv_stats.core.validation import check_seed
+from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, read_item_file, write_item_file
+from gatedv_stats.io.lmeval.items import ITEM_TYPES, ItemScores, read_item_scores
+from gatedv_stats.io.lmeval.perplexity import EvalSetLike, read_lm_eval_samples
+from gatedv_stats.io.lmeval.results import HarnessResults, canonical_sha256, results_beside, samples_hash
+from gatedv_stats.io.lmeval.samples import (
     KIND_NAMES,
+    ROLLING,
     SAMPLES_NAME,
-    EvalSetLike,
-    LmEvalImport,
-    check_run,
-    import_lm_eval,
     metrics_text,
     output_type_of,
     sample_lines,
 )
-from gatedv_stats.io.lmeval_items import ITEM_TYPES, ItemScores, read_item_scores
-from gatedv_stats.io.lmeval_results import HarnessResults, canonical_sha256, results_beside, samples_hash
-
-ROLLING = "loglikelihood_rolling"
+from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,22 @@ class TaskLog:
 
 
 @dataclass(frozen=True)
+class LossSums:
+    """The sums of a loss file written from rolling-loglikelihood logs."""
+
+    tasks: list  # the tasks the logs' file names give
+    n_docs: int
+    n_targets: int
+    target_unit: str
+    n_bytes: int
+    loss_sum: float
+
+    @property
+    def bits_per_byte(self) -> float:
+        return self.loss_sum / (math.log(2) * self.n_bytes)
+
+
+@dataclass(frozen=True)
 class ImportedFile:
     """One file an import wrote."""
 
@@ -99,9 +116,11 @@ class ImportedFile:
     n_items: int
     means: dict  # metric -> mean over the items (loss files: bits per byte)
     subtasks: tuple[str, ...] = ()
+    sums: LossSums | None = None  # a loss file's
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "subtasks": list(self.subtasks)}
+        return {"path": self.path, "kind": self.kind, "task": self.task, "output_type": self.output_type,
+                "n_items": self.n_items, "means": self.means, "subtasks": list(self.subtasks)}
 
     def line(self) -> str:
         figures = ", ".join(f"{metric} {value:.6g}" for metric, value in self.means.items())
@@ -111,53 +130,102 @@ class ImportedFile:
 
 
 @dataclass(frozen=True)
-class LmEvalImports:
-    """What an import of item-score logs or a results directory wrote."""
+class LmEvalImport:
+    """What an import wrote: its files, whether their means were checked against a results file, its warnings.
+
+    Rolling-loglikelihood logs given one by one become the one loss file `out` (`loss_file`): the import is
+    reported by that file's sums; anything else by its list of files."""
 
     arm: str
     seed: int
     files: tuple[ImportedFile, ...]
     checked: bool  # whether the means were checked against a results file
     warnings: tuple[str, ...] = ()
+    loss_file: bool = False
+
+    def _sums(self) -> tuple[ImportedFile, LossSums]:
+        (written,) = self.files
+        assert written.sums is not None, "a loss file's import carries its sums"
+        return written, written.sums
 
     def to_dict(self) -> dict:
+        if self.loss_file:
+            written, sums = self._sums()
+            return {"out": written.path, "arm": self.arm, "seed": self.seed, "tasks": sums.tasks,
+                    "n_docs": sums.n_docs, "n_targets": sums.n_targets, "target_unit": sums.target_unit,
+                    "n_bytes": sums.n_bytes, "loss_sum": sums.loss_sum, "warnings": list(self.warnings),
+                    "bits_per_byte": sums.bits_per_byte}
         return {"arm": self.arm, "seed": self.seed, "files": [f.to_dict() for f in self.files],
                 "checked_against_results": self.checked, "warnings": list(self.warnings)}
 
     def summary(self) -> str:
+        if self.loss_file:
+            written, sums = self._sums()
+            tasks = ", ".join(sums.tasks) or "unnamed task"
+            return (f"{self.arm} seed {self.seed} from lm-evaluation-harness ({tasks}): {sums.n_docs} documents, "
+                    f"{sums.n_bytes:,} bytes, {sums.n_targets:,} {sums.target_unit}s; bits per byte "
+                    f"{sums.bits_per_byte:.6f} -> {written.path}")
         check = ("every mean equals the harness's reported one" if self.checked
                  else "no results file: the means are unchecked")
         return "\n".join([f"{self.arm} seed {self.seed} from lm-evaluation-harness ({check}):",
                           *(f.line() for f in self.files)])
 
 
-def import_lm_eval_logs(inputs: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0,
-                        id_field: str | None = None,
-                        eval_set: EvalSetLike | None = None) -> LmEvalImport | LmEvalImports:
-    """Import sample logs into `out`: a results directory (or its results_<date>.json) into the directory `out`;
-    rolling logs into the loss file `out`; one log of another task type into the item-score file `out`."""
+def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0,
+                   id_field: str | None = None, eval_set: EvalSetLike | None = None,
+                   provenance: dict | None = None) -> LmEvalImport:
+    """Import lm-evaluation-harness output into `out` as the files of (arm, seed): a results directory (or its
+    results_<date>.json) into the directory `out`, a file per task and per group; rolling-loglikelihood logs into
+    the loss file `out`; one log of another task type into the item-score file `out`.
+
+    `id_field`: the logged document's field naming it ('' for the harness's doc_id; default: `id` where the
+    documents have one). `eval_set`: the evaluation set rolling logs were made from (their documents checked, its
+    name and SHA-256 recorded). `provenance`: metadata written over the import's own in every file (a checkpoint's,
+    `gatedv evaluate --tasks`)."""
     check_run(arm, seed)
     if not inputs:
         raise InputError("no lm-evaluation-harness sample log given")
     single = Path(inputs[0])
     if len(inputs) == 1 and (single.is_dir() or (single.name.startswith("results_") and single.suffix == ".json")):
-        return import_results(single, out, arm=arm, seed=seed, id_field=id_field, eval_set=eval_set)
+        imported = _import_results(single, out, arm, seed, id_field, eval_set)
+    else:
+        imported = _import_logs(inputs, out, arm, seed, id_field, eval_set)
+    if provenance is not None:
+        for written in imported.files:
+            _add_provenance(Path(written.path), written.kind, provenance)
+    return imported
+
+
+def check_run(arm: str, seed: int) -> None:
+    """The arm and seed an import names."""
+    if not arm or not arm.strip():
+        raise ParameterError("arm", "must name the arm (a non-empty name)")
+    check_seed(seed, "seed")
+
+
+def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: int, id_field: str | None,
+                 eval_set: EvalSetLike | None) -> LmEvalImport:
+    """Sample logs into the file `out`: rolling ones into one loss file, one of another task type into an
+    item-score file."""
     check_output_file(out, "--out", suffix=".parquet")
     logs = [TaskLog.open(Path(path), id_field=id_field) for path in inputs]
     kinds = {log.output_type for log in logs}
     if kinds == {ROLLING}:
-        return import_lm_eval(inputs, out, arm=arm, seed=seed, id_field=logs[0].id_field, eval_set=eval_set)
+        task = ", ".join(dict.fromkeys(log.task for log in logs))
+        written, warnings = _write_loss_file(inputs, out, task, arm, seed, logs[0].id_field, eval_set)
+        return LmEvalImport(arm, seed, (written,), all(log.results is not None for log in logs), warnings,
+                            loss_file=True)
     if len(logs) > 1:
         listed = ", ".join(f"{log.path.name}: {KIND_NAMES[log.output_type]}" for log in logs)
         raise InputError(f"{len(logs)} logs ({listed}): an item-score file holds one task; import each log to its "
                          "own file, or the results directory (a group's subtasks become one file)")
     _check_no_eval_set(eval_set, logs)
-    written = _write_task(logs[0], Path(out), arm, seed)
-    return LmEvalImports(arm, seed, (written[0],), logs[0].results is not None, written[1])
+    written, warnings = _write_task(logs[0], Path(out), arm, seed)
+    return LmEvalImport(arm, seed, (written,), logs[0].results is not None, warnings)
 
 
-def import_results(source: Path, out: str | Path, *, arm: str, seed: int, id_field: str | None = None,
-                   eval_set: EvalSetLike | None = None) -> LmEvalImports:
+def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field: str | None,
+                    eval_set: EvalSetLike | None) -> LmEvalImport:
     """Every task of one harness run (its results file and sample logs) into the directory `out`."""
     check_output_dir(out, "--out")
     results = HarnessResults.read(_results_file(source))
@@ -179,22 +247,21 @@ def import_results(source: Path, out: str | Path, *, arm: str, seed: int, id_fie
     with cleaned_on_failure(out):
         for task, log in logs.items():
             if log.output_type == ROLLING:
-                done = import_lm_eval([log.path], out / f"{task}.parquet", arm=arm, seed=seed,
-                                      id_field=log.id_field, eval_set=eval_set)
-                files.append(ImportedFile(done.out, "loss", task, ROLLING, done.n_docs,
-                                          {"bits_per_byte": done.loss_sum / (math.log(2) * done.n_bytes)}))
-                warnings += done.warnings
+                written, notes = _write_loss_file([log.path], out / f"{task}.parquet", task, arm, seed, log.id_field,
+                                                  eval_set)
             elif task not in in_groups:
                 _check_no_eval_set(eval_set, [log])
                 written, notes = _write_task(log, out / f"{task}.parquet", arm, seed)
-                files.append(written)
-                warnings += notes
+            else:
+                continue
+            files.append(written)
+            warnings += notes
         for group, tasks in grouped.items():
             if tasks:
                 written, notes = _write_group(group, [logs[task] for task in tasks], results, out, arm, seed)
                 files.append(written)
                 warnings += notes
-    return LmEvalImports(arm, seed, tuple(files), True, tuple(warnings))
+    return LmEvalImport(arm, seed, tuple(files), True, tuple(warnings))
 
 
 def _results_file(source: Path) -> Path:
@@ -220,6 +287,20 @@ def _directions(metrics: Sequence[str], results: HarnessResults | None, task: st
     reported = results.higher_is_better(task) if results else {}
     return {metric: reported.get(metric.split(",")[0], KNOWN_HIGHER_IS_BETTER.get(metric.split(",")[0], True))
             for metric in metrics}
+
+
+def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, arm: str, seed: int, id_field: str,
+                     eval_set: EvalSetLike | None) -> tuple[ImportedFile, tuple[str, ...]]:
+    """Rolling-loglikelihood logs (see `read_lm_eval_samples`) as the loss file `out` of (arm, seed)."""
+    samples = read_lm_eval_samples(paths, id_field=id_field, eval_set=eval_set)
+    write_loss_file(out, samples.docs, {"arm": arm, "seed": seed, **samples.meta})
+    docs = samples.docs
+    sums = LossSums(tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
+                    target_unit=samples.meta["target_unit"], n_bytes=int(docs["n_bytes"].sum()),
+                    loss_sum=float(docs["loss_sum"].sum()))
+    written = ImportedFile(str(out), "loss", task, ROLLING, sums.n_docs, {"bits_per_byte": sums.bits_per_byte},
+                           sums=sums)
+    return written, samples.warnings
 
 
 def _write_task(log: TaskLog, out: Path, arm: str, seed: int) -> tuple[ImportedFile, tuple[str, ...]]:
@@ -274,4 +355,14 @@ def _means(scores: ItemScores) -> dict[str, float]:
     return {metric: float(scores.items[metric].mean()) for metric in scores.metrics}
 
 
-__all__ = ["ImportedFile", "LmEvalImports", "TaskLog", "import_lm_eval_logs", "import_results"]
+def _add_provenance(path: Path, kind: str, provenance: dict) -> None:
+    """Rewrite an imported file with `provenance` in its metadata (the rows unchanged)."""
+    if kind == "loss":
+        losses = read_loss_file(path)
+        write_loss_file(path, losses.docs, {**losses.meta, **provenance})
+        return
+    (run,) = read_item_file(path)
+    write_item_file(path, run.items, {**run.meta, **provenance})
+
+
+__all__ = ["ImportedFile", "LmEvalImport", "LossSums", "TaskLog", "check_run", "import_lm_eval"]

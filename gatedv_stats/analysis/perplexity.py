@@ -1,5 +1,6 @@
-"""The paired comparison of two arms (docs/method.md §5, §10): the verdict and its seed-and-document interval, then
-the paper's figures — ΔP, improved pairs, D with its document-bootstrap interval (models held fixed), wins."""
+"""The paper's figures of a paired loss-file comparison (docs/method.md §5, §10), around the verdict that
+`analysis.compare` reaches on the perplexity scale: ΔP, improved pairs, D with its document-bootstrap interval
+(models held fixed), wins."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gatedv_stats.analysis.diagnostics import paired_group_effects
 from gatedv_stats.core import formatting as fmt
-from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.pairing.losses import PairedLosses
+from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.cluster_diagnostic import GroupEffectTest, paired_group_effects
+from gatedv_stats.stats.cluster_diagnostic import GroupEffectTest
 from gatedv_stats.stats.crossed import cluster_sums
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.metrics import ArmSummary, WinRate
 from gatedv_stats.stats.resampling import BootstrapResult, document_bootstrap
-from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
-from gatedv_stats.stats.verdict import Verdict, verdict
+from gatedv_stats.stats.seed_document import SeedDocumentResult
+from gatedv_stats.stats.verdict import Verdict
 
 MODELS_FIXED = "models fixed: documents resampled"
 SEEDS_AND_DOCUMENTS = "seeds and documents sampled"
@@ -228,21 +229,15 @@ def _mean_se(summary: ArmSummary) -> float | None:
     return None if summary.n_seeds < 2 else float(summary.ppl_sd / math.sqrt(summary.n_seeds))
 
 
-def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: float = 0.95, rng_seed: int = 0,
-            method: str = "percentile", cluster: str | None = None, sesoi: float | None = None,
-            progress: bool | None = False) -> Comparison:
-    """Assemble the paired comparison of `paired.variant` against `paired.baseline`.
-
-    `cluster`: a document column (e.g. "domain") whose values group documents into the sampled units of both
-    the seed-and-document interval and the document bootstrap. `sesoi`: the smallest relative ΔP of interest,
-    which lets the verdict say "equivalent".
-    """
-    labels = cluster_labels(paired, cluster)
+def perplexity_comparison(paired: Paired, fit: SeedDocumentResult | None, decided: Verdict | None, *,
+                          labels: np.ndarray | None, cluster: str | None, n_resamples: int, confidence_level: float,
+                          rng_seed: int, method: str, progress: bool | None) -> Comparison:
+    """The paper's figures of a paired loss-file comparison around its verdict: per-arm perplexities, ΔP, improved
+    pairs, D with its document bootstrap (models fixed) and document wins."""
     n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
     baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_units, n_bytes)
     variant = metrics.arm_summary(paired.variant_arm, paired.seeds, paired.variant, paired.n_units, n_bytes)
     units, units_n = resampled_units(paired, labels)
-    seed_document = seed_document_or_none(paired, labels, confidence_level)
     return Comparison(
         baseline=baseline,
         variant=variant,
@@ -250,8 +245,8 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
         improved_pairs=metrics.improved_pairs(baseline.ppl, variant.ppl),
         n_pairs=paired.n_pairs,
         nll_diff_mean=metrics.nll_diff_mean(baseline.nll, variant.nll),
-        seed_document=seed_document,
-        verdict=None if seed_document is None else verdict(seed_document, sesoi=sesoi, unit=paired.unit),
+        seed_document=fit,
+        verdict=decided,
         bootstrap=document_bootstrap(units, units_n, n_resamples=n_resamples, confidence_level=confidence_level,
                                      rng_seed=rng_seed, method=method, progress=progress),
         win=metrics.document_wins(paired.baseline, paired.variant, paired.n_units),
@@ -263,7 +258,7 @@ def compare(paired: PairedLosses, *, n_resamples: int = 2000, confidence_level: 
     )
 
 
-def resampled_units(paired: PairedLosses, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def resampled_units(paired: Paired, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """What the document bootstrap and the sign-flip test resample: per-document differences d_i and unit
     counts (`paired.n_units`), or their sums over clusters."""
     differences = metrics.document_differences(paired.baseline, paired.variant)
@@ -271,29 +266,3 @@ def resampled_units(paired: PairedLosses, labels: np.ndarray | None) -> tuple[np
         return differences, paired.n_units
     sums = cluster_sums(differences, paired.n_units, labels)
     return sums.values, sums.n_units
-
-
-def cluster_labels(paired: PairedLosses, cluster: str | None) -> np.ndarray | None:
-    """The per-document values of the `cluster` column (None without clustering)."""
-    if cluster is None:
-        return None
-    if cluster not in paired.doc_columns:
-        available = ", ".join(paired.doc_columns.columns) or "none"
-        raise ParameterError("cluster", f"no document column {cluster!r} in the loss files (available: {available})")
-    return paired.doc_columns[cluster].astype(str).to_numpy()
-
-
-def seed_document_or_none(paired: PairedLosses, labels: np.ndarray | None, confidence_level: float,
-                          weights: np.ndarray | None = None) -> SeedDocumentResult | None:
-    """The seed-and-document interval (per target, or per unit of `weights` such as n_bytes), or None where it
-    cannot exist (one seed pair, no spread at all)."""
-    if paired.n_pairs < 2:
-        return None
-    try:
-        return seed_document_interval(paired.baseline, paired.variant,
-                                      paired.n_units if weights is None else weights, clusters=labels,
-                                      confidence_level=confidence_level)
-    except InputError as error:
-        if "do not vary" in str(error):
-            return None
-        raise

@@ -22,8 +22,8 @@ import pandas as pd
 
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, validate_items
-from gatedv_stats.io.lmeval import doc_id_of, sample_lines
-from gatedv_stats.io.lmeval_results import HarnessResults
+from gatedv_stats.io.lmeval.results import HarnessResults
+from gatedv_stats.io.lmeval.samples import doc_id_of, sample_lines
 
 ITEM_TYPES = ("multiple_choice", "loglikelihood", "generate_until")
 _MEAN_METRICS = {"acc", "acc_norm", "exact_match"}  # checked against the report when no config lists metrics

@@ -1,19 +1,27 @@
-"""Seed-level uncertainty: t interval vs statsmodels, sign test vs a binomial sum, two-level bootstrap vs a loop."""
+"""Statistics over seed pairs: t interval vs statsmodels, sign and permutation tests vs binomtest, scipy and loops,
+two-level bootstrap vs a loop, and the seed-level summary from arrays."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 from statsmodels.stats.weightstats import DescrStatsW
 
-from gatedv_stats.core.errors import InputError
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.stats.resampling import resampled_sums
-from gatedv_stats.stats.seed_level import few_seed_limits, seed_uncertainty
-from gatedv_stats.stats.seed_tests import paired_t_interval, sign_test
-from gatedv_stats.stats.two_level_bootstrap import percentile_seed_coverage, two_level_bootstrap
+from gatedv_stats.stats.seed_level import (
+    few_seed_limits,
+    paired_t_interval,
+    percentile_seed_coverage,
+    seed_permutation_test,
+    seed_uncertainty,
+    sign_test,
+    two_level_bootstrap,
+)
 from gatedv_stats.testing import synthetic_runs
 
 
@@ -126,10 +134,19 @@ def test_few_seed_limits_state_the_numbers():
     assert "at most 1 fail" in few_seed_limits(8)[1]  # P(X <= 1 | 8, 1/2) = 9/256 <= 0.05
 
 
-def test_seed_uncertainty_assembles_the_parts_from_paired_runs():
+def loss_arrays(runs, arm):
+    """(S, N) loss sums of an arm's runs (seed order) and the documents' targets (every run lists them alike)."""
+    ordered = sorted((run for run in runs if run.arm == arm), key=lambda run: run.seed)
+    return (np.stack([run.docs["loss_sum"].to_numpy(dtype=np.float64) for run in ordered]),
+            ordered[0].docs["n_targets"].to_numpy())
+
+
+def test_seed_uncertainty_assembles_the_parts_from_arrays():
     runs = synthetic_runs({"baseline": [30.0, 30.4, 29.9], "gatedv": [29.5, 29.7, 30.0]}, n_docs=30, rng_seed=1)
-    paired = pair_runs([r for r in runs if r.arm == "baseline"], [r for r in runs if r.arm == "gatedv"])
-    result = seed_uncertainty(paired, n_resamples=200, rng_seed=5)
+    (baseline, n), (variant, _) = loss_arrays(runs, "baseline"), loss_arrays(runs, "gatedv")
+    result = seed_uncertainty(baseline, variant, n, baseline_arm="baseline", variant_arm="gatedv", n_resamples=200,
+                              rng_seed=5)
+    assert (result.baseline_arm, result.variant_arm) == ("baseline", "gatedv")
     expected_r = np.log([29.5, 29.7, 30.0]) - np.log([30.0, 30.4, 29.9])
     assert result.t_interval.nll_diff_mean == pytest.approx(expected_r.mean(), rel=1e-9)
     assert (result.sign_test.improved, result.sign_test.n_pairs) == (2, 3)
@@ -148,6 +165,57 @@ def test_seed_uncertainty_assembles_the_parts_from_paired_runs():
     text = result.summary()
     assert "2/3" in text and "df 2" in text and "note:" in text
 
-    one_seed = pair_runs([runs[0]], [runs[3]])
-    with pytest.raises(InputError, match="at least 2 paired seeds"):
-        seed_uncertainty(one_seed)
+    with pytest.raises(InputError, match="^baseline vs gatedv: seed-level uncertainty needs at least 2 paired seeds"):
+        seed_uncertainty(baseline[:1], variant[:1], n, variant_arm="gatedv")
+    with pytest.raises(InputError, match=r"must be \(S, N\), \(S, N\), \(N,\)"):
+        seed_uncertainty(baseline, variant[:, 1:], n)
+
+
+@pytest.mark.parametrize("n_seeds", [2, 3, 5, 8])
+def test_seed_permutation_test_matches_scipy_and_a_loop(n_seeds):
+    rng = np.random.default_rng(n_seeds)
+    baseline_nll, variant_nll = rng.normal(3.0, 0.01, n_seeds), rng.normal(2.99, 0.01, n_seeds)
+    d = variant_nll - baseline_nll
+    result = seed_permutation_test(d)
+    scipy_p = stats.permutation_test((variant_nll, baseline_nll), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                     permutation_type="samples", vectorized=True, n_resamples=10_000).pvalue
+    loop = np.mean([abs(np.mean(np.array(signs) * d)) >= abs(d.mean()) - 1e-15
+                    for signs in itertools.product((1, -1), repeat=n_seeds)])
+    assert result.p_value == pytest.approx(loop) and result.p_value == pytest.approx(scipy_p)
+    assert result.min_attainable_p == pytest.approx(2.0 ** (1 - n_seeds))
+
+
+def test_three_seeds_say_they_cannot_reach_five_percent():
+    result = seed_permutation_test(np.array([-0.02, -0.03, -0.01]))
+    assert result.p_value == 0.25 == result.min_attainable_p and not result.can_reach_alpha
+    assert "cannot reach p ≤ 0.05" in result.notes[0]
+    assert seed_permutation_test(np.array([-0.02, -0.03, -0.01, -0.02, -0.01, -0.04])).can_reach_alpha
+    with pytest.raises(InputError, match="up to 20"):
+        seed_permutation_test(np.full(21, -0.01))
+
+
+def test_seed_sign_test_matches_binomtest_and_drops_ties():
+    d = np.array([-0.02, -0.01, 0.0, -0.03, 0.01, -0.02])
+    result = sign_test(d)
+    assert (result.improved, result.worse, result.ties) == (4, 1, 1)
+    assert result.p_value == pytest.approx(stats.binomtest(4, 5, 0.5).pvalue)
+    assert result.min_attainable_p == pytest.approx(2 ** -4) and not result.can_reach_alpha
+    assert sign_test(np.full(6, -0.01)).p_value == pytest.approx(2 ** -5)
+    with pytest.raises(InputError, match="tied"):
+        sign_test(np.zeros(3))
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+@pytest.mark.parametrize("d", [[-0.02, -0.01, 0.0, -0.03, 0.01, -0.02], [-0.01] * 7, [0.01, 0.02, -0.01], [0.01]])
+def test_sign_test_alternatives_match_binomtest(alternative, d):
+    result = sign_test(np.array(d), alternative=alternative)
+    improved = sum(value < 0 for value in d)
+    untied = sum(value != 0 for value in d)
+    assert (result.improved, result.n_pairs, result.alternative) == (improved, untied, alternative)
+    assert result.p_value == pytest.approx(stats.binomtest(improved, untied, 0.5, alternative=alternative).pvalue,
+                                           rel=1e-12)
+    floor = min(1.0, 2.0 ** (1 - untied)) if alternative == "two-sided" else 2.0 ** -untied
+    assert result.min_attainable_p == floor
+    assert "alternative" not in result.to_dict()
+    with pytest.raises(ParameterError, match="^alternative: must be one of two-sided, greater, less"):
+        sign_test(np.array(d), alternative="lower")

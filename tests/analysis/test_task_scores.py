@@ -11,12 +11,13 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
+from gatedv_stats.analysis.arms import compare_arms
+from gatedv_stats.analysis.compare import compare
+from gatedv_stats.analysis.plan import plan as plan_study
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.pairing.items import pair_items, pair_tasks
-from gatedv_stats.stats.item_planning import plan_items
-from gatedv_stats.stats.item_scores import compare_items, mcnemar_test
 from gatedv_stats.stats.planning import Design
-from gatedv_stats.stats.task_suite import compare_tasks, macro_average
+from gatedv_stats.stats.tasks import macro_average, mcnemar_test
 from item_runs import paired_runs
 
 
@@ -31,7 +32,7 @@ def study(n_seeds=4, n_items=60, shift=0.0, seed=0, **kwargs):
 
 def test_balanced_case_matches_a_brute_force_two_way_anova():
     paired = study(n_seeds=5, n_items=40, shift=0.1)
-    result = compare_items(paired)
+    result = compare(paired)
     y = paired.variant - paired.baseline
     s, n = y.shape
     grand = y.mean()
@@ -57,21 +58,21 @@ def test_the_verdict_follows_the_metric_direction(higher_is_better, expected):
     base = rng.uniform(0.0, 1.0, (4, 200))
     var = base + 0.05 + rng.normal(0, 0.02, (4, 200))
     runs = paired_runs(base, var, metric="score", higher_is_better=higher_is_better)
-    result = compare_items(pair_items(runs, baseline_arm="baseline", variant_arm="gatedv", metric="score"))
+    result = compare(pair_items(runs, baseline_arm="baseline", variant_arm="gatedv", metric="score"))
     assert result.verdict.verdict == expected
     assert f"The variant is {expected}: its score is higher by" in result.verdict.explanation
     assert "accounting for training seeds and items" in result.summary()
 
 
 def test_accuracy_differences_read_in_points():
-    result = compare_items(study(shift=0.2, n_items=400))
+    result = compare(study(shift=0.2, n_items=400))
     assert result.verdict.verdict == "better"
     assert "points" in result.verdict.explanation and result.to_dict()["verdict"] == "better"
 
 
 def test_sesoi_is_an_absolute_difference_in_the_metric_units():
     paired = study(n_seeds=5, n_items=2000, shift=0.0, seed=3)
-    result = compare_items(paired, sesoi=0.05)
+    result = compare(paired, sesoi=0.05)
     fit = result.interval
     below = stats.t.sf((fit.nll_diff_mean + 0.05) / fit.se, fit.df)
     above = stats.t.cdf((fit.nll_diff_mean - 0.05) / fit.se, fit.df)
@@ -79,7 +80,7 @@ def test_sesoi_is_an_absolute_difference_in_the_metric_units():
     assert result.verdict.equivalence_bounds == (-0.05, 0.05)
     assert result.verdict.verdict == "equivalent" and "within ±5.00 points" in result.verdict.explanation
     with pytest.raises(ParameterError, match="sesoi"):
-        compare_items(paired, sesoi=-0.01)
+        compare(paired, sesoi=-0.01)
 
 
 def test_seed_permutation_test_matches_a_brute_force_loop():
@@ -88,19 +89,19 @@ def test_seed_permutation_test_matches_a_brute_force_loop():
     observed = abs(per_seed.mean())
     flips = [abs(np.mean(np.array(signs) * per_seed)) >= observed - 1e-12
              for signs in itertools.product((1, -1), repeat=per_seed.size)]
-    assert compare_items(paired).permutation.p_value == pytest.approx(np.mean(flips))
+    assert compare(paired).permutation.p_value == pytest.approx(np.mean(flips))
 
 
 def test_win_loss_tie_counts_are_of_seed_averaged_item_scores():
     paired = study(n_seeds=3, shift=0.1)
-    result = compare_items(paired)
+    result = compare(paired)
     mean = (paired.variant - paired.baseline).mean(axis=0)
     assert (result.wins, result.losses, result.ties) == (np.sum(mean > 0), np.sum(mean < 0), np.sum(mean == 0))
 
 
 def test_one_seed_pair_gives_mcnemar_and_no_verdict_over_seeds():
     paired = study(n_seeds=1, n_items=80, shift=0.15)
-    result = compare_items(paired)
+    result = compare(paired)
     assert result.interval is None and result.verdict is None and result.permutation is None
     b = int(np.sum((paired.baseline[0] == 1) & (paired.variant[0] == 0)))
     c = int(np.sum((paired.baseline[0] == 0) & (paired.variant[0] == 1)))
@@ -117,7 +118,7 @@ def test_mcnemar_without_discordant_items_is_one():
 
 def test_clusters_are_the_sampled_units():
     subtasks = np.repeat([f"sub{k}" for k in range(10)], 6)
-    result = compare_items(study(n_items=60, subtasks=subtasks), cluster="subtask")
+    result = compare(study(n_items=60, subtasks=subtasks), cluster="subtask")
     assert result.interval.n_clusters == 10 and result.to_dict()["n_clusters"] == 10
     assert "items grouped into 10 clusters" in result.verdict.explanation
     assert math.isfinite(result.to_dict()["difference_se"])
@@ -136,8 +137,8 @@ def suite_pairs(shifts=(0.1, 0.0, 0.05), n_seeds=4, n_items=150):
 
 def test_suite_verdicts_use_holm_across_tasks():
     pairs = suite_pairs()
-    suite = compare_tasks(pairs)
-    raw = [compare_items(pair).interval.p_value for pair in pairs]
+    suite = compare_arms(pairs)
+    raw = [compare(pair).interval.p_value for pair in pairs]
     assert list(suite.p_values) == pytest.approx(raw)
     assert list(suite.p_holm) == pytest.approx(multipletests(raw, method="holm")[1])
     for result, holm in zip(suite.results, suite.p_holm):
@@ -147,7 +148,7 @@ def test_suite_verdicts_use_holm_across_tasks():
 
 
 def test_macro_average_of_one_task_is_that_task_interval():
-    fit = compare_items(suite_pairs()[0]).interval
+    fit = compare(suite_pairs()[0]).interval
     macro = macro_average([fit])
     assert macro.se == pytest.approx(fit.se) and macro.df == pytest.approx(fit.df)
     assert tuple(macro.confidence_interval) == pytest.approx(tuple(fit.confidence_interval))
@@ -155,7 +156,7 @@ def test_macro_average_of_one_task_is_that_task_interval():
 
 def test_macro_average_variance_is_the_seed_spread_of_macro_means_plus_the_item_terms():
     pairs = suite_pairs()
-    fits = [compare_items(pair).interval for pair in pairs]
+    fits = [compare(pair).interval for pair in pairs]
     macro = macro_average(fits)
     per_seed = np.mean([(pair.variant - pair.baseline).mean(axis=1) for pair in pairs], axis=0)
     s = per_seed.size
@@ -173,10 +174,10 @@ def test_macro_average_variance_is_the_seed_spread_of_macro_means_plus_the_item_
 
 def test_plan_in_points_recomputes_its_own_power():
     paired = suite_pairs(shifts=(0.03,))[0]
-    plan = plan_items(paired, 0.05)
-    fit = compare_items(paired).interval
-    design = Design(fit.seed_var, fit.doc_var or 0.0, fit.interaction_var or 0.0, 1.0 / paired.n_items,
-                    paired.n_items)
+    plan = plan_study(paired, 0.05)
+    fit = compare(paired).interval
+    design = Design(fit.seed_var, fit.doc_var or 0.0, fit.interaction_var or 0.0, 1.0 / paired.n_docs,
+                    paired.n_docs)
     for seeds, items in plan.items_required.items():
         if items is not None:
             assert design.power(0.05, seeds, 0.05, items) >= 0.8 > design.power(0.05, seeds, 0.05, items - 1)

@@ -171,3 +171,7 @@ def results_beside(path: Path, date: str | None) -> HarnessResults | None:
     """The results file written with a sample log (`results_<date>.json` in its directory), if there."""
     results = path.with_name(f"results_{date}.json") if date else None
     return HarnessResults.read(results) if results is not None and results.is_file() else None
+
+
+__all__ = ["CONFIG_KEYS", "RUN_KEYS", "HarnessResults", "canonical_sha256", "model_args", "results_beside",
+           "samples_hash"]

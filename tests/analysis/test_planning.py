@@ -11,6 +11,7 @@ import statsmodels.formula.api as smf
 from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
+from gatedv_stats.analysis.plan import plan
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.pairing.losses import pilot_pair
 from gatedv_stats.stats import metrics
@@ -164,7 +165,7 @@ def test_a_pilot_without_seed_variation_or_without_a_variant_says_which():
     same = [replace(run, docs=first_seed[run.arm]) for run in runs]  # both seed pairs give the same losses
     with pytest.raises(InputError, match=r"no variation in the loss difference across seeds \(every seed pair gives "
                                          r"the same difference\)"):
-        pl.plan_from_pilot(pilot_pair(same), 0.02)
+        plan(pilot_pair(same), 0.02)
     with pytest.raises(InputError, match=r"^the pilot holds runs of arm 'baseline' only; give the variant's loss "
                                          r"files too$"):
         pilot_pair([run for run in runs if run.arm == "baseline"])

@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.lossfiles import LossRun
 from gatedv_stats.pairing.losses import pair_with_reference
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.multiple import adjust_p_values, compare_arms
+from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.testing import synthetic_runs
 
@@ -58,14 +59,14 @@ def runs():
 def test_every_arm_is_tested_against_the_reference_and_adjusted(runs):
     pairs = pair_with_reference(runs, "baseline")
     assert [pair.variant_arm for pair in pairs] == ["gatedv", "q-silu", "v-tanh"]
-    result = compare_arms(pairs, n_resamples=2000, rng_seed=1)
+    result = compare_arms(pairs, n_permutations=2000, rng_seed=1)
     t_raw, perm_raw = [], []
     for pair, row in zip(pairs, result.arms):
         nll_b = metrics.token_nll(pair.baseline, pair.n_units)
         nll_v = metrics.token_nll(pair.variant, pair.n_units)
         assert row.t_p_value == pytest.approx(stats.ttest_rel(nll_v, nll_b).pvalue, rel=1e-10)
         expected_perm = sign_flip_test(metrics.document_differences(pair.baseline, pair.variant), pair.n_units,
-                                       n_resamples=2000, rng_seed=1).p_value
+                                       n_permutations=2000, rng_seed=1).p_value
         assert row.permutation_p_value == expected_perm
         assert row.delta_p == pytest.approx(np.exp(nll_v).mean() / np.exp(nll_b).mean() - 1, rel=1e-12)
         t_raw.append(row.t_p_value)
@@ -83,7 +84,7 @@ def test_every_arm_is_tested_against_the_reference_and_adjusted(runs):
 
 def test_one_seed_arms_get_no_t_test_but_keep_the_permutation_family(runs):
     single = [run for run in runs if run.seed == 1]
-    result = compare_arms(pair_with_reference(single, "baseline"), n_resamples=500)
+    result = compare_arms(pair_with_reference(single, "baseline"), n_permutations=500)
     assert all(row.t_p_value is None and row.t_p_holm is None for row in result.arms)
     assert all(0 < row.permutation_p_holm <= 1 for row in result.arms)
     assert any("no seed-level t test" in note for note in result.notes)
@@ -122,7 +123,7 @@ def test_arms_on_two_evaluation_sets_are_two_families_with_holm_adjusted_verdict
     pairs = pair_with_reference(heldout + dev, "baseline")
     assert [(pair.eval_set, pair.variant_arm) for pair in pairs] == [("heldout", "better"), ("heldout", "same"),
                                                                      ("dev", "better")]
-    result = compare_arms(pairs, n_resamples=200)
+    result = compare_arms(pairs, n_permutations=200)
     on_heldout = [arm for arm in result.arms if arm.eval_set == "heldout"]
     raw = [seed_document_interval(pair.baseline, pair.variant, pair.n_units).p_value for pair in pairs[:2]]
     assert [arm.seed_document_p_value for arm in on_heldout] == pytest.approx(raw)
@@ -143,7 +144,7 @@ def test_the_arms_table_keeps_its_columns_apart_whatever_the_widths():
 
     runs = synthetic_runs({"baseline": [30.0, 30.5, 29.8], "a-long-arm-name-of-thirty-chars": [29.4, 29.9, 29.6],
                            "far-worse": [3e4, 3.1e4, 2.9e4]}, n_docs=30, rng_seed=9, seeds=[1, 2, 3])
-    result = compare_arms(pair_with_reference(runs, "baseline"), n_resamples=500)
+    result = compare_arms(pair_with_reference(runs, "baseline"), n_permutations=500)
     lines = result.summary().splitlines()
     header = next(index for index, line in enumerate(lines) if line.startswith("arm "))
     table = lines[header : header + 3]

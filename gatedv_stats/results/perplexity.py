@@ -1,31 +1,23 @@
-"""What the Python API returns: the library's results, presented for where they are shown.
+"""The API results of loss-file comparisons: a pair, its reviewer statistics, many arms, a plan."""
 
-Each result reads in one line as its `repr` (`Comparison(gatedv vs baseline: no detectable difference; …)`),
-prints as the command line's text summary (`str`), shows the report's tables in a notebook (`_repr_html_`),
-gives a pandas DataFrame (`to_frame`), the command line's `--json` object (`to_dict`) and, where the report
-draws figures for it, the report's Altair charts (`plot`). The statistics themselves stay in the wrapped result
-(`comparison`, `analysis`, `arms`, `plan`), whose fields are also reachable on the wrapper
-(`result.delta_p`).
-"""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
+from gatedv_stats.analysis.arms import ArmsComparison
 from gatedv_stats.analysis.pair import PairAnalysis
+from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core import formatting as fmt
-from gatedv_stats.io.lossfiles import LossRun, SkippedFile
-from gatedv_stats.pairing.losses import PairedLosses
-from gatedv_stats.pairing.selection import natural_key
-from gatedv_stats.reporting.model import RowGroup, Table, row
-from gatedv_stats.reporting.render import tables_html
+from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.reporting.model import RowGroup, Table
 from gatedv_stats.reporting.sections.comparison import (
     comparison_charts,
     comparison_row,
@@ -33,58 +25,12 @@ from gatedv_stats.reporting.sections.comparison import (
     per_seed_rows,
 )
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
-from gatedv_stats.stats.comparison import Comparison
-from gatedv_stats.stats.metrics import ArmSummary, arm_summary, document_differences, perplexity, token_nll
-from gatedv_stats.stats.multiple import ArmsComparison
+from gatedv_stats.results.base import Result, quantities_table
+from gatedv_stats.stats.metrics import ArmSummary, arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
 
-class Result(ABC):
-    """The presentation every API result shares."""
-
-    skipped: tuple[SkippedFile, ...] | None  # unreadable files passed over (None: none were allowed)
-
-    @abstractmethod
-    def headline(self) -> str:
-        """The result in one line (its `repr` without the type name)."""
-
-    @abstractmethod
-    def summary(self) -> str:
-        """The command line's text output."""
-
-    @abstractmethod
-    def to_dict(self) -> dict:
-        """The command line's `--json` object (JSON-ready; NaN where the command prints null)."""
-
-    @abstractmethod
-    def to_frame(self) -> pd.DataFrame:
-        """The result as a table, one row per comparison (or run, or quantity)."""
-
-    @abstractmethod
-    def tables(self) -> list[Table]:
-        """The report's tables for this result."""
-
-    def _skipped(self) -> dict:
-        return {} if self.skipped is None else {"skipped_unreadable": [file.to_dict() for file in self.skipped]}
-
-    def _repr_html_(self) -> str:
-        return tables_html(self.tables())
-
-    def __str__(self) -> str:
-        return self.summary()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__.removesuffix('Result')}({self.headline()})"
-
-
-def _forward(result: object, name: str) -> Any:
-    """An attribute of the wrapped library result (never a dunder, so copying and pickling stay plain)."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return getattr(result, name)
-
-
-def _charts(name: str, pairs: Sequence[tuple[str, PairedLosses, ArmSummary, ArmSummary]]) -> alt.VConcatChart:
+def _charts(name: str, pairs: Sequence[tuple[str, Paired, ArmSummary, ArmSummary]]) -> alt.VConcatChart:
     """The report's figures of these (label, paired, reference summary, variant summary) comparisons."""
     diffs = [pd.DataFrame({"comparison": label,
                            "diff": document_differences(paired.baseline, paired.variant) / paired.n_units})
@@ -98,11 +44,15 @@ class ComparisonResult(Result):
     """`gv.compare`: the verdict and the paper's comparison of two arms (`gatedv bootstrap`)."""
 
     comparison: Comparison
-    paired: PairedLosses
+    paired: Paired
     skipped: tuple[SkippedFile, ...] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self.comparison, name)
+    wraps: ClassVar[str] = "comparison"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Seeds dropped, mismatches accepted, undefined spreads, groups the units do not explain."""
+        return self.comparison.warnings
 
     def headline(self) -> str:
         result = self.comparison
@@ -111,12 +61,6 @@ class ComparisonResult(Result):
         return (f"{result.variant.arm} vs {result.baseline.arm}: {result.verdict_text}; ΔP "
                 f"{fmt.format_delta_p(result.delta_p)}{interval}; {result.n_pairs} seed pairs, "
                 f"{fmt.format_count(result.win.n_docs)} documents")
-
-    def summary(self) -> str:
-        return self.comparison.summary()
-
-    def to_dict(self) -> dict:
-        return {**self.comparison.to_dict(), **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         result = self.comparison
@@ -159,11 +103,15 @@ class AnalysisResult(Result):
     """`gv.analyze`: everything about one pair of arms (`gatedv analyze`)."""
 
     analysis: PairAnalysis
-    paired: PairedLosses
+    paired: Paired
     skipped: tuple[SkippedFile, ...] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self.analysis, name)
+    wraps: ClassVar[str] = "analysis"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The comparison's warnings (see `ComparisonResult.warnings`)."""
+        return self.analysis.comparison.warnings
 
     @property
     def comparison_result(self) -> ComparisonResult:
@@ -172,12 +120,6 @@ class AnalysisResult(Result):
 
     def headline(self) -> str:
         return self.comparison_result.headline()
-
-    def summary(self) -> str:
-        return self.analysis.summary()
-
-    def to_dict(self) -> dict:
-        return {**self.analysis.to_dict(), **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         analysis, nan = self.analysis, float("nan")
@@ -201,11 +143,15 @@ class ArmsResult(Result):
     """`gv.arms`: every arm against a reference, with Holm and BH adjusted p-values (`gatedv arms`)."""
 
     arms: ArmsComparison
-    pairs: tuple[PairedLosses, ...]
+    pairs: tuple[Paired, ...]
     skipped: tuple[SkippedFile, ...] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self.arms, name)
+    wraps: ClassVar[str] = "arms"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Arms whose documents' groups differ far beyond what they explain."""
+        return self.arms.warnings
 
     def headline(self) -> str:
         decided: dict[str, list[str]] = {}
@@ -214,9 +160,6 @@ class ArmsResult(Result):
                                                        f"{arm.arm} ({arm.eval_set})")
         verdicts = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
         return f"{len(self.arms.arms)} comparisons with {self.arms.reference}, Holm-adjusted: {verdicts}"
-
-    def summary(self) -> str:
-        return self.arms.summary()
 
     def to_dict(self) -> dict:
         return {**self.arms.to_dict(),
@@ -240,7 +183,7 @@ class ArmsResult(Result):
 
     def plot(self) -> alt.VConcatChart:
         """The report's figures of every comparison: per-document differences and per-seed paired PPL."""
-        def summary(arm: str, paired: PairedLosses, losses: np.ndarray) -> ArmSummary:
+        def summary(arm: str, paired: Paired, losses: np.ndarray) -> ArmSummary:
             return arm_summary(arm, paired.seeds, losses, paired.n_units)
 
         compared = [(f"{pair.variant_arm} vs {pair.baseline_arm}" + ("" if pair.eval_set is None else
@@ -256,11 +199,15 @@ class PlanResult(Result):
     """`gv.plan`: seeds and documents needed to detect a relative ΔP, from pilot runs (`gatedv plan`)."""
 
     plan: StudyPlan
-    paired: PairedLosses
+    paired: Paired
     skipped: tuple[SkippedFile, ...] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self.plan, name)
+    wraps: ClassVar[str] = "plan"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
+        return self.paired.notes + self.plan.warnings
 
     def headline(self) -> str:
         plan = self.plan
@@ -283,60 +230,5 @@ class PlanResult(Result):
                               **self._quantities()}])
 
     def tables(self) -> list[Table]:
-        rows = tuple(row(key, "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
-                     for key, value in self._quantities().items())
-        return [Table("plan", f"Plan for {self.paired.variant_arm} vs {self.paired.baseline_arm} from the pilot runs.",
-                      ("Quantity", "Value"), "lr", (RowGroup(None, rows),))]
-
-
-@dataclass(frozen=True, repr=False)
-class Runs(Result):
-    """`gv.load`: the evaluated runs read (a sequence of `LossRun`), ready for `compare`, `analyze`, `arms` and
-    `plan`."""
-
-    runs: tuple[LossRun, ...]
-    skipped: tuple[SkippedFile, ...] | None = None
-
-    def __iter__(self) -> Iterator[LossRun]:
-        return iter(self.runs)
-
-    def __len__(self) -> int:
-        return len(self.runs)
-
-    def __getitem__(self, index: int) -> LossRun:
-        return self.runs[index]
-
-    @property
-    def arms(self) -> list[str]:
-        """The arms read, in natural name order."""
-        return sorted({run.arm for run in self.runs}, key=natural_key)
-
-    def headline(self) -> str:
-        sets = sorted({str(run.eval_set) for run in self.runs})
-        return (f"{len(self.runs)} runs of {len(self.arms)} arms ({', '.join(self.arms)}) on "
-                f"{', '.join(sets)}")
-
-    def summary(self) -> str:
-        frame = self.to_frame()
-        lines = [self.headline()]
-        for (arm, eval_set), group in frame.groupby(["arm", "eval_set"], sort=False, dropna=False):
-            lines.append(f"  {arm} on {eval_set}: seeds {', '.join(map(str, group['seed']))}, PPL "
-                         f"{fmt.format_ppl(group['ppl'].mean(), group['ppl'].std() if len(group) > 1 else None)}")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {"runs": self.to_frame().to_dict(orient="records"), **self._skipped()}
-
-    def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{
-            "arm": run.arm, "seed": run.seed, "eval_set": run.eval_set, "lr": run.meta.get("lr"),
-            "n_docs": len(run.docs),
-            "ppl": float(perplexity(token_nll(run.docs["loss_sum"].to_numpy(), run.docs["n_targets"].to_numpy()))),
-            "source": run.source, "sha256": run.sha256} for run in self.runs])
-
-    def tables(self) -> list[Table]:
-        frame = self.to_frame()
-        rows = tuple(row(r.arm, str(r.seed), str(r.eval_set), fmt.format_count(r.n_docs), fmt.format_ppl(r.ppl),
-                         r.source) for r in frame.itertuples())
-        return [Table("runs", self.headline() + ".", ("Arm", "Seed", "Evaluation set", "Documents", "PPL", "Source"),
-                      "lrlrrl", (RowGroup(None, rows),))]
+        return [quantities_table(self._quantities(), f"Plan for {self.paired.variant_arm} vs "
+                                  f"{self.paired.baseline_arm} from the pilot runs.")]

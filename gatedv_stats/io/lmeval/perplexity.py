@@ -7,7 +7,7 @@ text summed over the model's tokens, with the document's word or UTF-8 byte coun
 (nats), n_bytes = the byte count and n_targets = the word count (`target_unit` "word"), or the byte count when a
 log holds no word count (`target_unit` "byte"). The harness conditions each document on the BOS token alone and
 scores the whole text (`scoring` "bos"). Samples of other task types hold no per-document likelihood of a text:
-they are item scores (`gatedv_stats.io.lmeval_items`).
+they are item scores (`gatedv_stats.io.lmeval.items`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,19 +22,22 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import file_sha256
-from gatedv_stats.core.validation import check_seed
-from gatedv_stats.io.lmeval_results import results_beside
-from gatedv_stats.io.lossfiles import validate_docs, write_loss_file
+from gatedv_stats.io.lmeval.results import results_beside
+from gatedv_stats.io.lmeval.samples import (
+    KIND_NAMES,
+    ROLLING,
+    ROLLING_METRICS,
+    SAMPLES_NAME,
+    doc_id_of,
+    metrics_text,
+    output_type_of,
+    sample_lines,
+)
+from gatedv_stats.io.lossfiles import validate_docs
 
-ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 _BYTE_METRICS = ("byte_perplexity", "bits_per_byte")
-SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
-# How the harness's task types are named in messages.
-KIND_NAMES = {"generate_until": "generation (generate_until)", "multiple_choice": "multiple-choice",
-              "loglikelihood": "loglikelihood (context and continuation)",
-              "loglikelihood_rolling": "rolling loglikelihood"}
 
 
 @dataclass(frozen=True)
@@ -139,30 +141,10 @@ def _check_eval_set(docs: pd.DataFrame, eval_set: EvalSetLike, source: str) -> N
                          f"{eval_set.name!r} {expected[differing]}; the log scored other text")
 
 
-def sample_lines(path: Path):
-    """(path:line, sample object) of each non-blank line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read the file ({error})") from None
-    for number, line in enumerate(lines, start=1):
-        where = f"{path}:{number}"
-        if not line.strip():
-            continue
-        try:
-            sample = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{where}: invalid JSON ({error.msg}); not an lm-evaluation-harness sample line") \
-                from None
-        if not isinstance(sample, dict):
-            raise InputError(f"{where}: expected a JSON object per line (an lm-evaluation-harness sample)")
-        yield where, sample
-
-
 def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int | None, int]:
     """(doc_id, loss_sum, words or None, bytes) of one rolling-loglikelihood sample."""
     kind = KIND_NAMES.get(output_type_of(sample) or "", "unknown")
-    if kind != "rolling loglikelihood":
+    if kind != KIND_NAMES[ROLLING]:
         article = "an" if kind[0] in "aeiou" else "a"
         raise InputError(f"{where}: a sample of {article} {kind} task ({metrics_text(sample, where)}); only "
                          "rolling-loglikelihood (perplexity) tasks log a per-document log-likelihood "
@@ -187,30 +169,6 @@ def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int 
     return doc_id_of(sample, where, id_field), -likelihood, words, n_bytes
 
 
-def metrics_text(sample: dict, where: str) -> str:
-    """The sample's `metrics` field (a list of names, or an object keyed by them), for a message."""
-    metrics = sample.get("metrics") or []
-    if not isinstance(metrics, (list, dict)):
-        raise InputError(f"{where}: metrics must be a list or an object of metric names, got "
-                         f"{json.dumps(metrics)[:80]}")
-    return f"metrics: {', '.join(map(str, metrics)) or 'none'}"
-
-
-def output_type_of(sample: dict) -> str | None:
-    """The harness output_type a logged sample comes from, told by its requests (`arguments`); None if unknown."""
-    arguments = sample.get("arguments")
-    requests = list(arguments.values()) if isinstance(arguments, dict) else []
-    if any(isinstance(request, dict) and isinstance(request.get("arg_1"), dict) for request in requests):
-        return "generate_until"
-    if len(requests) > 1:
-        return "multiple_choice"
-    if requests and isinstance(requests[0], dict) and "arg_1" in requests[0]:
-        return "loglikelihood"
-    if requests and any(metric in sample for metric in ROLLING_METRICS):
-        return "loglikelihood_rolling"
-    return None
-
-
 def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
     """A logged `[log-likelihood, count]`."""
     if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], numbers.Real)
@@ -223,68 +181,4 @@ def _pair(value: object, where: str, metric: str) -> tuple[float, int]:
         raise InputError(f"{where}: {metric}: log-likelihood {str(value[0])[:40]}... is beyond float64") from None
 
 
-def doc_id_of(sample: dict, where: str, id_field: str) -> str:
-    if not id_field:
-        if isinstance(sample.get("doc_id"), bool) or not isinstance(sample.get("doc_id"), int):
-            raise InputError(f"{where}: no integer doc_id in the sample")
-        return str(sample["doc_id"])
-    doc = sample.get("doc")
-    if not isinstance(doc, dict) or doc.get(id_field) in (None, ""):
-        fields = ", ".join(map(str, doc)) if isinstance(doc, dict) else "none"
-        raise InputError(f"{where}: the logged document has no {id_field!r} field (its fields: {fields}); name the "
-                         "id field with --id-field, or give --id-field '' for the harness's doc_id (the document's "
-                         "position in the task's dataset)")
-    if isinstance(doc[id_field], bool) or not isinstance(doc[id_field], (str, int)):
-        raise InputError(f"{where}: doc.{id_field} must be a string or an integer, got "
-                         f"{json.dumps(doc[id_field])[:80]}")
-    return str(doc[id_field])
-
-
-@dataclass(frozen=True)
-class LmEvalImport:
-    """Sample logs written as one loss file."""
-
-    out: str
-    arm: str
-    seed: int
-    tasks: list
-    n_docs: int
-    n_targets: int
-    target_unit: str
-    n_bytes: int
-    loss_sum: float
-    warnings: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {**self.__dict__, "warnings": list(self.warnings),
-                "bits_per_byte": self.loss_sum / (math.log(2) * self.n_bytes)}
-
-    def summary(self) -> str:
-        return (f"{self.arm} seed {self.seed} from lm-evaluation-harness ({', '.join(self.tasks) or 'unnamed task'}): "
-                f"{self.n_docs} documents, {self.n_bytes:,} bytes, {self.n_targets:,} {self.target_unit}s; bits per "
-                f"byte {self.loss_sum / (math.log(2) * self.n_bytes):.6f} -> {self.out}")
-
-
-def check_run(arm: str, seed: int) -> None:
-    """The arm and seed an import names."""
-    if not arm or not arm.strip():
-        raise ParameterError("arm", "must name the arm (a non-empty name)")
-    check_seed(seed, "seed")
-
-
-def import_lm_eval(paths: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0, id_field: str = "id",
-                   eval_set: EvalSetLike | None = None) -> LmEvalImport:
-    """Read sample logs (see `read_lm_eval_samples`) and write them as the loss file `out` of (arm, seed)."""
-    check_run(arm, seed)
-    samples = read_lm_eval_samples(paths, id_field=id_field, eval_set=eval_set)
-    write_loss_file(out, samples.docs, {"arm": arm, "seed": seed, **samples.meta})
-    docs = samples.docs
-    return LmEvalImport(out=str(out), arm=arm, seed=seed, tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs),
-                        n_targets=int(docs["n_targets"].sum()), target_unit=samples.meta["target_unit"],
-                        n_bytes=int(docs["n_bytes"].sum()), loss_sum=float(docs["loss_sum"].sum()),
-                        warnings=samples.warnings)
-
-
-__all__ = ["KIND_NAMES", "ROLLING_METRICS", "SAMPLES_NAME", "EvalSetLike", "HarnessSamples", "LmEvalImport",
-           "check_run", "doc_id_of", "import_lm_eval", "metrics_text", "output_type_of", "read_lm_eval_samples",
-           "sample_lines"]
+__all__ = ["EvalSetLike", "HarnessSamples", "read_lm_eval_samples"]

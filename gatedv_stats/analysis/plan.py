@@ -1,0 +1,137 @@
+"""One plan for every metric: how many seed pairs and units (documents, items) a study needs to detect an effect,
+from the components of a pilot's seeds × units fit.
+
+The pilot's fit is the verdict's (`analysis.compare.seed_document_fit`, units weighted as the verdict weighs them);
+a design of S seed pairs on N′ units then has Var(D) = σ²_seed / S + σ²_unit Σw² + σ²_int Σw² / S, tested with the
+verdict's df (`stats.planning.Design`). On the perplexity scale the effect is a relative ΔP (tested as its log
+ratio), and the plan adds the seed-level and document-level tests of the paper's design (`stats.planning.plan_study`);
+on a metric's scale it is a difference in the metric's units, with the items needed at a grid of seed counts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from gatedv_stats.analysis.diagnostics import paired_group_effects
+from gatedv_stats.core import formatting as fmt
+from gatedv_stats.core.defaults import DEFAULTS
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.validation import check_open_unit
+from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.stats.planning import Design, StudyPlan, plan_study, seed_document_plan, variance_components
+from gatedv_stats.stats.seed_document import seed_document_interval
+
+MAX_ITEMS = 10**7  # more items than any benchmark holds: a difference that needs more is not detectable by items
+SEED_GRID = (3, 5, 10, 20)  # seed pairs at which the items needed are shown, beside the pilot's
+
+
+def plan(paired: Paired, effect: float, *, alpha: float = DEFAULTS.alpha,
+         power: float = DEFAULTS.power) -> StudyPlan | TaskPlan:
+    """Seed pairs and units needed to detect `effect` on the pair's scale (a relative ΔP for perplexity, 0.02 =
+    2%; a difference in the metric's units for a task, 0.01 = one point of accuracy) at two-sided level `alpha`
+    with `power`, from pilot runs of two arms."""
+    if paired.scale.log_ratio:
+        return _perplexity_plan(paired, effect, alpha=alpha, power=power)
+    return _task_plan(paired, effect, alpha=alpha, power=power)
+
+
+def _perplexity_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> StudyPlan:
+    """`plan_study` on the variance components of paired pilot runs, with the plan for the verdict's
+    seed-and-document test."""
+    warnings = tuple(test.warning(f"this plan, which treats them as independent, understates the seeds and documents "
+                                  f"needed; analyze the study with --cluster {test.column}")
+                     for test in paired_group_effects(paired) if test.flagged)
+    study = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_units), effect,
+                               alpha=alpha, power=power), unit=paired.unit, warnings=warnings)
+    try:
+        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
+    except InputError:  # no spread to plan from: plan_study has said so already
+        return study
+    weights = paired.n_units / paired.n_units.sum()
+    return replace(study, seed_document=seed_document_plan(fit, float(np.sum(weights ** 2)), study.log_effect,
+                                                          alpha=alpha, power=power))
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Seeds and items needed for a difference `effect` (metric units: 0.01 = one point of accuracy)."""
+
+    task: str
+    metric: str
+    effect: float
+    alpha: float
+    power: float
+    n_seeds: int  # pilot design
+    n_items: int
+    proportion: bool
+    seed_var: float
+    item_var: float
+    interaction_var: float
+    pilot_power: float
+    mde: float  # smallest |difference| the pilot design detects with the power
+    seeds_required: int | None  # on the pilot's items; None: more than planning.MAX_SEEDS
+    seeds_required_many_items: int | None  # with 10× the pilot's items
+    items_required: dict[int, int | None]  # seed pairs → items needed (None: not reachable by items alone)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["items_required"] = {str(seeds): items for seeds, items in self.items_required.items()}
+        return data
+
+    def summary(self) -> str:
+        def count(value: int | None, what: str) -> str:
+            return f"not reachable with more {what} alone" if value is None else f"{value:,}"
+
+        size = fmt.format_difference(self.effect, self.proportion, signed=False)
+        lines = [f"pilot: {self.task} ({self.metric}), {self.n_seeds} seed pairs × {self.n_items:,} items",
+                 f"variance components: seed {self.seed_var:.3e}, item {self.item_var:.3e}, interaction "
+                 f"{self.interaction_var:.3e}",
+                 f"target: a difference of {size}, α = {self.alpha:g} two-sided, power {self.power:g}",
+                 f"  power of the pilot design: {self.pilot_power:.2f}; its minimum detectable difference "
+                 f"{fmt.format_difference(self.mde, self.proportion, signed=False)}",
+                 f"  paired seeds needed on {self.n_items:,} items: {count(self.seeds_required, 'seeds')}; with 10× "
+                 f"the items: {count(self.seeds_required_many_items, 'seeds')}",
+                 "  items needed at:"]
+        lines += [f"    {seeds} seed pairs: {count(items, 'items')}" for seeds, items in self.items_required.items()]
+        return "\n".join(lines)
+
+
+def _task_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> TaskPlan:
+    """Seeds × items needed to detect a difference of `effect` (metric units) from pilot item scores."""
+    if not (math.isfinite(effect) and effect != 0.0):
+        raise ParameterError("effect", f"a difference to detect must be non-zero, in the metric's units (0.01 = one "
+                             f"point of accuracy), got {effect}")
+    check_open_unit("alpha", alpha)
+    check_open_unit("power", power)
+    if paired.n_pairs < 2 or paired.n_docs < 2:
+        raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 items, got {paired.n_pairs} × "
+                         f"{paired.n_docs}")
+    fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
+    design = Design(fit.seed_var, fit.doc_var or 0.0, fit.interaction_var or 0.0, 1.0 / fit.n_docs, fit.n_docs)
+    size = abs(effect)
+    seeds = sorted({paired.n_pairs, *SEED_GRID})
+    assert paired.task is not None  # item scores are of one task
+    return TaskPlan(
+        task=paired.task, metric=paired.metric, effect=size, alpha=alpha, power=power, n_seeds=paired.n_pairs,
+        n_items=paired.n_docs, proportion=paired.proportion, seed_var=design.seed_var, item_var=design.doc_var,
+        interaction_var=design.interaction_var, pilot_power=design.power(size, paired.n_pairs, alpha),
+        mde=design.detectable_log_effect(paired.n_pairs, alpha, power),
+        seeds_required=design.seeds_required(size, alpha, power),
+        seeds_required_many_items=design.seeds_required(size, alpha, power, n_docs=10 * paired.n_docs),
+        items_required={n_seeds: items_required(design, size, n_seeds, alpha, power) for n_seeds in seeds})
+
+
+def items_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:
+    """Smallest N ≥ 2 items whose design with `n_seeds` seed pairs has the power, or None beyond MAX_ITEMS."""
+    if design.power(effect, n_seeds, alpha, MAX_ITEMS) < power:
+        return None
+    low, high = 1, 2
+    while design.power(effect, n_seeds, alpha, high) < power:
+        low, high = high, min(2 * high, MAX_ITEMS)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if design.power(effect, n_seeds, alpha, middle) >= power else (middle, high)
+    return max(high, 2)

@@ -1,0 +1,216 @@
+"""The one paired structure: two arms, S paired seeds × N units, and what a difference on them means.
+
+The units are documents (loss sums weighted by their targets or bytes: the perplexity scale) or the items of one
+downstream task (scores of one metric, weighted equally: the metric's scale). Both kinds are paired by the same
+steps here — runs matched by training seed, units matched by id, run-level provenance compared field by field — and
+every comparison, verdict, adjustment and plan above takes this one type (docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.stats.scale import PERPLEXITY, Scale
+
+_SHOWN = 5  # how many offending ids an error message lists
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two arms' values on the same units, row s of each array = seed `seeds[s]`."""
+
+    baseline_arm: str
+    variant_arm: str
+    seeds: np.ndarray  # (S,) int64, sorted
+    doc_ids: np.ndarray  # (N,) object, sorted: the units' ids (documents or items)
+    n_units: np.ndarray  # (N,) int64 weights: each document's targets (or UTF-8 bytes, per byte); 1 per item
+    baseline: np.ndarray  # (S, N) float64: loss sums, or item scores
+    variant: np.ndarray  # (S, N) float64
+    doc_columns: pd.DataFrame  # N rows aligned with doc_ids: domain / n_bytes, or an item's groups (subtask, ...)
+    # {"baseline": [source per seed], "variant": [...]} (and "baseline_sha256", "variant_sha256" for loss files)
+    sources: dict
+    dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
+    mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
+    unit: str = "token"  # what `n_units` counts: "token" or "word" (the files' targets), "byte", or "item"
+    eval_set: str | None = None  # the evaluation set every run was scored on (the runs agree)
+    scale: Scale = PERPLEXITY  # how a difference is read
+    task: str | None = None  # the downstream task of item scores
+
+    @property
+    def n_docs(self) -> int:
+        """The units N (documents or items)."""
+        return int(self.n_units.shape[0])
+
+    @property
+    def n_pairs(self) -> int:
+        """The seed pairs S."""
+        return int(self.seeds.shape[0])
+
+    @property
+    def metric(self) -> str:
+        """What the values are: "loss" (loss sums), or a task's metric ("acc")."""
+        return self.scale.metric
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether a higher value favours an arm (False for a loss)."""
+        return self.scale.higher_is_better
+
+    @property
+    def proportion(self) -> bool:
+        """Every score lies in [0, 1] (accuracy and the like): differences read as points."""
+        return self.scale.proportion
+
+    @property
+    def noun(self) -> str:
+        """What a unit is called: "document" or "item"."""
+        return "item" if self.unit == "item" else "document"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the pairing dropped or accepted, for the output's warnings."""
+        prefix = "" if self.task is None else f"{self.task}: "
+        dropped = ((f"{prefix}dropped unpaired seeds {', '.join(map(str, self.dropped_seeds))}",)
+                   if self.dropped_seeds else ())
+        return dropped + self.mismatches
+
+    def differences(self) -> np.ndarray:
+        """(S, N) per-unit differences variant − baseline: per target (or byte) of a document, or an item's."""
+        return (self.variant - self.baseline) / self.n_units
+
+    def labels(self, cluster: str | None) -> np.ndarray | None:
+        """The per-unit values of the `cluster` column (None without clustering)."""
+        if cluster is None:
+            return None
+        if cluster not in self.doc_columns:
+            available = ", ".join(self.doc_columns.columns) or "none"
+            where = "the loss files" if self.task is None else f"task {self.task}"
+            raise ParameterError("cluster", f"no {self.noun} column {cluster!r} in {where} (available: {available})")
+        return self.doc_columns[cluster].astype(str).to_numpy()
+
+
+PairedLosses = Paired  # the name of the loss-file pairing's result, kept for scripts that use it
+
+
+class Run(Protocol):
+    """What pairing reads of a run of either kind (`LossRun`, `ItemRun`)."""
+
+    @property
+    def arm(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+R = TypeVar("R", bound=Run)
+
+
+def runs_by_seed(runs: Sequence[R], arm: str, *, prefix: str = "", hint: str = "") -> dict[int, R]:
+    """The runs of `arm` by training seed; a seed twice is an error naming both sources (`hint` says what to do)."""
+    by_seed: dict[int, R] = {}
+    for run in runs:
+        if run.arm != arm:
+            continue
+        if run.seed in by_seed:
+            raise InputError(f"{prefix}arm {arm} seed {run.seed} appears twice: {by_seed[run.seed].source} and "
+                             f"{run.source}{hint}")
+        by_seed[run.seed] = run
+    return by_seed
+
+
+def paired_seeds(baseline: Mapping[int, Run], variant: Mapping[int, Run], baseline_arm: str, variant_arm: str, *,
+                 allow_unpaired: bool, prefix: str = "") -> tuple[list[int], tuple[int, ...]]:
+    """The seeds both arms have and those only one has; seeds of one arm only are an error unless
+    `allow_unpaired`."""
+    only_baseline = sorted(set(baseline) - set(variant))
+    only_variant = sorted(set(variant) - set(baseline))
+    seeds = sorted(set(baseline) & set(variant))
+    if not seeds:
+        raise InputError(f"{prefix}no training seed is shared by {baseline_arm} ({', '.join(map(str, only_baseline))}) "
+                         f"and {variant_arm} ({', '.join(map(str, only_variant))}): runs pair by the seed recorded in "
+                         "their files (evaluate --hf and import take it as --seed)")
+    unpaired = tuple(only_baseline + only_variant)
+    if unpaired and not allow_unpaired:
+        parts = [f"{arm} {', '.join(map(str, arm_seeds))}" for arm, arm_seeds
+                 in ((baseline_arm, only_baseline), (variant_arm, only_variant)) if arm_seeds]
+        raise ParameterError("allow_unpaired", f"{prefix}seeds present in one arm only: {'; '.join(parts)} "
+                             "({allow_unpaired} drops them)", leading=False)
+    return seeds, unpaired
+
+
+def unit_rows(ids: Sequence[pd.Series], sources: Sequence[str], noun: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The first run's unit ids sorted and, for every run, the rows that hold them in that order; an error naming
+    the ids when a run holds other units."""
+    first = ids[0].astype(str)
+    order = first.argsort(kind="stable").to_numpy()
+    doc_ids = first.to_numpy(dtype=object)[order]
+    rows = []
+    for run_ids, source in zip(ids, sources):
+        if run_ids.equals(ids[0]):  # the same units in the same order: the usual case
+            rows.append(order)
+            continue
+        index = pd.Index(run_ids.astype(str).to_numpy(dtype=object))
+        found = index.get_indexer(doc_ids) if len(index) == len(doc_ids) and index.is_unique else None
+        if found is None or np.any(found < 0):
+            ours, theirs = set(doc_ids), set(index)
+            parts = [f"{len(missing)} doc_ids missing from {where} (first: {', '.join(sorted(missing)[:_SHOWN])})"
+                     for where, missing in ((sources[0], theirs - ours), (source, ours - theirs)) if missing]
+            raise InputError(f"{noun}s differ between paired runs {sources[0]} and {source}: "
+                             f"{'; '.join(parts) or 'repeated doc_ids'}")
+        rows.append(found)
+    return doc_ids, rows
+
+
+def provenance_notes(runs: Sequence[R], fields: Sequence[str], allow_mismatch: Sequence[str],
+                     value_of: Callable[[R, str], object],
+                     refuse: Callable[[str, Sequence[R], str], None] | None = None) -> tuple[str, ...]:
+    """Refuse to pair runs whose recorded `fields` differ (compared only between runs that carry them); a field in
+    `allow_mismatch` becomes a note instead, so the output can say what was compared anyway. `refuse(name,
+    carrying, text)` may raise a more specific error first."""
+    notes = []
+    for name in fields:
+        carrying = [run for run in runs if value_of(run, name) not in (None, "")]
+        if not carrying:
+            continue
+        first = carrying[0]
+        other = next((run for run in carrying if str(value_of(run, name)) != str(value_of(first, name))), None)
+        if other is None:
+            continue
+        text = (f"{name} differs: {first.source} has {_shown(value_of(first, name))}, {other.source} has "
+                f"{_shown(value_of(other, name))}")
+        if name in allow_mismatch:
+            notes.append(f"compared although {text}")
+            continue
+        if refuse is not None:
+            refuse(name, carrying, text)
+        raise ParameterError("allow_mismatch", f"{text}; they were not evaluated alike ({{allow_mismatch}} {name} "
+                             "compares them anyway)", leading=False)
+    return tuple(notes)
+
+
+def check_mismatch_fields(allow_mismatch: Sequence[str], fields: Sequence[str]) -> None:
+    """`allow_mismatch` may name only fields this kind of pairing compares."""
+    unknown = sorted(set(allow_mismatch) - set(fields))
+    if unknown:
+        raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(fields)}")
+
+
+def check_distinct_arms(baseline_arm: str | None, variant_arm: str | None) -> None:
+    if baseline_arm is not None and baseline_arm == variant_arm:
+        raise ParameterError("baseline_arm", f"{{baseline_arm}} and {{variant_arm}} both name {baseline_arm!r}: an arm "
+                             "compared with itself has no difference to find; name two different arms",
+                             ("variant_arm",), leading=False)
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    return repr(text[:12] + "…") if len(text) == 64 else repr(text)  # a SHA-256 by its first 12 digits
