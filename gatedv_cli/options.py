@@ -110,6 +110,10 @@ CONFIDENCE_LEVEL = typer.Option(0.95, "--level", "--confidence-level",
 SEED = typer.Option(0, "--seed", help="Seed of every resampling RNG (an integer from 0 to 2**63 - 1).")
 
 
+NOISE_FLOOR = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_default=False, help="The setup's noise "
+                           "floor (gatedv noise-floor): its seed variance gives one seed pair a verdict and is pooled "
+                           "with the study's own from two on; a floor of another setup is refused (--allow-mismatch "
+                           "FIELD uses it anyway).")
 METRIC = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="Compare downstream-task "
                       "item-score files on this metric (acc, acc_norm, exact_match, ...) instead of loss files; "
                       "--sesoi is then a difference in the metric's units (0.01 = one point of accuracy), "

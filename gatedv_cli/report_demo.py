@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import CLUSTER, CONFIDENCE_LEVEL, DEVICE, JSON, N_RESAMPLES, SEED, SESOI, emit, warn
+from gatedv_cli.options import (
+    CLUSTER,
+    CONFIDENCE_LEVEL,
+    DEVICE,
+    JSON,
+    N_RESAMPLES,
+    NOISE_FLOOR,
+    SEED,
+    SESOI,
+    emit,
+    warn,
+)
 from gatedv_cli.skipped import skipped_files, warn_skipped
 
 
@@ -27,6 +38,7 @@ def report_command(
     metric: str = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="The metric of the "
                                "Downstream tasks section, when the inputs hold item-score files (default: acc_norm, "
                                "acc or exact_match, the first every file has)."),
+    noise_floor: str = NOISE_FLOOR,
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
                                          "like a loss file but cannot be read: warn, leave it out and list it in the "
                                          "report's provenance instead of failing."),
@@ -37,8 +49,8 @@ def report_command(
     skipped = skipped_files(ctx, skip_unreadable)
     left_out: list[str] = []
     path = gv.report(inputs, out, fmt=fmt, reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
-                     confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric, skipped=skipped,
-                     left_out=left_out)
+                     confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
+                     noise_floor=noise_floor, skipped=skipped, left_out=left_out)
     warn_skipped(skipped)
     warn(left_out)
     typer.echo(f"wrote {path}")

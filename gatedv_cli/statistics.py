@@ -19,6 +19,7 @@ from gatedv_cli.options import (
     JSON,
     METRIC,
     N_RESAMPLES,
+    NOISE_FLOOR,
     PAIR_TABLES,
     SEED,
     SESOI,
@@ -52,6 +53,7 @@ def bootstrap_command(
     allow_unpaired: bool = ALLOW_UNPAIRED,
     allow_mismatch: list[str] = ALLOW_MISMATCH,
     unit: str = UNIT,
+    noise_floor: str = NOISE_FLOOR,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
@@ -86,6 +88,7 @@ def analyze_command(
     allow_unpaired: bool = ALLOW_UNPAIRED,
     allow_mismatch: list[str] = ALLOW_MISMATCH,
     unit: str = UNIT,
+    noise_floor: str = NOISE_FLOOR,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
@@ -111,6 +114,7 @@ def arms_command(
     allow_unpaired: bool = ALLOW_UNPAIRED,
     allow_mismatch: list[str] = ALLOW_MISMATCH,
     unit: str = UNIT,
+    noise_floor: str = NOISE_FLOOR,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
@@ -125,7 +129,9 @@ def arms_command(
 
 def plan_command(
     ctx: typer.Context,
-    pilot_files: list[str] = typer.Argument(..., help="Pilot loss files (or long tables / directories) of two arms."),
+    pilot_files: list[str] = typer.Argument(None, help="Pilot loss files (or long tables / directories) of two arms; "
+                                            "with --noise-floor optional (a one-seed pilot of the candidate adds its "
+                                            "document term).", show_default=False),
     effect: float = typer.Option(..., "--effect", help="Relative ΔP to detect, as a fraction (0.02 = 2%); with "
                                  "--metric a difference in the metric's units (0.01 = one point of accuracy)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Two-sided significance level."),
@@ -138,6 +144,7 @@ def plan_command(
     allow_unpaired: bool = ALLOW_UNPAIRED,
     allow_mismatch: list[str] = ALLOW_MISMATCH,
     unit: str = UNIT,
+    noise_floor: str = NOISE_FLOOR,
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
@@ -147,11 +154,36 @@ def plan_command(
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)
-    report(gv.plan(pilot_files, **given(ctx), skipped=skipped), skipped, as_json)
+    report(gv.plan(pilot_files or None, **given(ctx), skipped=skipped), skipped, as_json)
+
+
+def noise_floor_command(
+    ctx: typer.Context,
+    inputs: list[str] = typer.Argument(..., help="A/A runs: loss files (or item-score files with --metric) of one "
+                                       "configuration that differ only by training seed; with --studies, each input "
+                                       "one earlier paired study of the setup.", show_default=False),
+    out: str = typer.Option(..., "--out", "-o", help="The floor file to write (JSON), for --noise-floor.",
+                            show_default=False),
+    studies: bool = typer.Option(False, "--studies", help="Pool the seed spread of earlier paired studies (each input "
+                                 "two arms with 2 or more seed pairs) instead of A/A runs."),
+    metric: str = METRIC,
+    eval_set: str = EVAL_SET,
+    unit: str = UNIT,
+    allow_unpaired: bool = ALLOW_UNPAIRED,
+    allow_mismatch: list[str] = ALLOW_MISMATCH,
+    skip_unreadable: bool = SKIP_UNREADABLE,
+    as_json: bool = JSON,
+) -> None:
+    """A setup's noise floor: the seed variance of a paired comparison, measured once from A/A runs (or earlier
+    studies) and used by --noise-floor for verdicts from one or two seeds."""
+    import gatedv_stats as gv
+
+    skipped = skipped_files(ctx, skip_unreadable)
+    report(gv.noise_floor(inputs, **given(ctx), skipped=skipped), skipped, as_json)
 
 
 # The command's own parameters, not the library call's: its positional inputs, the output form, skipping.
-_COMMAND_ONLY = ("tables", "files", "pilot_files", "as_json", "skip_unreadable")
+_COMMAND_ONLY = ("tables", "files", "pilot_files", "inputs", "as_json", "skip_unreadable")
 
 
 def given(ctx: typer.Context) -> dict:

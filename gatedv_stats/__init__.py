@@ -18,19 +18,22 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "load": "gatedv_stats.api", "pair": "gatedv_stats.api", "compare": "gatedv_stats.api",
     "analyze": "gatedv_stats.api", "arms": "gatedv_stats.api", "plan": "gatedv_stats.api",
-    "report": "gatedv_stats.api", "AnalysisSettings": "gatedv_stats.analysis.experiment",
+    "report": "gatedv_stats.api", "noise_floor": "gatedv_stats.api",
+    "AnalysisSettings": "gatedv_stats.analysis.experiment",
     "Paired": "gatedv_stats.pairing.paired", "PairedLosses": "gatedv_stats.pairing.paired",
     "InputError": "gatedv_stats.core.errors", "ParameterError": "gatedv_stats.core.errors",
     "Runs": "gatedv_stats.results", "ComparisonResult": "gatedv_stats.results",
     "AnalysisResult": "gatedv_stats.results", "ArmsResult": "gatedv_stats.results",
     "PlanResult": "gatedv_stats.results", "TaskComparisonResult": "gatedv_stats.results",
     "TaskSuiteResult": "gatedv_stats.results", "TaskPlanResult": "gatedv_stats.results",
+    "NoiseFloorResult": "gatedv_stats.results", "FloorPlanResult": "gatedv_stats.results",
 }
 
 __all__ = [
-    "AnalysisResult", "AnalysisSettings", "ArmsResult", "ComparisonResult", "InputError", "Paired", "PairedLosses",
+    "AnalysisResult", "AnalysisSettings", "ArmsResult", "ComparisonResult", "FloorPlanResult", "InputError",
+    "NoiseFloorResult", "Paired", "PairedLosses",
     "ParameterError", "PlanResult", "Runs", "TaskComparisonResult", "TaskPlanResult", "TaskSuiteResult",
-    "__version__", "analyze", "arms", "compare", "load", "pair", "plan", "report",
+    "__version__", "analyze", "arms", "compare", "load", "noise_floor", "pair", "plan", "report",
 ]
 
 

@@ -4,6 +4,7 @@ from gatedv_stats.api import analyze as analyze
 from gatedv_stats.api import arms as arms
 from gatedv_stats.api import compare as compare
 from gatedv_stats.api import load as load
+from gatedv_stats.api import noise_floor as noise_floor
 from gatedv_stats.api import pair as pair
 from gatedv_stats.api import plan as plan
 from gatedv_stats.api import report as report
@@ -14,6 +15,8 @@ from gatedv_stats.pairing.paired import PairedLosses as PairedLosses
 from gatedv_stats.results import AnalysisResult as AnalysisResult
 from gatedv_stats.results import ArmsResult as ArmsResult
 from gatedv_stats.results import ComparisonResult as ComparisonResult
+from gatedv_stats.results import FloorPlanResult as FloorPlanResult
+from gatedv_stats.results import NoiseFloorResult as NoiseFloorResult
 from gatedv_stats.results import PlanResult as PlanResult
 from gatedv_stats.results import Runs as Runs
 from gatedv_stats.results import TaskComparisonResult as TaskComparisonResult

@@ -20,17 +20,21 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 
 from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare as compare_pair
 from gatedv_stats.analysis.experiment import AnalysisSettings
+from gatedv_stats.analysis.noise_floor import NoiseFloor, floor_from_runs, floor_from_studies
 from gatedv_stats.analysis.pair import analyze as analyze_pair
+from gatedv_stats.analysis.plan import floor_plan
 from gatedv_stats.analysis.plan import plan as plan_pair
 from gatedv_stats.core.defaults import DEFAULTS
-from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.validation import check_open_unit, renamed_keyword
+from gatedv_stats.io.floorfiles import read_floor_file, write_floor_file
 from gatedv_stats.io.itemfiles import read_item_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.pairing.inputs import (
@@ -40,15 +44,18 @@ from gatedv_stats.pairing.inputs import (
     check_kind,
     pairs_of,
     path_list,
-    pilot_arm,
+    pilot_of,
     refuse_loss_options,
     runs_or_paths,
 )
 from gatedv_stats.pairing.items import pair_tasks
-from gatedv_stats.pairing.losses import pair_with_reference, pilot_pair, runs_of
+from gatedv_stats.pairing.losses import pair_with_reference, runs_of
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.pairing.selection import choose_reference, select_runs
-from gatedv_stats.results import Result, Runs, result_of
+from gatedv_stats.results import NoiseFloorResult, Result, Runs, result_of
+
+# A noise floor: the file `noise_floor` wrote, its result, or the floor itself.
+Floor: TypeAlias = PathLike | NoiseFloor | NoiseFloorResult
 
 
 def load(paths: PathLike | Sequence[PathLike], *, eval_set: str | None = None,
@@ -123,7 +130,8 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
             n_resamples: int | None = None, confidence_level: float = DEFAULTS.confidence_level,
             rng_seed: int | None = None, method: str | None = None, sesoi: float | None = None,
             cluster: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-            unit: str | None = None, skipped: list[SkippedFile] | None = None, progress: bool | None = False) -> Result:
+            unit: str | None = None, noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None,
+            progress: bool | None = False) -> Result:
     """The verdict on two arms, accounting for training seeds and units, then the figures of their scale.
 
     Loss files (perplexity, `gatedv bootstrap`): ΔP, D with its document bootstrap (models fixed; `n_resamples`
@@ -140,6 +148,10 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
         task), so the verdict can say "equivalent".
     cluster
         A unit column (a document's domain, an item's subtask) whose values are the sampled units.
+    noise_floor
+        The setup's noise floor (a file `noise_floor` wrote, or its result): its seed variance gives one seed pair
+        a verdict and is pooled with the study's own from two on; a floor of another setup is refused unless the
+        differing field is in `allow_mismatch`.
 
     Examples
     --------
@@ -154,12 +166,14 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
                          cluster=cluster, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
     pairs = pairs_of(data, baseline, variant, baseline_arm, variant_arm, metric, allow_unpaired, allow_mismatch,
                    skipped, eval_set=eval_set, n_targets=n_targets, unit=unit)
+    floor = _floor(noise_floor)
     if len(pairs) > 1:  # the tasks of a suite
-        result: object = compare_arms(pairs, alpha=1.0 - confidence_level, sesoi=sesoi, cluster=cluster)
+        result: object = compare_arms(pairs, alpha=1.0 - confidence_level, sesoi=sesoi, cluster=cluster, floor=floor,
+                                      allow_mismatch=allow_mismatch)
     else:
         result = compare_pair(pairs[0], n_resamples=settings.n_resamples, confidence_level=confidence_level,
                               rng_seed=settings.rng_seed, method=method or "percentile", cluster=cluster, sesoi=sesoi,
-                              progress=progress)
+                              floor=floor, allow_mismatch=allow_mismatch, progress=progress)
     return result_of(result, pairs, _skipped(skipped))
 
 
@@ -170,7 +184,8 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
             rng_seed: int | None = None, n_permutations: int | None = None, by: Sequence[str] | None = None,
             bins: int | None = None, min_docs: int | None = None, sesoi: float | None = None,
             cluster: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-            unit: str | None = None, skipped: list[SkippedFile] | None = None, progress: bool | None = False) -> Result:
+            unit: str | None = None, noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None,
+            progress: bool | None = False) -> Result:
     """Everything about one pair of arms (`gatedv analyze`).
 
     Loss files: the verdict, seed-level tests, the sign-flip permutation test (`n_permutations` sign vectors), BCa,
@@ -189,7 +204,8 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
         return compare(data, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
                        metric=metric, eval_set=eval_set, n_targets=n_targets, n_resamples=n_resamples,
                        confidence_level=confidence_level, rng_seed=rng_seed, sesoi=sesoi, cluster=cluster,
-                       allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch, unit=unit, skipped=skipped)
+                       allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch, unit=unit,
+                       noise_floor=noise_floor, skipped=skipped)
     settings = _settings(None, n_resamples=n_resamples, rng_seed=rng_seed, confidence_level=confidence_level,
                          sesoi=sesoi, cluster=cluster)
     [paired] = pairs_of(data, baseline, variant, baseline_arm, variant_arm, None, allow_unpaired, allow_mismatch,
@@ -197,7 +213,7 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     result = analyze_pair(paired, n_resamples=settings.n_resamples, confidence_level=confidence_level,
                           rng_seed=settings.rng_seed, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
                           by=tuple(by or ()), bins=_or(bins, 4), min_docs=_or(min_docs, 5), cluster=cluster,
-                          sesoi=sesoi, progress=progress)
+                          sesoi=sesoi, floor=_floor(noise_floor), allow_mismatch=allow_mismatch, progress=progress)
     return result_of(result, paired, _skipped(skipped))
 
 
@@ -205,7 +221,7 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
 def arms(data: Inputs, *, reference: str | None = None, metric: str | None = None, eval_set: str | None = None,
          alpha: float = DEFAULTS.alpha, n_permutations: int | None = None, rng_seed: int | None = None,
          sesoi: float | None = None, cluster: str | None = None, allow_unpaired: bool = False,
-         allow_mismatch: Sequence[str] = (), unit: str | None = None,
+         allow_mismatch: Sequence[str] = (), unit: str | None = None, noise_floor: Floor | None = None,
          skipped: list[SkippedFile] | None = None) -> Result:
     """Every arm against `reference` (default: the arm named "baseline"), verdicts from Holm-adjusted p-values at
     level `alpha` (`gatedv arms`).
@@ -243,19 +259,23 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
         pairs = pair_with_reference(runs, chosen, allow_unpaired=allow_unpaired,  # type: ignore[arg-type]
                                     allow_mismatch=tuple(allow_mismatch), unit=unit or "auto")
     result = compare_arms(pairs, alpha=alpha, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
-                          rng_seed=settings.rng_seed, sesoi=sesoi, cluster=cluster)
+                          rng_seed=settings.rng_seed, sesoi=sesoi, cluster=cluster, floor=_floor(noise_floor),
+                          allow_mismatch=allow_mismatch)
     return result_of(result, pairs, _skipped(skipped))
 
 
-def plan(data: Inputs | Paired, *, effect: float, metric: str | None = None, alpha: float = DEFAULTS.alpha,
-         power: float = DEFAULTS.power, baseline_arm: str | None = None, variant_arm: str | None = None,
-         eval_set: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-         unit: str | None = None, skipped: list[SkippedFile] | None = None) -> Result:
+def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | None = None,
+         alpha: float = DEFAULTS.alpha, power: float = DEFAULTS.power, baseline_arm: str | None = None,
+         variant_arm: str | None = None, eval_set: str | None = None, allow_unpaired: bool = False,
+         allow_mismatch: Sequence[str] = (), unit: str | None = None, noise_floor: Floor | None = None,
+         skipped: list[SkippedFile] | None = None) -> Result:
     """Seed pairs and units needed to detect `effect` at two-sided level `alpha` with `power`, from pilot runs of
     two arms (the baseline defaults to the arm named "baseline", the variant to the other arm): `gatedv plan`.
 
     `effect` is a relative ΔP for loss files (0.02 = 2%) and a difference in the metric's units for item scores
-    (0.01 = one point of accuracy; the pilot files of one task).
+    (0.01 = one point of accuracy; the pilot files of one task). With a `noise_floor` no pilot is needed: the seed
+    pairs come from the setup's seed variance (and the candidate's document term, when a pilot of it is given),
+    and the plan says when more seeds cannot help.
 
     Examples
     --------
@@ -264,30 +284,28 @@ def plan(data: Inputs | Paired, *, effect: float, metric: str | None = None, alp
     True
     """
     refuse_loss_options(metric, eval_set=eval_set, unit=unit)
+    floor = _floor(noise_floor)
+    if data is None:
+        if floor is None:
+            raise ParameterError("data", "give pilot runs, or a {noise_floor} to plan from", ("noise_floor",),
+                                 leading=False)
+        return result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), _skipped(skipped))
     if isinstance(data, Paired):
         paired = data
-    elif metric is not None:
-        check_kind([data], metric)
-        runs = read_item_inputs(path_list(data), skipped=skipped)  # type: ignore[arg-type]
-        pairs = pair_tasks(runs, reference=pilot_arm(baseline_arm, {run.arm for run in runs}), metric=metric,
-                           variant_arm=variant_arm, allow_mismatch=allow_mismatch, allow_unpaired=allow_unpaired)
-        if len(pairs) > 1:
-            found = ", ".join(f"{paired.variant_arm} on {paired.task}" for paired in pairs)
-            raise InputError(f"the pilot holds several tasks or variants ({found}); give the pilot files of one task "
-                             "and two arms")
-        paired = pairs[0]
     else:
-        check_kind([data], None)
-        paired = pilot_pair(runs_of(runs_or_paths(data), skipped), baseline_arm=baseline_arm, variant_arm=variant_arm,
-                            eval_set=eval_set, allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch),
-                            unit=unit or "auto")
+        check_kind([data], metric)
+        paired = pilot_of(data, metric, eval_set, allow_unpaired, allow_mismatch, unit, skipped, baseline_arm,
+                        variant_arm)
+    if floor is not None:
+        return result_of(floor_plan(floor, effect, paired=paired, alpha=alpha, power=power), paired, _skipped(skipped))
     return result_of(plan_pair(paired, effect, alpha=alpha, power=power), paired, _skipped(skipped))
 
 
 def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *, fmt: str | None = None,
            reference: str | None = None, n_resamples: int = DEFAULTS.n_resamples, rng_seed: int = DEFAULTS.rng_seed,
            confidence_level: float = DEFAULTS.confidence_level, sesoi: float | None = None,
-           cluster: str | None = None, metric: str | None = None, skipped: list[SkippedFile] | None = None,
+           cluster: str | None = None, metric: str | None = None, noise_floor: Floor | None = None,
+           skipped: list[SkippedFile] | None = None,
            left_out: list[str] | None = None, workers: int | None = None) -> Path:
     """Write the paper-ready report (tables, figures, provenance) of whatever runs the inputs hold; returns the path
     written (`gatedv report`).
@@ -307,9 +325,58 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
     from gatedv_stats.reporting.render import write_report
 
     settings = AnalysisSettings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
-                                confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric)
+                                confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
+                                noise_floor=_floor(noise_floor))
     return write_report([Path(path) for path in path_list(inputs)], None if out is None else os.fspath(out), fmt,
                         settings, skipped=skipped, left_out=left_out, workers=workers)
+
+
+def noise_floor(inputs: Inputs, *, metric: str | None = None, studies: bool = False, out: PathLike | None = None,
+                eval_set: str | None = None, unit: str | None = None, allow_unpaired: bool = False,
+                allow_mismatch: Sequence[str] = (), skipped: list[SkippedFile] | None = None) -> Result:
+    """A setup's noise floor: the seed variance τ² that a paired comparison's D carries (`gatedv noise-floor`).
+
+    From A/A runs — k ≥ 3 runs of one configuration that differ only by training seed (loss files, or with
+    `metric` one task's item scores) — or, with `studies`, from earlier paired studies of the setup (each input one
+    study of two arms, pooled, with Bartlett's test of homogeneity). Reruns of one seed are refused. `out`: the
+    JSON file to write (sealed with its content's SHA-256) for `noise_floor=` of the other functions.
+
+    Examples
+    --------
+    >>> runs = gv.load(example_study(tmp_dir))
+    >>> floor = gv.noise_floor([run for run in runs if run.arm == "baseline"], out=tmp_dir / "floor.json")
+    >>> floor.seed.df
+    2.0
+    >>> one_seed = [run for run in runs if run.seed == 0]
+    >>> result = gv.compare(one_seed, baseline_arm="baseline", variant_arm="gatedv", noise_floor=tmp_dir / "floor.json")
+    >>> result.n_pairs, result.verdict_text, "noise floor" in result.verdict.explanation
+    (1, 'no detectable difference', True)
+    """
+    refuse_loss_options(metric, eval_set=eval_set, unit=unit)
+    if studies:  # each input one study of two arms; the baseline is the arm named "baseline"
+        check_kind([inputs], metric)
+        floor = floor_from_studies([pilot_of(path, metric, eval_set, allow_unpaired, allow_mismatch, unit, skipped)
+                                    for path in path_list(inputs)])  # type: ignore[arg-type]
+    elif metric is not None:
+        check_kind([inputs], metric)
+        floor = floor_from_runs(read_item_inputs(path_list(inputs), skipped=skipped),  # type: ignore[arg-type]
+                                metric=metric)
+    else:
+        check_kind([inputs], None)
+        runs = runs_of(runs_or_paths(inputs), skipped)
+        floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, unit=unit or "auto")
+    if out is not None:
+        write_floor_file(out, floor.to_dict())
+    return NoiseFloorResult(floor, None if out is None else os.fspath(out), _skipped(skipped))
+
+
+def _floor(noise_floor: Floor | None) -> NoiseFloor | None:
+    """A noise floor given as a file, a result or itself."""
+    if noise_floor is None or isinstance(noise_floor, NoiseFloor):
+        return noise_floor
+    if isinstance(noise_floor, NoiseFloorResult):
+        return noise_floor.floor
+    return NoiseFloor.from_dict(read_floor_file(noise_floor))
 
 
 def _settings(metric: str | None, *, allow_mismatch: Sequence[str] = (), **choices: object) -> AnalysisSettings:

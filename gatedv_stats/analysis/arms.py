@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.analysis.compare import decide, seed_document_fit
+from gatedv_stats.analysis.compare import decide, seed_document_fit, with_floor
 from gatedv_stats.analysis.diagnostics import paired_group_effects
+from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.perplexity import resampled_units
 from gatedv_stats.analysis.task_scores import TaskComparison, task_comparison
 from gatedv_stats.core import formatting as fmt
@@ -166,10 +167,12 @@ class TaskSuite:
 
 def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, sesoi: float | None = None,
                  cluster: str | None = None, n_permutations: int = DEFAULTS.n_permutations,
-                 rng_seed: int = DEFAULTS.rng_seed) -> ArmsComparison | TaskSuite:
+                 rng_seed: int = DEFAULTS.rng_seed, floor: NoiseFloor | None = None,
+                 allow_mismatch: Sequence[str] = ()) -> ArmsComparison | TaskSuite:
     """Each pair's variant against its baseline (the shared reference), verdicts adjusted with Holm over each
     family: the arms of an evaluation set for loss files, every (arm, task) comparison for item scores. `sesoi`
-    and `cluster` as in `compare`; `n_permutations` sign vectors per sign-flip test of a loss-file comparison."""
+    and `cluster` as in `compare`; `n_permutations` sign vectors per sign-flip test of a loss-file comparison;
+    `floor` and `allow_mismatch` as in `compare`, for every comparison."""
     check_open_unit("alpha", alpha)
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     if not pairs:
@@ -179,9 +182,11 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
         raise InputError("the comparisons must share one reference arm and one metric")
     if sesoi is not None:
         pairs[0].scale.check_sesoi(sesoi)
+    pairs = [with_floor(pair, floor, allow_mismatch) for pair in pairs]
     # a task without the cluster column has its items as the sampled units; loss files must all have it
     clusters = [cluster if pair.scale.log_ratio or cluster in pair.doc_columns else None for pair in pairs]
-    fits = [seed_document_fit(pair, pair.labels(column), 1.0 - alpha) for pair, column in zip(pairs, clusters)]
+    fits = [seed_document_fit(pair, pair.labels(column), 1.0 - alpha, floor=floor)
+            for pair, column in zip(pairs, clusters)]
     if pairs[0].scale.log_ratio:
         return _arms(pairs, fits, alpha=alpha, sesoi=sesoi, cluster=cluster, n_permutations=n_permutations,
                      rng_seed=rng_seed)

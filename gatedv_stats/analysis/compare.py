@@ -3,8 +3,12 @@ then the figures that belong to the scale (the paper's perplexity figures, or a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 import numpy as np
 
+from gatedv_stats.analysis.noise_floor import NoiseFloor, check_floor
 from gatedv_stats.analysis.perplexity import Comparison, perplexity_comparison
 from gatedv_stats.analysis.task_scores import TaskComparison, task_comparison
 from gatedv_stats.core.defaults import DEFAULTS
@@ -17,18 +21,22 @@ from gatedv_stats.stats.verdict import Verdict, verdict
 def compare(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
             confidence_level: float = DEFAULTS.confidence_level, rng_seed: int = DEFAULTS.rng_seed,
             method: str = "percentile", cluster: str | None = None, sesoi: float | None = None,
+            floor: NoiseFloor | None = None, allow_mismatch: Sequence[str] = (),
             progress: bool | None = False) -> Comparison | TaskComparison:
     """The comparison of `paired.variant` against `paired.baseline`.
 
     `cluster`: a unit column (a document's domain, an item's subtask) whose values group the units into the
     sampled clusters. `sesoi`: the smallest effect of interest on the pair's scale (a relative ΔP for perplexity,
     a difference in the metric's units for a task), which lets the verdict say "equivalent". `n_resamples`,
-    `rng_seed` and `method` set the document bootstrap of the perplexity figures (models fixed).
+    `rng_seed` and `method` set the document bootstrap of the perplexity figures (models fixed). `floor`: the
+    setup's noise floor, whose seed variance the interval takes (one seed pair) or pools with the study's own; a
+    floor of another setup is refused unless the differing field is in `allow_mismatch`.
     """
     if sesoi is not None:
         paired.scale.check_sesoi(sesoi)  # refused even where there is no interval to test it with
+    paired = with_floor(paired, floor, allow_mismatch)
     labels = paired.labels(cluster)
-    fit = seed_document_fit(paired, labels, confidence_level)
+    fit = seed_document_fit(paired, labels, confidence_level, floor=floor)
     decided = None if fit is None else decide(fit, paired, sesoi)
     if paired.scale.log_ratio:
         return perplexity_comparison(paired, fit, decided, labels=labels, cluster=cluster, n_resamples=n_resamples,
@@ -37,16 +45,25 @@ def compare(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
     return task_comparison(paired, fit, decided, cluster=cluster, confidence_level=confidence_level)
 
 
+def with_floor(paired: Paired, floor: NoiseFloor | None, allow_mismatch: Sequence[str]) -> Paired:
+    """The pair, with the setup differences accepted for its noise floor among its notes (a floor of another setup
+    is refused)."""
+    if floor is None:
+        return paired
+    return replace(paired, mismatches=paired.mismatches + check_floor(floor, paired, allow_mismatch))
+
+
 def seed_document_fit(paired: Paired, labels: np.ndarray | None, confidence_level: float,
-                      weights: np.ndarray | None = None) -> SeedDocumentResult | None:
-    """The seeds × units interval (weighted by `paired.n_units`, or by `weights` such as n_bytes), or None where it
-    cannot exist: one seed pair, or no spread at all."""
-    if paired.n_pairs < 2:
+                      weights: np.ndarray | None = None, floor: NoiseFloor | None = None) -> SeedDocumentResult | None:
+    """The seeds × units interval (weighted by `paired.n_units`, or by `weights` such as n_bytes; with a noise
+    floor's seed variance), or None where it cannot exist: one seed pair without a floor, or no spread at all."""
+    if paired.n_pairs < 2 and floor is None:
         return None
     try:
         return seed_document_interval(paired.baseline, paired.variant,
                                       paired.n_units if weights is None else weights, clusters=labels,
-                                      confidence_level=confidence_level, noun=paired.noun)
+                                      confidence_level=confidence_level, noun=paired.noun,
+                                      floor=None if floor is None else floor.seed)
     except NoSpreadError:
         return None
 

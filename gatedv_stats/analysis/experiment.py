@@ -22,6 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats.analysis.arms import TaskSuite, compare_arms, holm_verdicts
+from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
 from gatedv_stats.core.defaults import DEFAULTS
@@ -66,15 +67,16 @@ class AnalysisSettings:
     `gatedv_stats.pairing.losses.pair_runs`)."""
 
     reference: str | None = None
-    n_resamples: int = 2000
-    rng_seed: int = 0
-    confidence_level: float = 0.95
+    n_resamples: int = DEFAULTS.n_resamples
+    rng_seed: int = DEFAULTS.rng_seed
+    confidence_level: float = DEFAULTS.confidence_level
     sesoi: float | None = None
     cluster: str | None = None
     allow_mismatch: tuple[str, ...] = ()
     unit: str = "auto"
     allow_unpaired: bool = False
     metric: str | None = None  # the downstream tasks' metric (item-score files; None: acc_norm, acc, exact_match)
+    noise_floor: NoiseFloor | None = None  # the setup's seed variance, for verdicts from few seeds
 
     def __post_init__(self) -> None:
         check_n_resamples(self.n_resamples)
@@ -215,7 +217,7 @@ def analyze_pair(paired: Paired, settings: AnalysisSettings,
     with np.errstate(**(errors or {})):
         return analyze(paired, n_resamples=settings.n_resamples, confidence_level=settings.confidence_level,
                        rng_seed=settings.rng_seed, by=(column,) if column else (), cluster=settings.cluster,
-                       sesoi=settings.sesoi)
+                       sesoi=settings.sesoi, floor=settings.noise_floor, allow_mismatch=settings.allow_mismatch)
 
 
 def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int | None,

@@ -9,11 +9,13 @@ byte when the loss files carry `n_bytes`, and D per group of any document column
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from gatedv_stats.analysis.compare import compare, seed_document_fit
+from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.perplexity import Comparison, resampled_units
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
@@ -108,15 +110,17 @@ class PairAnalysis:
 def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
             confidence_level: float = DEFAULTS.confidence_level, rng_seed: int = DEFAULTS.rng_seed,
             n_permutations: int = DEFAULTS.n_permutations, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
-            cluster: str | None = None, sesoi: float | None = None, progress: bool | None = False) -> PairAnalysis:
+            cluster: str | None = None, sesoi: float | None = None, floor: NoiseFloor | None = None,
+            allow_mismatch: Sequence[str] = (), progress: bool | None = False) -> PairAnalysis:
     """Every reviewer statistic for one pair of arms on the perplexity scale (a task's comparison carries its own:
     the seed permutation test, item counts, McNemar); all resampling is seeded from `rng_seed`. `cluster` and
-    `sesoi` as in `compare`; with `cluster` the models-fixed statistics resample clusters."""
+    `sesoi` as in `compare` (and `floor`, `allow_mismatch`); with `cluster` the models-fixed statistics resample
+    clusters."""
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
     comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
-                         cluster=cluster, sesoi=sesoi, progress=progress)
+                         cluster=cluster, sesoi=sesoi, floor=floor, allow_mismatch=allow_mismatch, progress=progress)
     if not isinstance(comparison, Comparison):
         raise ParameterError("paired", "the reviewer statistics are of loss files; a task's comparison is compare's")
     differences, units_n = resampled_units(paired, paired.labels(cluster))

@@ -60,8 +60,9 @@ class Comparison:
         if self.verdict is not None:
             return self.verdict.explanation
         if self.n_pairs < 2:
-            return ("One seed pair: nothing can be said about new training seeds, so no difference is detectable; "
-                    "the document-level figures below hold this pair's trained models fixed.")
+            return ("One seed pair: nothing can be said about new training seeds, so no difference is detectable (a "
+                    "noise floor of the setup, from gatedv noise-floor, gives one seed pair a verdict); the "
+                    "document-level figures below hold this pair's trained models fixed.")
         if self.nll_diff_mean == 0.0:
             return ("The arms are identical: every document has the same loss in both arms under every seed pair "
                     "(D = 0 exactly), so there is no difference to detect.")
@@ -125,6 +126,8 @@ class Comparison:
             "nll_diff_seed_document_ci": None if seed_document is None else list(seed_document.confidence_interval),
             "nll_diff_seed_document_df": None if seed_document is None else seed_document.df,
             "delta_p_seed_document_ci": None if seed_document is None else list(seed_document.delta_p_interval),
+            "noise_floor": None if seed_document is None or seed_document.floor_use is None else
+            seed_document.floor_use.to_dict(),
             "variance_components": None if seed_document is None else {
                 "seed": seed_document.seed_var, "document": seed_document.doc_var,
                 "interaction": seed_document.interaction_var, "truncated": list(seed_document.truncated),
@@ -215,10 +218,7 @@ class Comparison:
         result = self.seed_document
         if result is None:
             return []
-        components = f"seed {result.seed_var:.3g}"
-        if result.doc_var is not None:
-            components += (f", {'cluster' if result.n_clusters is not None else 'document'} {result.doc_var:.3g}, "
-                           f"interaction {result.interaction_var:.3g}")
+        components = ", ".join(result.components())
         return [f"{f'{level} interval':<18} {fmt.format_interval(*result.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
                 f"SE {result.se:.3g}, t with {result.df:.1f} df)",
                 f"{'':<19}variance components (nats² per {self.unit}): {components}"]

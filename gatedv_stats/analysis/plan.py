@@ -15,13 +15,24 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from gatedv_stats.analysis.compare import seed_document_fit, with_floor
 from gatedv_stats.analysis.diagnostics import paired_group_effects
+from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_open_unit
 from gatedv_stats.pairing.paired import Paired
-from gatedv_stats.stats.planning import Design, StudyPlan, plan_study, seed_document_plan, variance_components
+from gatedv_stats.stats.noise_floor import SeedVariance
+from gatedv_stats.stats.planning import (
+    MAX_SEEDS,
+    Design,
+    StudyPlan,
+    plan_study,
+    seed_document_plan,
+    t_power,
+    variance_components,
+)
 from gatedv_stats.stats.seed_document import seed_document_interval
 
 MAX_ITEMS = 10**7  # more items than any benchmark holds: a difference that needs more is not detectable by items
@@ -135,3 +146,83 @@ def items_required(design: Design, effect: float, n_seeds: int, alpha: float, po
         middle = (low + high) // 2
         low, high = (low, middle) if design.power(effect, n_seeds, alpha, middle) >= power else (middle, high)
     return max(high, 2)
+
+
+@dataclass(frozen=True)
+class FloorPlan:
+    """Seed pairs needed for an effect given a setup's noise floor, without (or with a one-seed) pilot of the
+    candidate: Var(D) = τ̂² / S + the document part, tested on Satterthwaite's df."""
+
+    effect: float  # as asked: a relative ΔP, or a difference in the metric's units
+    size: float  # the effect on D's scale (|log(1 + ΔP)| for perplexity)
+    alpha: float
+    power: float
+    floor: SeedVariance
+    document_part: float  # Σw² σ̂²_doc from the candidate's pilot; 0 without one (assumed)
+    document_df: float | None
+    pilot: str | None  # what the document part was measured on
+    power_by_seeds: dict[int, float]
+    seeds_required: int | None  # None: no number of seeds reaches the power (the document term dominates)
+    documents_factor: int | None  # then: how many times the documents make it reachable with SEED_GRID[-1] seeds
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["power_by_seeds"] = {str(seeds): value for seeds, value in self.power_by_seeds.items()}
+        return data
+
+    def summary(self) -> str:
+        lines = [f"noise floor: τ² {self.floor.variance:.4g} ({self.floor.df:g} df); target effect {self.effect:g} "
+                 f"(on D's scale {self.size:.5g}), α = {self.alpha:g} two-sided, power {self.power:g}"]
+        if self.pilot is None:
+            lines.append("  document part: assumed 0 (the candidate's effect does not vary over documents); a one-seed "
+                         "pilot of the candidate measures it")
+        else:
+            lines.append(f"  document part {self.document_part:.4g} ({self.document_df:.1f} df), from {self.pilot}")
+        lines.append("  power by seed pairs: " + ", ".join(f"{seeds}: {value:.2f}"
+                                                        for seeds, value in self.power_by_seeds.items()))
+        if self.seeds_required is not None:
+            lines.append(f"  paired seeds needed: {self.seeds_required}")
+        else:
+            more = ("" if self.documents_factor is None else
+                    f"; with {self.documents_factor}× the documents, {SEED_GRID[-1]} seed pairs reach it")
+            lines.append(f"  no number of seeds reaches the power: the document term alone is too large — add "
+                         f"documents, not seeds{more}")
+        return "\n".join(lines)
+
+
+def floor_plan(floor: NoiseFloor, effect: float, *, paired: Paired | None = None, alpha: float = DEFAULTS.alpha,
+               power: float = DEFAULTS.power) -> FloorPlan:
+    """The seed pairs a candidate needs on this setup: from the floor's τ̂², and the document part of a pilot of the
+    candidate (`paired`, one seed pair or more) where given."""
+    check_open_unit("alpha", alpha)
+    check_open_unit("power", power)
+    log_ratio = floor.metric == "loss"
+    if not (math.isfinite(effect) and effect != 0.0 and (not log_ratio or effect > -1.0)):
+        raise ParameterError("effect", f"must be non-zero (and a relative ΔP above −1 for perplexity), got {effect}")
+    size = abs(math.log1p(effect)) if log_ratio else abs(effect)
+    document_part, document_df, pilot = 0.0, None, None
+    if paired is not None:
+        paired = with_floor(paired, floor, ())
+        fit = seed_document_fit(paired, None, 1.0 - alpha, floor=floor)
+        if fit is not None and fit.floor_use is not None:
+            seed_part = fit.floor_use.seed.variance / fit.n_seeds
+            document_part = max(fit.se ** 2 - seed_part, 0.0)
+            noise = fit.se ** 4 / fit.df - seed_part ** 2 / fit.floor_use.seed.df
+            document_df = document_part ** 2 / noise if noise > 0.0 and document_part > 0.0 else None
+        pilot = f"{paired.variant_arm} vs {paired.baseline_arm}, {paired.n_pairs} seed pairs × {paired.n_docs:,} units"
+    seed = floor.seed
+
+    def power_at(n_seeds: int, factor: float = 1.0) -> float:
+        doc = document_part / factor
+        variance = seed.variance / n_seeds + doc
+        noise = (seed.variance / n_seeds) ** 2 / seed.df + (doc ** 2 / document_df if document_df else 0.0)
+        return t_power(size / math.sqrt(variance), variance ** 2 / noise, alpha)
+
+    grid = sorted({1, 2, 3, 4, 6, 8, *SEED_GRID})
+    needed = next((n for n in range(1, MAX_SEEDS + 1) if power_at(n) >= power), None)
+    factor = None
+    if needed is None:
+        factor = next((f for f in (2, 4, 8, 16, 32, 64) if power_at(SEED_GRID[-1], f) >= power), None)
+    return FloorPlan(effect=effect, size=size, alpha=alpha, power=power, floor=seed, document_part=document_part,
+                     document_df=document_df, pilot=pilot, power_by_seeds={n: power_at(n) for n in grid},
+                     seeds_required=needed, documents_factor=factor)

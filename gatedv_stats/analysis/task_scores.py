@@ -74,6 +74,7 @@ class TaskComparison:
                 "seed": interval.seed_var, "item": interval.doc_var, "interaction": interval.interaction_var,
                 "item_pretest_p": interval.doc_pretest_p, "item_pooled": interval.doc_pooled},
             "n_clusters": None if interval is None else interval.n_clusters,
+            "noise_floor": None if interval is None or interval.floor_use is None else interval.floor_use.to_dict(),
             "permutation": None if self.permutation is None else self.permutation.to_dict(),
             "wins": self.wins, "losses": self.losses, "ties": self.ties,
             "mcnemar": None if self.mcnemar is None else self.mcnemar.to_dict(), "notes": list(self.notes),
@@ -98,10 +99,7 @@ class TaskComparison:
             lines.append(f"  {self.verdict.summary()}")
         interval = self.interval
         if interval is not None:
-            unit = "cluster" if interval.n_clusters is not None else "item"
-            components = [f"seed {interval.seed_var:.3g}"]
-            if interval.doc_var is not None:
-                components += [f"{unit} {interval.doc_var:.3g}", f"interaction {interval.interaction_var:.3g}"]
+            components = interval.components("item")
             lines.append(f"  difference {fmt.format_difference(self.difference, self.proportion)} (SE "
                          f"{fmt.format_difference(interval.se, self.proportion, signed=False)}, df {interval.df:.1f}); "
                          f"variance components: {', '.join(components)}")

@@ -93,3 +93,9 @@ def read_model_config(value: object, where: str) -> dict:
         if value.get(key) is not None:
             read_count(value[key], f"{where}.{key}", minimum=1)
     return value
+
+
+def canonical_sha256(value: object) -> str:
+    """SHA-256 of `value` as canonical JSON (sorted keys, compact separators, UTF-8)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

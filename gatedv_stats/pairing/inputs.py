@@ -11,10 +11,11 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.core.errors import ParameterError
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.io.itemfiles import read_item_inputs
 from gatedv_stats.io.lossfiles import LossRun, SkippedFile, runs_from_frame
-from gatedv_stats.pairing.items import check_input_kind, load_item_pairs
-from gatedv_stats.pairing.losses import load_paired, pilot_pair
+from gatedv_stats.pairing.items import check_input_kind, load_item_pairs, pair_tasks
+from gatedv_stats.pairing.losses import load_paired, pilot_pair, runs_of
 from gatedv_stats.pairing.paired import Paired
 
 PathLike: TypeAlias = str | os.PathLike[str]
@@ -130,3 +131,22 @@ def _from_arrays(baseline: object, variant: object, n_targets: Sequence[int] | n
                           "loss_sum": np.concatenate([values.ravel() for values in loss])})
     return pilot_pair(runs_from_frame(frame, {}, "frame", long_table=True), baseline_arm=baseline_arm,
                       variant_arm=variant_arm, what="frame")
+
+
+def pilot_of(data: Inputs, metric: str | None, eval_set: str | None, allow_unpaired: bool,
+           allow_mismatch: Sequence[str], unit: str | None, skipped: list[SkippedFile] | None,
+           baseline_arm: str | None = None, variant_arm: str | None = None) -> Paired:
+    """The two arms of pilot runs (or of an earlier study): the baseline defaults to the arm named "baseline", the
+    variant to the other; item scores of one task."""
+    if metric is None:
+        return pilot_pair(runs_of(runs_or_paths(data), skipped), baseline_arm=baseline_arm, variant_arm=variant_arm,
+                          eval_set=eval_set, allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch),
+                          unit=unit or "auto")
+    runs = read_item_inputs(path_list(data), skipped=skipped)  # type: ignore[arg-type]
+    pairs = pair_tasks(runs, reference=pilot_arm(baseline_arm, {run.arm for run in runs}), metric=metric,
+                       variant_arm=variant_arm, allow_mismatch=allow_mismatch, allow_unpaired=allow_unpaired)
+    if len(pairs) > 1:
+        found = ", ".join(f"{paired.variant_arm} on {paired.task}" for paired in pairs)
+        raise InputError(f"the pilot holds several tasks or variants ({found}); give the pilot files of one task "
+                         "and two arms")
+    return pairs[0]

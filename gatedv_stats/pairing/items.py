@@ -27,12 +27,14 @@ from gatedv_stats.pairing.paired import (
     paired_seeds,
     provenance_notes,
     runs_by_seed,
+    shared_setup,
     unit_rows,
 )
 from gatedv_stats.pairing.selection import natural_key
 from gatedv_stats.stats.scale import metric_scale
 
 RUN_FIELDS = ("task_config_sha256", "n_shot")
+ITEM_SETUP = ("task", "n_shot", "task_config_sha256")  # what a noise floor of item scores must match
 MISMATCH_FIELDS = HASH_COLUMNS + RUN_FIELDS
 
 
@@ -50,7 +52,7 @@ def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, 
                                    prefix=prefix)
     ordered = [by_seed[0][seed] for seed in seeds] + [by_seed[1][seed] for seed in seeds]
     higher = _direction(ordered, metric)
-    mismatches = provenance_notes(ordered, RUN_FIELDS, allow_mismatch, _run_field)
+    mismatches = provenance_notes(ordered, RUN_FIELDS, allow_mismatch, item_setup_value)
     doc_ids, rows = unit_rows([run.items["doc_id"] for run in ordered], [run.path for run in ordered], "item")
     mismatches += _check_hashes(ordered, rows, doc_ids, tuple(allow_mismatch))
     scores = np.stack([run.items[metric].to_numpy(dtype=np.float64)[index] for run, index in zip(ordered, rows)])
@@ -68,7 +70,8 @@ def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, 
         doc_columns=first.items[group_columns].iloc[rows[0]].reset_index(drop=True),
         sources={"baseline": [run.path for run in ordered[:half]], "variant": [run.path for run in ordered[half:]]},
         dropped_seeds=unpaired, mismatches=mismatches, unit="item",
-        scale=metric_scale(metric, higher, proportion), task=task)
+        scale=metric_scale(metric, higher, proportion), task=task,
+        setup=shared_setup(ordered, ITEM_SETUP, item_setup_value))
 
 
 def pair_tasks(runs: Sequence[ItemRun], *, reference: str, metric: str, variant_arm: str | None = None,
@@ -133,8 +136,9 @@ def _arm_runs(runs: Sequence[ItemRun], arm: str, prefix: str) -> dict[int, ItemR
     return by_seed
 
 
-def _run_field(run: ItemRun, name: str) -> object:
-    return run.n_shot if name == "n_shot" else run.meta.get(name)
+def item_setup_value(run: ItemRun, name: str) -> object:
+    """A setup field of an item-score run (`ITEM_SETUP`, `RUN_FIELDS`)."""
+    return {"task": run.task, "n_shot": run.n_shot}.get(name, run.meta.get(name))
 
 
 def _direction(runs: Sequence[ItemRun], metric: str) -> bool:

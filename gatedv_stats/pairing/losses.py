@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import MODEL_SIZES
 from gatedv_stats.io.lossfiles import OPTIONAL_COLUMNS, LossRun, SkippedFile, read_loss_inputs
 from gatedv_stats.pairing.paired import (
     Paired,
@@ -16,6 +17,7 @@ from gatedv_stats.pairing.paired import (
     paired_seeds,
     provenance_notes,
     runs_by_seed,
+    shared_setup,
     unit_rows,
 )
 from gatedv_stats.pairing.selection import eval_set_sort_key, natural_key, select_runs
@@ -64,6 +66,7 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
         mismatches=mismatches,
         unit=unit,
         eval_set=runs[0].eval_set,
+        setup=shared_setup(runs, LOSS_SETUP, setup_value),
     )
 
 
@@ -109,6 +112,19 @@ def comparison_unit(runs: Sequence[LossRun], unit: str = "auto", allow_mismatch:
     if unit == "token" and len(target_units) == 1:
         return target_units.pop()
     return unit
+
+
+# What a loss file's run records about its setup, for a noise floor to match (`size`: the model's sizes from its
+# config; `step`: the updates it was trained for).
+LOSS_SETUP = ("eval_set", "eval_set_sha256", "tokenizer_sha256", "scoring", "size", "step")
+
+
+def setup_value(run: LossRun, name: str) -> object:
+    """A setup field of a loss run, as `LOSS_SETUP` names it."""
+    if name == "size":
+        config = run.meta.get("config")
+        return {key: config[key] for key in MODEL_SIZES if key in config} if isinstance(config, dict) else None
+    return run.meta.get(name)
 
 
 # `scoring`: what each document's loss is conditioned on: "context" (an evaluation set's window targets given the

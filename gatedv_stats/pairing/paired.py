@@ -41,6 +41,7 @@ class Paired:
     eval_set: str | None = None  # the evaluation set every run was scored on (the runs agree)
     scale: Scale = PERPLEXITY  # how a difference is read
     task: str | None = None  # the downstream task of item scores
+    setup: dict = field(default_factory=dict)  # what every run records alike: evaluation set, tokenizer, size, …
 
     @property
     def n_docs(self) -> int:
@@ -197,8 +198,26 @@ def provenance_notes(runs: Sequence[R], fields: Sequence[str], allow_mismatch: S
     return tuple(notes)
 
 
+def shared_setup(runs: Sequence[R], fields: Sequence[str], value_of: Callable[[R, str], object]) -> dict:
+    """The setup fields every run records with one value (a field some run lacks or runs differ on is left out):
+    what a noise floor measured elsewhere must match."""
+    setup = {}
+    for name in fields:
+        values = [value_of(run, name) for run in runs]
+        if values[0] not in (None, "", {}) and all(value == values[0] for value in values):
+            setup[name] = values[0]
+    return setup
+
+
+# The fields of a noise floor's setup that a study is compared on (`analysis.noise_floor`): `allow_mismatch` may name
+# them beside the pairing's own.
+FLOOR_FIELDS = ("metric", "unit", "size", "step", "eval_set", "eval_set_sha256", "tokenizer_sha256", "scoring", "task",
+                "n_shot", "task_config_sha256")
+
+
 def check_mismatch_fields(allow_mismatch: Sequence[str], fields: Sequence[str]) -> None:
-    """`allow_mismatch` may name only fields this kind of pairing compares."""
+    """`allow_mismatch` may name only fields this kind of pairing compares (or a noise floor's)."""
+    fields = tuple(dict.fromkeys((*fields, *FLOOR_FIELDS)))
     unknown = sorted(set(allow_mismatch) - set(fields))
     if unknown:
         raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(fields)}")

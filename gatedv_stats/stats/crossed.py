@@ -172,6 +172,24 @@ def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
     return crossed_moments(means, w, pooling_level, unit_variances=unit_variances, interaction_variances=h)
 
 
+# With this many seed pairs or fewer, the interval's df is at most S − 1: the seed variance rests on S − 1 df,
+# and Satterthwaite's df, which adds the document part's, left 2-seed studies at 7–9% false verdicts where the seeds
+# hold most of the variance. From 3 seed pairs on the few-seed guard keeps them at or below 6%, and a cap would cost
+# most of the power of studies whose documents hold the variance (docs/statistics.md, "Few seeds and the noise
+# floor"; bench/noise_floor_calibration.py).
+FEW_SEEDS = 2
+
+
+def interval_df(satterthwaite: np.ndarray | float, variance: np.ndarray | float, seed_part: np.ndarray | float,
+                n_seeds: int) -> np.ndarray:
+    """The df of the interval: Satterthwaite's under the few-seed guard, never more than the seed part's S − 1
+    divided by its share of Var(D) (plain Satterthwaite inflates the df exactly when the few seeds happen to
+    agree), and at most S − 1 with `FEW_SEEDS` seed pairs or fewer (docs/statistics.md)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.minimum(satterthwaite, (n_seeds - 1) * np.asarray(variance) / seed_part)
+    return np.minimum(df, n_seeds - 1.0) if n_seeds <= FEW_SEEDS else df
+
+
 def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int) -> CrossedMoments:
     """Components, Var̂(D) and its df from the three mean squares (docs/statistics.md)."""
     w2 = float(np.sum(w * w))
@@ -199,9 +217,7 @@ def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_do
     seed_noise = seed_part ** 2 / (n_seeds - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         satterthwaite = var_d ** 2 / (seed_noise + doc_noise)
-        # Few-seed guard: never more df than the seed part's S − 1 divided by its share of Var(D); plain
-        # Satterthwaite inflates the df exactly when the few seeds happen to agree (docs/statistics.md).
-        df = np.minimum(satterthwaite, (n_seeds - 1) * var_d / seed_part)
+    df = interval_df(satterthwaite, var_d, seed_part, n_seeds)
     return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
                           seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
                           interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,

@@ -40,7 +40,7 @@ from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least, check_open_unit
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.crossed import crossed_moments
+from gatedv_stats.stats.crossed import crossed_moments, interval_df
 from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
@@ -137,7 +137,7 @@ class Design:
         doc_noise = w2 ** 2 * ((self.doc_var + self.interaction_var / n_seeds) ** 2 / max(docs - 1, 1)
                                + (self.interaction_var / n_seeds) ** 2 / max((n_seeds - 1) * (docs - 1), 1))
         satterthwaite = variance ** 2 / (seed_part ** 2 / (n_seeds - 1) + doc_noise)
-        return variance, min(satterthwaite, (n_seeds - 1) * variance / seed_part)
+        return variance, float(interval_df(satterthwaite, variance, seed_part, n_seeds))
 
     def power(self, log_effect: float, n_seeds: int, alpha: float, n_docs: int | None = None) -> float:
         variance, df = self.variance(n_seeds, n_docs)

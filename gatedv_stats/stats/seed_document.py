@@ -18,9 +18,17 @@ from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, NoSpreadError
 from gatedv_stats.core.validation import check_confidence_level
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.crossed import CrossedMoments, clustered_moments, crossed_moments
+from gatedv_stats.stats.crossed import (
+    CrossedMoments,
+    cluster_sums,
+    clustered_moments,
+    crossed_moments,
+    form_diagonal,
+    weighted_df,
+)
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
 from gatedv_stats.stats.metrics import paired_arrays
+from gatedv_stats.stats.noise_floor import MIN_FLOOR_DF, FloorUse, SeedVariance, use_floor
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class SeedDocumentResult:
     doc_pretest_p: float | None  # pre-test of σ²_doc = 0 (F test of Q_doc against Q_int / S); None with one document
     doc_pooled: bool  # the document term is left out of SE² (pooled into the interaction)
     notes: tuple[str, ...]
+    floor_use: FloorUse | None = None  # where the seed variance came from, with a noise floor
 
     @property
     def alpha(self) -> float:
@@ -69,7 +78,20 @@ class SeedDocumentResult:
         data["delta_p_interval"] = [_json_safe(v) for v in self.delta_p_interval]
         data["per_seed"] = [_json_safe(v) for v in self.per_seed]
         data["truncated"], data["notes"] = list(self.truncated), list(self.notes)
+        data["floor_use"] = None if self.floor_use is None else self.floor_use.to_dict()
         return data
+
+    def components(self, noun: str = "document") -> list[str]:
+        """The variance components as printed: "seed …", then the units' ("document …", or "cluster …") and the
+        interaction's, where estimated (with one seed pair the units' holds the interaction)."""
+        unit = "cluster" if self.n_clusters is not None else noun
+        components = [f"seed {self.seed_var:.3g}"]
+        if self.doc_var is not None:
+            with_interaction = " (with the interaction)" if self.interaction_var is None else ""
+            components.append(f"{unit}{with_interaction} {self.doc_var:.3g}")
+        if self.interaction_var is not None:
+            components.append(f"interaction {self.interaction_var:.3g}")
+        return components
 
     def summary(self) -> str:
         units = _count(self.n_docs, "document")
@@ -77,10 +99,7 @@ class SeedDocumentResult:
             units = f"{_count(self.n_clusters, 'cluster')} of {units}"
         pct = fmt.format_level(self.confidence_level)
         low, high = self.delta_p_interval
-        components = [f"seed {self.seed_var:.3g}"]
-        if self.doc_var is not None:
-            components += [f"{'cluster' if self.n_clusters is not None else 'document'} {self.doc_var:.3g}",
-                           f"interaction {self.interaction_var:.3g}"]
+        components = self.components()
         lines = [
             f"seed-and-document interval ({self.n_seeds} seed pairs × {units}): "
             f"D {fmt.format_nll_diff(self.nll_diff_mean)} "
@@ -95,7 +114,7 @@ class SeedDocumentResult:
 
 def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, *,
                            clusters: np.ndarray | None = None, confidence_level: float = DEFAULTS.confidence_level,
-                           noun: str = "document") -> SeedDocumentResult:
+                           noun: str = "document", floor: SeedVariance | None = None) -> SeedDocumentResult:
     """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document; `noun` names
     the units in the notes, e.g. "item" for a task's items).
 
@@ -104,26 +123,28 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     ΔP = P̄_var / P̄_base − 1; its interval is exp(log(1 + ΔP) ± t_df · SE) − 1, which treats the log ratio
     of mean PPLs as having D's standard error: an approximation that holds while per-seed PPL spreads are
     small (log(1 + ΔP) − D is about half the difference of the arms' variances of NLL over seeds).
+
+    With a noise `floor` (the setup's seed variance τ² of D, measured elsewhere) one seed pair suffices: SE² =
+    τ̂² / S + the document part; from two seed pairs on the floor and the study's own spread are pooled by df
+    unless an F test finds them inconsistent (`stats.noise_floor.use_floor`).
     """
     confidence_level = check_confidence_level(confidence_level)
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = _checked_arrays(baseline, variant, n_units, floor is not None)
     n_seeds, n_docs = baseline.shape
-    if n_seeds < 2:
-        raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
-                         f"generalises over seeds, got {n_seeds}")
-    if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
-        raise InputError("seed-and-document interval: loss sums must be finite")
-    if not np.all(n > 0):
-        raise InputError("seed-and-document interval: every n_units must be at least 1")
     y = (variant - baseline) / n
-    if clusters is None:
-        fit, n_sampled = crossed_moments(y, n / n.sum()), n_docs
+    if n_seeds < 2:
+        fit = _one_seed_moments(y, n, clusters, floor)  # type: ignore[arg-type]  # floor given: checked above
     else:
-        fit, n_sampled = clustered_moments(y, n, clusters), int(np.unique(np.asarray(clusters)).size)
+        fit = crossed_moments(y, n / n.sum()) if clusters is None else clustered_moments(y, n, clusters)
+    n_sampled = n_docs if clusters is None else int(np.unique(np.asarray(clusters)).size)
     if not float(fit.var_d) > 0.0:
         raise NoSpreadError("seed-and-document interval: the paired differences do not vary over seeds or units, "
                             "so there is no spread to form an interval from")
-    se, df = math.sqrt(float(fit.var_d)), float(fit.df)
+    use = None if floor is None else use_floor(floor, fit.per_seed)
+    var_d, df = float(fit.var_d), float(fit.df)
+    if use is not None and use.how == "pooled":
+        var_d, df = _pooled_variance(fit, n_seeds, use.seed)
+    se = math.sqrt(var_d)
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
     mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
@@ -132,6 +153,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     n_clusters = None if clusters is None else n_sampled
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), ("document", fit.doc_truncated))
                       if bool(flag))
+    unit = "cluster" if n_clusters is not None else noun
     return SeedDocumentResult(
         nll_diff_mean=float(fit.nll_diff_mean), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),
         confidence_level=confidence_level,
@@ -139,13 +161,80 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
                                                float(fit.nll_diff_mean) + half_width),
         log_ratio=log_ratio, log_ratio_se=se, delta_p=math.expm1(log_ratio),
         delta_p_interval=log_interval_as_change(log_ratio - half_width, log_ratio + half_width),
-        per_seed=tuple(float(v) for v in fit.per_seed), seed_var=float(fit.seed_var),
+        per_seed=tuple(float(v) for v in np.atleast_1d(fit.per_seed)), seed_var=float(fit.seed_var),
         doc_var=_finite_or_none(fit.doc_var), interaction_var=_finite_or_none(fit.interaction_var),
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
         doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
-        notes=_notes(fit, n_seeds, n_sampled, "cluster" if n_clusters is not None else noun),
+        notes=_notes(fit, n_seeds, n_sampled, unit) + (() if use is None else _floor_notes(use, df)),
+        floor_use=use,
     )
+
+
+def _checked_arrays(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray,
+                    floored: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    if baseline.shape[0] < 2 and not floored:
+        raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
+                         f"generalises over seeds, got {baseline.shape[0]} (or a noise floor)")
+    if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
+        raise InputError("seed-and-document interval: loss sums must be finite")
+    if not np.all(n > 0):
+        raise InputError("seed-and-document interval: every n_units must be at least 1")
+    return baseline, variant, n
+
+
+def _pooled_variance(fit: CrossedMoments, n_seeds: int, seed: SeedVariance) -> tuple[float, float]:
+    """Var̂(D) and its df with the seed part's variance replaced by `seed` (the floor pooled with the study's own):
+    the document part and its noise stay the fit's, recovered from its Satterthwaite df."""
+    var_d, seed_part = float(fit.var_d), float(fit.v_seed) / n_seeds
+    doc_part = var_d - seed_part
+    doc_noise = max(var_d ** 2 / float(fit.satterthwaite_df) - seed_part ** 2 / (n_seeds - 1), 0.0)
+    pooled_part = seed.variance / n_seeds
+    variance = pooled_part + doc_part
+    return variance, variance ** 2 / (pooled_part ** 2 / seed.df + doc_noise)
+
+
+def _one_seed_moments(y: np.ndarray, n: np.ndarray, clusters: np.ndarray | None,
+                      floor: SeedVariance) -> CrossedMoments:
+    """The fit of one seed pair with a floor: Var̂(D) = τ̂² + Σw² q / κ, where the units' weighted spread q around D
+    estimates κ (σ²_doc + σ²_int) — the interaction is in τ² too, so the document part is conservative — with
+    Satterthwaite's df from the floor's and the units' (docs/statistics.md, "Few seeds and the noise floor")."""
+    if clusters is None:
+        units, weights = y[0], n / n.sum()
+    else:
+        sums = cluster_sums(y * n, n, clusters)
+        units, weights = sums.values[0] / sums.n_units, sums.n_units / sums.n_units.sum()
+    d = float(units @ weights)
+    w2, kappa = float(np.sum(weights * weights)), float(form_diagonal(weights).sum())
+    q = float(((units - d) ** 2) @ (weights * weights)) if units.size > 1 else math.nan
+    doc_part = w2 * q / kappa if units.size > 1 else 0.0
+    doc_noise = doc_part ** 2 / float(weighted_df(weights)) if units.size > 1 else 0.0
+    variance = floor.variance + doc_part
+    df = variance ** 2 / (floor.variance ** 2 / floor.df + doc_noise)
+    scalar, nan, no = np.float64, np.float64(math.nan), np.array(False)
+    return CrossedMoments(nll_diff_mean=scalar(d), per_seed=np.array([d]), v_seed=scalar(floor.variance),
+                          q_doc=scalar(q), q_int=nan, seed_var=scalar(floor.variance),
+                          doc_var=scalar(q / kappa) if units.size > 1 else nan, interaction_var=nan,
+                          seed_truncated=no, doc_truncated=no, doc_pretest_p=nan, doc_pooled=no,
+                          var_d=scalar(variance), df=scalar(df), satterthwaite_df=scalar(df))
+
+
+def _floor_notes(use: FloorUse, df: float) -> tuple[str, ...]:
+    floor = f"the noise floor (τ² {use.floor.variance:.3g}, {use.floor.df:g} df)"
+    transfer = "the verdict is only as good as the floor's transfer to this candidate"
+    if use.how == "floor":
+        note = f"one seed pair: the seed variance is {floor}; {transfer}"
+    elif use.how == "pooled":
+        note = (f"the seed variance pools {floor} with this study's own spread (F test of their consistency p = "
+                f"{use.f_p_value:.2f}): {df:.1f} df; {transfer}")
+    else:
+        note = (f"this study's seed spread is larger than {floor} allows (F = {use.f_statistic:.3g}, p = "
+                f"{use.f_p_value:.3g}): the interval uses the study's own spread, not the floor")
+    low_df = () if use.floor.df >= MIN_FLOOR_DF else (
+        f"the noise floor rests on {use.floor.df:g} df, fewer than {MIN_FLOOR_DF}: a verdict from it can be wrong "
+        "more often than its level says (docs/statistics.md); measure the floor from more runs",)
+    return (note,) + low_df
 
 
 def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, unit: str) -> tuple[str, ...]:
@@ -154,8 +243,8 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, unit: str) -> tupl
         notes.append(f"one {unit}: no {unit} component can be estimated; the interval is the paired t over seeds "
                      f"and speaks to this {unit} only")
     if n_seeds == 2:
-        notes.append("2 seed pairs: the seed variance rests on 1 degree of freedom, and when seeds hold most of the "
-                     "variance a stated 95% interval can cover as little as about 90%; use at least 3")
+        notes.append("2 seed pairs: the seed variance rests on 1 degree of freedom, so the interval is a t with 1 df "
+                     "(calibrated, but wide); a third seed pair or a noise floor (gatedv noise-floor) narrows it")
     if bool(fit.doc_truncated):
         notes.append(f"the {unit} component was estimated below 0 and set to 0: the interval rests on the spread "
                      f"of the per-seed differences alone ({n_seeds - 1} df)")

@@ -22,6 +22,7 @@ import numpy as np
 from scipy import special, stats
 
 from gatedv_stats.core.errors import InputError
+from gatedv_stats.stats.crossed import interval_df
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
@@ -101,7 +102,7 @@ def macro_average(fits: Sequence[SeedDocumentResult], *, variant_arm: str = "var
     if not variance > 0.0:
         raise InputError("macro-average: the differences do not vary over seeds or items")
     satterthwaite = variance ** 2 / (seed_part ** 2 / (s - 1) + item_noise.sum() / t ** 4)
-    df = min(satterthwaite, (s - 1) * variance / seed_part) if seed_part > 0.0 else satterthwaite
+    df = float(interval_df(satterthwaite, variance, seed_part, s))
     se = math.sqrt(variance)
     level = levels.pop()
     half = float(special.stdtrit(df, 0.5 + level / 2)) * se

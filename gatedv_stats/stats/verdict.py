@@ -83,7 +83,8 @@ def tost_p(estimate: float, se: float, df: float, bounds: tuple[float, float]) -
 def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_value: float,
              sesoi: float | None, tost_p_value: float | None, scale: Scale, unit: str) -> str:
     noun = "item" if unit == "item" else "document"
-    scope = f"accounting for training seeds and {noun}s"
+    floor = result.floor_use is not None and result.floor_use.how != "study"
+    scope = f"accounting for training seeds{' (their variance from the noise floor)' if floor else ''} and {noun}s"
     if result.doc_var is None:  # one unit or cluster: nothing is known about others
         scope = f"accounting for training seeds, on this one {noun if result.n_clusters is None else 'cluster'}"
     elif result.n_clusters is not None:

@@ -10,7 +10,7 @@ import gatedv_stats as gv
 from gatedv_stats import api
 from gatedv_stats.testing import example_study
 
-PUBLIC = [name for name in ("load", "pair", "compare", "analyze", "arms", "plan", "report")]
+PUBLIC = ["load", "pair", "compare", "analyze", "arms", "plan", "report", "noise_floor"]
 EXAMPLES = {test.name.rsplit(".", 1)[-1]: test for test in doctest.DocTestFinder().find(api)
             if test.name.rsplit(".", 1)[-1] in PUBLIC}
 

@@ -20,7 +20,7 @@ JSON_KEYS = {"baseline", "variant", "delta_p", "improved_pairs", "n_pairs", "nll
              "verdict", "verdict_explanation", "verdict_detail", "nll_diff_seed_document_ci",
              "nll_diff_seed_document_df", "delta_p_seed_document_ci", "variance_components", "standard_errors",
              "nll_diff_ci_kind", "nll_diff_seed_document_ci_kind", "confidence_level", "cluster", "n_clusters",
-             "win_rate_ci", "unit", "notes"}
+             "win_rate_ci", "unit", "notes", "noise_floor"}
 ARM_KEYS = {"arm", "seeds", "nll", "ppl", "ppl_mean", "ppl_sd"}
 N_DOCS = 40
 

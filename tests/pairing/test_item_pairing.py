@@ -70,8 +70,8 @@ def test_a_different_task_configuration_or_shot_count_is_refused(field, change):
 
 
 def test_unknown_mismatch_field_is_a_parameter_error():
-    with pytest.raises(ParameterError, match="allow_mismatch: eval_set is not one of"):
-        pair(paired_runs(BASE, VAR), allow_mismatch=("eval_set",))
+    with pytest.raises(ParameterError, match="allow_mismatch: weights is not one of"):
+        pair(paired_runs(BASE, VAR), allow_mismatch=("weights",))
 
 
 def test_unpaired_seeds_are_refused_unless_dropped():

@@ -9,24 +9,17 @@ reported value of a metric under filter F is `results[task]["<metric>,F"]`.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import read_json_object
+from gatedv_stats.core.files import canonical_sha256, read_json_object
 
 # What the results file says about the run that wrote the samples (kept as provenance).
 RUN_KEYS = ("model_name", "lm_eval_version", "transformers_version", "max_length", "eot_token_id",
             "tokenizer_bos_token", "tokenizer_eos_token")
 CONFIG_KEYS = ("model", "model_args", "model_revision", "model_sha", "model_dtype", "batch_size", "limit")
-
-
-def canonical_sha256(value: object) -> str:
-    """SHA-256 of `value` as canonical JSON (sorted keys, compact separators, UTF-8)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def samples_hash(samples: list[dict]) -> str:

@@ -1,0 +1,168 @@
+"""A setup's noise floor measured from runs (A/A runs of one configuration, or earlier paired studies) and checked
+against a study before its seed variance is used (docs/statistics.md, "Few seeds and the noise floor")."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.io.itemfiles import ItemRun
+from gatedv_stats.io.lossfiles import LossRun
+from gatedv_stats.pairing.items import ITEM_SETUP, item_setup_value
+from gatedv_stats.pairing.losses import LOSS_SETUP, comparison_unit, setup_value
+from gatedv_stats.pairing.paired import Paired, shared_setup
+from gatedv_stats.stats.noise_floor import MIN_FLOOR_DF, FloorEstimate, SeedVariance, aa_floor, pooled_floor
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """A setup's seed variance τ² of a paired comparison's D, with what it is valid for and where it came from."""
+
+    estimate: FloorEstimate
+    metric: str  # "loss", or a task's metric
+    unit: str  # what D is per: token, word, byte, item
+    setup: dict  # what the runs record alike: evaluation set and tokenizer hashes, size, updates, task, …
+    arm: str | None  # the A/A runs' configuration (None for paired studies)
+    seeds: tuple[int, ...]
+    inputs: tuple[dict, ...]  # {"source", "sha256"} per file read
+    path: str | None = None  # the file it was read from
+    sha256: str | None = None  # that file's recorded content hash
+
+    @property
+    def seed(self) -> SeedVariance:
+        return self.estimate.seed
+
+    def summary(self) -> str:
+        """What the floor is, in a few lines."""
+        estimate = self.estimate
+        per = f"{self.metric} per {self.unit}" if self.metric == "loss" else self.metric
+        lines = [f"noise floor of {self.arm or 'the setup'} ({per}): τ² = {estimate.seed.variance:.4g} (SD of a "
+                 f"paired comparison's D over seeds {estimate.seed.variance ** 0.5:.4g}), {estimate.seed.df:g} df, "
+                 f"from {estimate.n_sources} {estimate.source}"]
+        if self.seeds:
+            lines.append(f"  seeds {', '.join(map(str, self.seeds))}")
+        if estimate.homogeneity_p is not None:
+            lines.append(f"  the studies' seed spreads are {'not ' if estimate.homogeneity_p < 0.05 else ''}"
+                         f"consistent (Bartlett p = {estimate.homogeneity_p:.3g})")
+        setup = ", ".join(f"{key} {_shown(value)}" for key, value in self.setup.items())
+        lines.append(f"  valid for: {setup or 'a setup the files do not describe'}")
+        if estimate.seed.df < MIN_FLOOR_DF:
+            lines.append(f"  note: {estimate.seed.df:g} df is fewer than {MIN_FLOOR_DF}: verdicts from this floor can "
+                         "be wrong more often than their level says; measure it from more runs")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """The floor file's content (less its format and hash)."""
+        return {"seed_variance": self.seed.variance, "df": self.seed.df, "source": self.estimate.source,
+                "n_sources": self.estimate.n_sources, "values": list(self.estimate.values),
+                "homogeneity_p": self.estimate.homogeneity_p, "metric": self.metric, "unit": self.unit,
+                "setup": self.setup, "arm": self.arm, "seeds": list(self.seeds), "inputs": list(self.inputs),
+                "summary": self.summary()}
+
+    @classmethod
+    def from_dict(cls, content: dict) -> NoiseFloor:
+        """A floor as `io.floorfiles.read_floor_file` returns it."""
+        estimate = FloorEstimate(SeedVariance(float(content["seed_variance"]), float(content["df"])),
+                                 str(content["source"]), int(content.get("n_sources", 0)),
+                                 tuple(content.get("values", ())), content.get("homogeneity_p"))
+        return cls(estimate, str(content["metric"]), str(content["unit"]), dict(content["setup"]),
+                   content.get("arm"), tuple(content.get("seeds", ())), tuple(content.get("inputs", ())),
+                   content.get("path"), content.get("sha256"))
+
+
+def floor_from_runs(runs: Sequence[LossRun] | Sequence[ItemRun], *, metric: str | None = None,
+                    unit: str = "auto") -> NoiseFloor:
+    """The floor from A/A runs: k ≥ 3 runs of one configuration with distinct training seeds (loss files, or item
+    scores of one task on `metric`)."""
+    if not runs:
+        raise InputError("noise floor: no runs given")
+    arms = sorted({run.arm for run in runs})
+    if len(arms) > 1:
+        raise InputError(f"noise floor: the runs hold several configurations ({', '.join(arms)}); A/A runs are runs of "
+                         "one configuration that differ only by training seed (earlier paired studies: studies=True)")
+    reruns = sorted(seed for seed, count in Counter(run.seed for run in runs).items() if count > 1)
+    if reruns:
+        raise InputError(f"noise floor: seed {', '.join(map(str, reruns))} appears more than once; reruns of one seed "
+                         "measure only kernel nondeterminism, not seed variance: give runs of distinct seeds")
+    if metric is None:
+        loss_runs = [run for run in runs if isinstance(run, LossRun)]
+        unit = comparison_unit(loss_runs, unit)
+        means, setup = [_mean_loss(run, unit) for run in loss_runs], _setup(loss_runs, LOSS_SETUP, setup_value)
+        inputs: tuple[dict, ...] = tuple({"source": run.source, "sha256": run.sha256} for run in loss_runs)
+        scored = "loss"
+    else:
+        item_runs = [run for run in runs if isinstance(run, ItemRun)]
+        tasks = sorted({run.task for run in item_runs})
+        if len(tasks) > 1:
+            raise InputError(f"noise floor: the item scores hold several tasks ({', '.join(tasks)}); one floor is of "
+                             "one task")
+        missing = [run.path for run in item_runs if metric not in run.metrics]
+        if missing:
+            raise ParameterError("metric", f"{missing[0]}: no metric {metric!r}")
+        means = [float(run.items[metric].mean()) for run in item_runs]
+        setup, unit, scored = _setup(item_runs, ITEM_SETUP, item_setup_value), "item", metric
+        inputs = tuple({"source": run.path, "sha256": None} for run in item_runs)
+    return NoiseFloor(aa_floor(np.array(means)), scored, unit, setup, arms[0],
+                      tuple(sorted(run.seed for run in runs)), inputs)
+
+
+def floor_from_studies(pairs: Sequence[Paired]) -> NoiseFloor:
+    """The floor pooled over earlier paired studies of one setup (each with 2 or more seed pairs)."""
+    if not pairs:
+        raise InputError("noise floor: no studies given")
+    kinds = {(pair.metric, pair.unit) for pair in pairs}
+    if len(kinds) > 1:
+        raise InputError("noise floor: the studies are of different metrics or units: "
+                         + "; ".join(f"{metric} per {unit}" for metric, unit in sorted(kinds)))
+    per_seed = [((pair.variant - pair.baseline) / pair.n_units) @ (pair.n_units / pair.n_units.sum())
+                for pair in pairs]
+    setup = {key: value for key, value in pairs[0].setup.items()
+             if all(pair.setup.get(key) == value for pair in pairs)}
+    inputs = tuple({"source": source, "sha256": sha} for pair in pairs for side in ("baseline", "variant")
+                   for source, sha in zip(pair.sources[side],
+                                          pair.sources.get(f"{side}_sha256") or [None] * len(pair.sources[side])))
+    return NoiseFloor(pooled_floor(per_seed), pairs[0].metric, pairs[0].unit, setup, None, (), inputs)
+
+
+def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str] = ()) -> tuple[str, ...]:
+    """Refuse a floor whose recorded setup differs from the study's in a field both record (the metric and the unit
+    always), naming the field; a field in `allow_mismatch` becomes a note instead."""
+    where = floor.path or "the noise floor"
+    ours = {"metric": paired.metric, "unit": paired.unit, **paired.setup}
+    theirs = {"metric": floor.metric, "unit": floor.unit, **floor.setup}
+    notes = []
+    for name in dict.fromkeys((*theirs, *ours)):
+        if name not in ours or name not in theirs or ours[name] == theirs[name]:
+            continue
+        text = f"{where} was measured with {name} {_shown(theirs[name])}, the study has {_shown(ours[name])}"
+        if name not in allow_mismatch:
+            raise ParameterError("noise_floor", f"{text}: a floor is valid only for its own setup ({{allow_mismatch}} "
+                                 f"{name} uses it anyway)", ("allow_mismatch",))
+        notes.append(f"noise floor used although {text}")
+    return tuple(notes)
+
+
+def _mean_loss(run: LossRun, unit: str) -> float:
+    """A run's mean loss per target (or per byte) on its evaluation set."""
+    denominator = run.docs["n_bytes"] if unit == "byte" else run.docs["n_targets"]
+    return float(run.docs["loss_sum"].sum() / denominator.sum())
+
+
+def _setup(runs: Sequence, fields: Sequence[str], value_of) -> dict:
+    """The runs' shared setup; a field the runs record differently means they are not one configuration."""
+    for name in fields:
+        values = {_shown(value_of(run, name)) for run in runs if value_of(run, name) not in (None, "")}
+        if len(values) > 1:
+            raise InputError(f"noise floor: the runs differ in {name} ({', '.join(sorted(values))}); A/A runs are of "
+                             "one configuration")
+    return shared_setup(runs, fields, value_of)
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    return text[:12] + "…" if len(text) == 64 else text  # a SHA-256 by its first 12 digits
+

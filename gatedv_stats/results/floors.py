@@ -1,0 +1,64 @@
+"""The API results of a noise floor: the floor measured (`gv.noise_floor`) and a plan from it (`gv.plan` with a floor
+and no pilot of two seed pairs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pandas as pd
+
+from gatedv_stats.analysis.noise_floor import NoiseFloor
+from gatedv_stats.analysis.plan import FloorPlan
+from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.reporting.model import Table
+from gatedv_stats.results.base import Result, quantities_table
+
+
+@dataclass(frozen=True, repr=False)
+class NoiseFloorResult(Result):
+    """`gv.noise_floor`: a setup's seed variance, and the file it was written to."""
+
+    floor: NoiseFloor
+    written: str | None = None
+    skipped: tuple[SkippedFile, ...] | None = None
+    wraps: ClassVar[str] = "floor"
+
+    def headline(self) -> str:
+        seed = self.floor.seed
+        return (f"τ² {seed.variance:.4g} ({seed.df:g} df) from {self.floor.estimate.n_sources} "
+                f"{self.floor.estimate.source}")
+
+    def summary(self) -> str:
+        return self.floor.summary() + ("" if self.written is None else f"\nwrote {self.written}")
+
+    def to_dict(self) -> dict:
+        return {**self.floor.to_dict(), "written": self.written, **self._skipped()}
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"seed_variance": self.floor.seed.variance, "df": self.floor.seed.df,
+                              "source": self.floor.estimate.source, "metric": self.floor.metric,
+                              "unit": self.floor.unit}])
+
+    def tables(self) -> list[Table]:
+        return [quantities_table(self.to_frame().iloc[0].to_dict(), "Noise floor of the setup.")]
+
+
+@dataclass(frozen=True, repr=False)
+class FloorPlanResult(Result):
+    """`gv.plan` with a noise floor: the seed pairs a candidate needs on this setup."""
+
+    plan: FloorPlan
+    skipped: tuple[SkippedFile, ...] | None = None
+    wraps: ClassVar[str] = "plan"
+
+    def headline(self) -> str:
+        needed = self.plan.seeds_required
+        return (f"{'no number of' if needed is None else needed} seed pairs to detect {self.plan.effect:g} with power "
+                f"{self.plan.power:g} at α = {self.plan.alpha:g} (noise floor {self.plan.floor.df:g} df)")
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{key: value for key, value in self.plan.to_dict().items() if not isinstance(value, dict)}])
+
+    def tables(self) -> list[Table]:
+        return [quantities_table(self.to_frame().iloc[0].to_dict(), "Plan from the setup's noise floor.")]
