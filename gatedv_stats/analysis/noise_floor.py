@@ -82,8 +82,9 @@ def floor_from_runs(runs: Sequence[LossRun] | Sequence[ItemRun], *, metric: str 
         raise InputError("noise floor: no runs given")
     arms = sorted({run.arm for run in runs})
     if len(arms) > 1:
-        raise InputError(f"noise floor: the runs hold several configurations ({', '.join(arms)}); A/A runs are runs of "
-                         "one configuration that differ only by training seed (earlier paired studies: studies=True)")
+        raise ParameterError("studies", f"noise floor: the runs hold several configurations ({', '.join(arms)}); A/A "
+                             "runs are runs of one configuration that differ only by training seed ({studies} takes "
+                             "earlier paired studies instead)", leading=False)
     reruns = sorted(seed for seed, count in Counter(run.seed for run in runs).items() if count > 1)
     if reruns:
         raise InputError(f"noise floor: seed {', '.join(map(str, reruns))} appears more than once; reruns of one seed "
