@@ -23,6 +23,10 @@ def import_lm_eval_command(
                                  "DATA_DIR:SET (or SET with --data): recorded with its SHA-256 after checking the "
                                  "documents and their bytes.", show_default=False),
     data: str = typer.Option(None, "--data", help="The prepared data directory of --eval-set.", show_default=False),
+    model_dir: str = typer.Option(None, "--model-dir", metavar="DIR", help="The evaluated model's directory: every "
+                                  "file records the SHA-256 of its weight files (model_sha256). Default: the "
+                                  "local directory the results file names as the model, if there is one.",
+                                  show_default=False),
     as_json: bool = JSON,
 ) -> None:
     """lm-evaluation-harness sample logs as loss files (perplexity tasks: −log-likelihood, bytes, words per
@@ -31,7 +35,8 @@ def import_lm_eval_command(
     from gatedv_stats.imports.lmeval import import_lm_eval
 
     check_not_an_input(out, inputs, "--out")
-    result = import_lm_eval(inputs, out, arm=arm, seed=seed, id_field=id_field, eval_set=_eval_set(eval_set, data))
+    result = import_lm_eval(inputs, out, arm=arm, seed=seed, id_field=id_field, eval_set=_eval_set(eval_set, data),
+                            model_dir=model_dir)
     warn(result.warnings)
     emit(result, as_json)
 

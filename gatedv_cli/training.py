@@ -128,6 +128,10 @@ def evaluate_command(
                                     "item (default: each task's own).", show_default=False),
     limit: int = typer.Option(None, "--limit", metavar="N", help="With --tasks: the first N items of each task.",
                               show_default=False),
+    max_gen_toks: int = typer.Option(None, "--max-gen-toks", metavar="N", help="With --tasks: generate at most N "
+                                     "tokens in every generation task, its own max_gen_toks overridden (default: "
+                                     "the task's, else the harness's 256); N and each prompt must fit the "
+                                     "model's context.", show_default=False),
     device: str = DEVICE,
     bf16: bool = BF16,
     as_json: bool = JSON,
@@ -140,7 +144,8 @@ def evaluate_command(
     chosen_set = _one_eval_set(eval_set, old_eval_set)
     if tasks is not None:
         scores = evaluate_tasks(checkpoint or [], tasks, out, include_path=include_path, num_fewshot=num_fewshot,
-                                limit=limit, data=data, batch_size=batch_size, device=device, loss_file_flags={
+                                limit=limit, max_gen_toks=max_gen_toks, data=data, batch_size=batch_size,
+                                device=device, loss_file_flags={
                                     "--hf": hf, "--eval-set": chosen_set, "--value-act": value_act, "--bf16": bf16,
                                     "--dtype": dtype, "--context": context, "--stride": stride, "--arm": arm,
                                     "--seed": seed})
@@ -152,7 +157,7 @@ def evaluate_command(
     emit(evaluate_model(out, checkpoint=checkpoint, hf=hf, eval_set=chosen_set, data=data, value_act=value_act,
                         bf16=bf16, batch_size=batch_size, dtype=dtype, context=context, stride=stride, arm=arm,
                         seed=seed, device=device, include_path=include_path or (), num_fewshot=num_fewshot,
-                        limit=limit), as_json)
+                        limit=limit, max_gen_toks=max_gen_toks), as_json)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Small read helpers shared by every edge that touches files: directory listings, content hashes, JSON objects,
-seeds, counts and model configs."""
+"""Small read helpers shared by every edge that touches files: directory listings, content hashes (of a model
+directory's weights too), JSON objects, seeds, counts and model configs."""
 
 from __future__ import annotations
 
@@ -40,6 +40,20 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror or type(error).__name__}") from None
     return digest.hexdigest()
+
+
+def files_sha256(paths: list[Path]) -> str:
+    """SHA-256 identifying several files: of their bytes for one file, else of the `name<TAB>sha256` lines."""
+    if len(paths) == 1:
+        return file_sha256(paths[0])
+    lines = "".join(f"{path.name}\t{file_sha256(path)}\n" for path in sorted(paths, key=lambda path: path.name))
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
+def weight_files(model_dir: str | os.PathLike[str]) -> list[Path]:
+    """The weight files of a model directory: `*.safetensors` and `pytorch_model*.bin`, sorted by name."""
+    return sorted(path for path in Path(model_dir).iterdir() if path.is_file()
+                  and (path.suffix == ".safetensors" or re.fullmatch(r"pytorch_model.*\.bin", path.name)))
 
 
 def read_json_object(path: str | os.PathLike[str]) -> dict:

@@ -5,8 +5,9 @@ A results directory is the harness's `--output_path` tree: one `results_<date>.j
 .jsonl` per task. Each task becomes `OUT/<task>.parquet`; the subtasks of a group (MMLU's subjects) become one file
 `OUT/<group>.parquet` whose items are named `<subtask>/<doc_id>`, with a `subtask` column. Every imported mean
 (accuracy, exact match, ...) must equal what the results file reports for the task, and every log must match the
-results file's task hash. `gatedv evaluate CKPT --tasks` imports each checkpoint's harness run so, the checkpoint's
-provenance added to every file.
+results file's task hash. Where the evaluated model is a local directory (the one the results file names, or
+`model_dir`), every file records the SHA-256 of its weight files as `model_sha256`. `gatedv evaluate CKPT --tasks`
+imports each checkpoint's harness run so, the checkpoint's provenance added to every file.
 
 The files the harness writes are read by `gatedv_stats.io.lmeval`.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.files import file_sha256, files_sha256, weight_files
 from gatedv_stats.core.outputs import check_output_dir, check_output_file, cleaned_on_failure
 from gatedv_stats.core.validation import check_seed
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, read_item_file, write_item_file
@@ -173,7 +174,7 @@ class LmEvalImport:
 
 def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, seed: int = 0,
                    id_field: str | None = None, eval_set: EvalSetLike | None = None,
-                   provenance: dict | None = None) -> LmEvalImport:
+                   provenance: dict | None = None, model_dir: str | Path | None = None) -> LmEvalImport:
     """Import lm-evaluation-harness output into `out` as the files of (arm, seed): a results directory (or its
     results_<date>.json) into the directory `out`, a file per task and per group; rolling-loglikelihood logs into
     the loss file `out`; one log of another task type into the item-score file `out`.
@@ -181,15 +182,18 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
     `id_field`: the logged document's field naming it ('' for the harness's doc_id; default: `id` where the
     documents have one). `eval_set`: the evaluation set rolling logs were made from (their documents checked, its
     name and SHA-256 recorded). `provenance`: metadata written over the import's own in every file (a checkpoint's,
-    `gatedv evaluate --tasks`)."""
+    `gatedv evaluate --tasks`). `model_dir`: the evaluated model's directory, whose weight files' SHA-256 every file
+    records as `model_sha256` (default: the local directory the results file names as the model, if there is one;
+    none: not recorded)."""
     check_run(arm, seed)
+    model = None if model_dir is None else _model_directory(model_dir)
     if not inputs:
         raise InputError("no lm-evaluation-harness sample log given")
     single = Path(inputs[0])
     if len(inputs) == 1 and (single.is_dir() or (single.name.startswith("results_") and single.suffix == ".json")):
-        imported = _import_results(single, out, arm, seed, id_field, eval_set)
+        imported = _import_results(single, out, arm, seed, id_field, eval_set, model)
     else:
-        imported = _import_logs(inputs, out, arm, seed, id_field, eval_set)
+        imported = _import_logs(inputs, out, arm, seed, id_field, eval_set, model)
     if provenance is not None:
         for written in imported.files:
             _add_provenance(Path(written.path), written.kind, provenance)
@@ -204,15 +208,16 @@ def check_run(arm: str, seed: int) -> None:
 
 
 def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: int, id_field: str | None,
-                 eval_set: EvalSetLike | None) -> LmEvalImport:
+                 eval_set: EvalSetLike | None, model_dir: Path | None) -> LmEvalImport:
     """Sample logs into the file `out`: rolling ones into one loss file, one of another task type into an
     item-score file."""
     check_output_file(out, "--out", suffix=".parquet")
     logs = [TaskLog.open(Path(path), id_field=id_field) for path in inputs]
     kinds = {log.output_type for log in logs}
+    model = _model_meta(model_dir, [log.results for log in logs])
     if kinds == {ROLLING}:
         task = ", ".join(dict.fromkeys(log.task for log in logs))
-        written, warnings = _write_loss_file(inputs, out, task, arm, seed, logs[0].id_field, eval_set)
+        written, warnings = _write_loss_file(inputs, out, task, arm, seed, logs[0].id_field, eval_set, model)
         return LmEvalImport(arm, seed, (written,), all(log.results is not None for log in logs), warnings,
                             loss_file=True)
     if len(logs) > 1:
@@ -220,12 +225,12 @@ def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: 
         raise InputError(f"{len(logs)} logs ({listed}): an item-score file holds one task; import each log to its "
                          "own file, or the results directory (a group's subtasks become one file)")
     _check_no_eval_set(eval_set, logs)
-    written, warnings = _write_task(logs[0], Path(out), arm, seed)
+    written, warnings = _write_task(logs[0], Path(out), arm, seed, model)
     return LmEvalImport(arm, seed, (written,), logs[0].results is not None, warnings)
 
 
 def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field: str | None,
-                    eval_set: EvalSetLike | None) -> LmEvalImport:
+                    eval_set: EvalSetLike | None, model_dir: Path | None) -> LmEvalImport:
     """Every task of one harness run (its results file and sample logs) into the directory `out`."""
     check_output_dir(out, "--out")
     results = HarnessResults.read(_results_file(source))
@@ -241,6 +246,7 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
     grouped = {group: [task for task in tasks if task in logs and logs[task].output_type != ROLLING]
                for group, tasks in results.groups().items()}
     in_groups = {task for tasks in grouped.values() for task in tasks}
+    model = _model_meta(model_dir, [results])
     files: list[ImportedFile] = []
     warnings: list[str] = []
     out = Path(out)
@@ -248,17 +254,18 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
         for task, log in logs.items():
             if log.output_type == ROLLING:
                 written, notes = _write_loss_file([log.path], out / f"{task}.parquet", task, arm, seed, log.id_field,
-                                                  eval_set)
+                                                  eval_set, model)
             elif task not in in_groups:
                 _check_no_eval_set(eval_set, [log])
-                written, notes = _write_task(log, out / f"{task}.parquet", arm, seed)
+                written, notes = _write_task(log, out / f"{task}.parquet", arm, seed, model)
             else:
                 continue
             files.append(written)
             warnings += notes
         for group, tasks in grouped.items():
             if tasks:
-                written, notes = _write_group(group, [logs[task] for task in tasks], results, out, arm, seed)
+                written, notes = _write_group(group, [logs[task] for task in tasks], results, out, arm, seed,
+                                              model)
                 files.append(written)
                 warnings += notes
     return LmEvalImport(arm, seed, tuple(files), True, tuple(warnings))
@@ -276,6 +283,36 @@ def _results_file(source: Path) -> Path:
     return found[0]
 
 
+def _model_directory(model_dir: str | Path) -> Path:
+    """The directory `model_dir` names, holding weight files."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise ParameterError("model_dir", f"{path}: no such model directory")
+    try:
+        weights = weight_files(path)
+    except OSError as error:
+        raise ParameterError("model_dir", f"{path}: cannot list the directory: {error.strerror}") from None
+    if not weights:
+        raise ParameterError("model_dir", f"{path}: holds no model weights (*.safetensors or pytorch_model*.bin)")
+    return path
+
+
+def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]) -> dict:
+    """`model_sha256`, the SHA-256 of the evaluated model's weight files (`files_sha256`, as `gatedv evaluate --hf`
+    hashes them): of `model_dir`, else of the local directory holding weight files that the results files name as
+    their one model; nothing when there is none (a hub name, a checkpoint file, logs without a results file)."""
+    if model_dir is None:
+        named = {found.model() for found in results if found is not None}
+        name = next(iter(named)) if len(named) == 1 else None
+        try:
+            if name is None or not Path(name).is_dir() or not weight_files(name):
+                return {}
+        except OSError:  # a directory that cannot be listed: not one to read weights from
+            return {}
+        model_dir = Path(name)
+    return {"model_sha256": files_sha256(weight_files(model_dir))}
+
+
 def _check_no_eval_set(eval_set: EvalSetLike | None, logs: list[TaskLog]) -> None:
     if eval_set is not None:
         raise InputError(f"--eval-set: {logs[0].path} is a {KIND_NAMES[logs[0].output_type]} task; an evaluation "
@@ -290,10 +327,11 @@ def _directions(metrics: Sequence[str], results: HarnessResults | None, task: st
 
 
 def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, arm: str, seed: int, id_field: str,
-                     eval_set: EvalSetLike | None) -> tuple[ImportedFile, tuple[str, ...]]:
-    """Rolling-loglikelihood logs (see `read_lm_eval_samples`) as the loss file `out` of (arm, seed)."""
+                     eval_set: EvalSetLike | None, model: dict) -> tuple[ImportedFile, tuple[str, ...]]:
+    """Rolling-loglikelihood logs (see `read_lm_eval_samples`) as the loss file `out` of (arm, seed); `model`:
+    what identifies the model (`_model_meta`)."""
     samples = read_lm_eval_samples(paths, id_field=id_field, eval_set=eval_set)
-    write_loss_file(out, samples.docs, {"arm": arm, "seed": seed, **samples.meta})
+    write_loss_file(out, samples.docs, {"arm": arm, "seed": seed, **samples.meta, **model})
     docs = samples.docs
     sums = LossSums(tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
                     target_unit=samples.meta["target_unit"], n_bytes=int(docs["n_bytes"].sum()),
@@ -303,21 +341,21 @@ def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, ar
     return written, samples.warnings
 
 
-def _write_task(log: TaskLog, out: Path, arm: str, seed: int) -> tuple[ImportedFile, tuple[str, ...]]:
+def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict) -> tuple[ImportedFile, tuple[str, ...]]:
     scores = log.scores()
     warnings = scores.warnings
     if log.results is None:
         warnings += (f"{log.path}: no results file beside it (results_<date>.json): the means are not checked "
                      "against the harness's, and no task config hash or shot count is recorded",)
-    meta = {"arm": arm, "seed": seed, "task": log.task, **log.meta(), "filters": list(scores.filters),
+    meta = {"arm": arm, "seed": seed, "task": log.task, **log.meta(), **model, "filters": list(scores.filters),
             "metrics": list(scores.metrics), "higher_is_better": _directions(scores.metrics, log.results, log.task),
             "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)}]}
     write_item_file(out, scores.items, meta)
     return (ImportedFile(str(out), "items", log.task, log.output_type, len(scores.items), _means(scores)), warnings)
 
 
-def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: Path, arm: str,
-                 seed: int) -> tuple[ImportedFile, tuple[str, ...]]:
+def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: Path, arm: str, seed: int,
+                 model: dict) -> tuple[ImportedFile, tuple[str, ...]]:
     """The subtasks' items as one file: doc_id `<subtask>/<doc_id>`, a `subtask` column, the metrics they share."""
     scored = [(log, log.scores()) for log in logs]
     shared = [metric for metric in scored[0][1].metrics if all(metric in s.metrics for _, s in scored)]
@@ -338,7 +376,8 @@ def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: 
         key = metric if "," in metric else f"{metric},{scored[0][1].filters[0]}"
         results.check_group(group, key, [(float(s.items[metric].mean()), len(s.items)) for _, s in scored])
     items = pd.concat(frames, ignore_index=True)
-    meta = {"arm": arm, "seed": seed, "task": group, **scored[0][0].meta(), "subtasks": [log.task for log in logs],
+    meta = {"arm": arm, "seed": seed, "task": group, **scored[0][0].meta(), **model,
+            "subtasks": [log.task for log in logs],
             "n_shot": scored[0][0].meta()["n_shot"] if results.n_shot(group) is None else results.n_shot(group),
             "task_config_sha256": canonical_sha256({log.task: results.config_sha256(log.task) for log in logs}),
             "filters": list(scored[0][1].filters), "metrics": shared,

@@ -52,9 +52,11 @@ def read_run_file(path: str | Path) -> dict:
     return record
 
 
-def update_run_record(run_dir: str | Path, fields: dict) -> dict:
-    """Merge `fields` into RUN_DIR/run.json (atomically) and return the record written."""
-    record = {**(read_run_record(run_dir) or {}), **fields}
+def update_run_record(run_dir: str | Path, fields: dict, *, drop: tuple[str, ...] = ()) -> dict:
+    """Merge `fields` into RUN_DIR/run.json, without the keys in `drop` (atomically), and return the record
+    written."""
+    record = {key: value for key, value in (read_run_record(run_dir) or {}).items() if key not in drop}
+    record.update(fields)
     write_text_atomic(run_record_path(run_dir), json.dumps(record, indent=2) + "\n")
     return record
 

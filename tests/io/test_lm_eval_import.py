@@ -540,3 +540,32 @@ def test_a_task_exported_from_another_set_than_the_one_given_is_refused(prepared
     _assert_refused(["import", "lm-eval", run_dir / f"samples_roll_{DATE}.jsonl", "--arm", "a", "--out", out,
                      "--eval-set", f"{prepared_data}:heldout"], out,
                     f"the task was exported from an evaluation set of SHA-256 {'f' * 64}, not 'heldout'")
+
+
+def test_the_weights_of_a_local_model_are_hashed_into_every_file(tmp_path):
+    """Where the results file names a local model directory (or --model-dir names one), every file records the
+    SHA-256 of its weight files, as `gatedv evaluate --hf` hashes them; a model the import cannot find is not
+    hashed."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"the weights")
+    weights_sha256 = hashlib.sha256(b"the weights").hexdigest()
+    tasks = {"mc": ("multiple_choice", MC_LINES), "roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])}
+    run_dir = _run_dir(tmp_path / "run", tasks, config={"model": "hf",
+                                                        "model_args": f"pretrained={model},dtype=float32"})
+    _ok("import", "lm-eval", run_dir, "--arm", "a", "--out", tmp_path / "imported")
+    (run,) = read_item_inputs([tmp_path / "imported" / "mc.parquet"])
+    assert run.meta["model"] == str(model) and run.meta["model_sha256"] == weights_sha256
+    assert read_loss_file(tmp_path / "imported" / "roll.parquet").meta["model_sha256"] == weights_sha256
+
+    log = _write_log(tmp_path / "mc.jsonl", MC_LINES)  # no results file: nothing names the model
+    _ok("import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "unnamed.parquet")
+    (run,) = read_item_inputs([tmp_path / "unnamed.parquet"])
+    assert "model_sha256" not in run.meta
+    _ok("import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "named.parquet", "--model-dir", model)
+    (run,) = read_item_inputs([tmp_path / "named.parquet"])
+    assert run.meta["model_sha256"] == weights_sha256
+    _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "x.parquet", "--model-dir",
+                     tmp_path / "run"], tmp_path / "x.parquet",
+                    f"--model-dir: {tmp_path / 'run'}: holds no model weights (*.safetensors or pytorch_model*.bin)")

@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from gatedv_stats.core.errors import InputError
@@ -93,6 +95,54 @@ def test_export_hf_names_end_of_text_and_padding_and_adds_no_bos(prepared_data, 
         assert ours.encode(sample, add_special_tokens=False).ids == tokenizer(sample)["input_ids"], sample
 
 
+@pytest.fixture(scope="module")
+def exported_tokenizers(prepared_data, tmp_path_factory):
+    """The tokenizer of an `export-hf` directory as each reader takes it: the `tokenizers` library's own reading of
+    its tokenizer.json, `transformers.AutoTokenizer` (and the `tokenizers` backend it configures), and our harness
+    model's tokenizer."""
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("exported")
+    result = invoke("export-hf", _untrained_checkpoint(root / "checkpoint.pt", prepared_data), root / "hf")
+    assert result.exit_code == 0, result.output
+    auto = AutoTokenizer.from_pretrained(root / "hf", local_files_only=True)
+    encoders = {"tokenizers": Tokenizer.from_file(str(root / "hf" / "tokenizer.json")),
+                "transformers backend": auto.backend_tokenizer,
+                "harness": harness_tokenizer(prepared_data / "tokenizer.json")}
+    codecs = {name: (lambda text, tokenizer=tokenizer: tokenizer.encode(text, add_special_tokens=False).ids,
+                     lambda ids, tokenizer=tokenizer: tokenizer.decode(ids, skip_special_tokens=False))
+              for name, tokenizer in encoders.items()}
+    codecs["AutoTokenizer"] = (lambda text: auto(text)["input_ids"], lambda ids: auto.decode(ids))
+    return codecs, auto.eos_token_id
+
+
+def _assert_round_trip(codecs, end: int, text: str) -> None:
+    for name, (encode, decode) in codecs.items():
+        ids = encode(text)
+        assert decode(ids) == text, (name, text, ids)
+        assert ids == codecs["tokenizers"][0](text), (name, text)  # every reader encodes alike
+        assert text.count("\x00") == ids.count(end), (name, text, ids)  # only a NUL byte is the end-of-text id
+
+
+def test_every_byte_and_its_byte_level_spelling_round_trip_through_the_exported_tokenizer(exported_tokenizers):
+    """`Ā` spells the NUL byte's token, which stands for end of text: a text holding `Ā` is two bytes of text, never
+    an end of document. So for every byte, the character of that code point and the character that spells its
+    token (GPT-2's byte-level alphabet)."""
+    from trainer.data.tokenizer import _byte_of_char
+
+    codecs, end = exported_tokenizers
+    assert codecs["AutoTokenizer"][0](END_OF_TEXT) != [end]
+    for text in [*map(chr, range(256)), *_byte_of_char(), f"x{END_OF_TEXT}y", "a\x00b", END_OF_TEXT * 3]:
+        _assert_round_trip(codecs, end, text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet=st.one_of(st.characters(), st.sampled_from([END_OF_TEXT, "\x00", "\u0120", "\u010a"])),
+                    max_size=120))
+def test_any_text_round_trips_through_the_exported_tokenizer(exported_tokenizers, text):
+    _assert_round_trip(*exported_tokenizers, text)
+
+
 # --- the harness model on its own ---
 
 
@@ -157,6 +207,16 @@ def test_evaluate_tasks_refusals(prepared_data, tmp_path):
                        "--num-fewshot: only with --tasks")
     assert_input_error(invoke("evaluate", checkpoint, checkpoint, "--out", tmp_path / "x.parquet"),
                        "give one checkpoint, not 2")
+    assert_input_error(invoke("evaluate", checkpoint, "--max-gen-toks", "8", "--out", tmp_path / "x.parquet"),
+                       "--max-gen-toks: only with --tasks")
+    tasks = write_choice_task(tmp_path / "tasks", prepared_data)
+    for tokens, message in (("0", "--max-gen-toks: must be at least 1 (got 0)"),
+                            ("256", f"--max-gen-toks: 256 new tokens leave no room for a prompt in the context of "
+                                    f"{checkpoint} (256 tokens); give at most 255")):
+        result = invoke("evaluate", checkpoint, "--tasks", "code_mc", "--include-path", tasks, "--max-gen-toks",
+                        tokens, "--device", "cpu", "--out", out)
+        assert_input_error(result, message)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not out.exists()
 
 
@@ -167,6 +227,47 @@ def test_an_unknown_task_is_refused_with_the_names_near_it(prepared_data, tmp_pa
     assert_input_error(invoke("evaluate", checkpoint, "--tasks", "code_mcq", "--include-path", tasks, "--out",
                               tmp_path / "scores"), "--tasks: unknown task 'code_mcq'", "near names: code_mc")
     assert not (tmp_path / "scores").exists()
+
+
+def write_generation_task(directory: Path, prepared: Path, name: str = "code_gen") -> Path:
+    """A local generation task that names no max_gen_toks: complete the opening of each held-out document."""
+    directory.mkdir(parents=True, exist_ok=True)
+    heldout = PreparedData.open(prepared).eval_set("heldout")
+    rows = [{"id": doc_id, "question": text[:40], "answer": text[40:44]}
+            for doc_id, text in zip(heldout.doc_ids, heldout.target_texts or [])]
+    documents = directory / f"{name}.jsonl"
+    documents.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    config = {"task": name, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(documents)}},
+              "output_type": "generate_until", "test_split": "test", "doc_to_text": "{{question}}",
+              "doc_to_target": "{{answer}}", "generation_kwargs": {"until": ["\n"], "do_sample": False},
+              "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}],
+              "metadata": {"version": 1.0}}
+    (directory / f"{name}.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return directory
+
+
+@pytest.mark.slow
+def test_max_gen_toks_fits_a_generation_task_in_a_short_context(prepared_data, tmp_path, datasets_cache):
+    """A task naming no max_gen_toks asks for the harness's 256 new tokens, which leave no room in a 256-token
+    context for a prompt: refused, naming --max-gen-toks; with it, the task runs and every file records it."""
+    checkpoint = _untrained_checkpoint(tmp_path / "checkpoint.pt", prepared_data)
+    tasks = write_generation_task(tmp_path / "tasks", prepared_data)
+    args = ["evaluate", checkpoint, "--tasks", "code_gen", "--include-path", tasks, "--limit", "2", "--device", "cpu"]
+    refused = invoke(*args, "--out", tmp_path / "refused")
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip().splitlines()[-1].startswith(  # after the datasets library's progress bars
+        "error: task code_gen: item 0 needs ")
+    assert refused.stderr.strip().endswith(" tokens (prompt and 256 generated), the model's context is 256; give "
+                                           "fewer new tokens (--max-gen-toks), fewer shots (--num-fewshot) or a task "
+                                           "with shorter prompts")
+    out = tmp_path / "scores"
+    result = invoke(*args, "--max-gen-toks", "5", "--out", out)
+    assert result.exit_code == 0, result.output
+    (run,) = read_item_inputs([out])
+    assert run.task == "code_gen" and len(run.items) == 2 and run.meta["max_gen_toks"] == 5
+    log = next((out / "baseline" / "seed5" / "harness").glob("samples_code_gen_*.jsonl"))
+    for line in map(json.loads, log.read_text(encoding="utf-8").splitlines()):
+        assert line["arguments"]["gen_args_0"]["arg_1"]["max_gen_toks"] == 5
 
 
 # --- the perplexity route: export-tasks and the scoring of loss files ---

@@ -140,7 +140,8 @@ def harness_run(tmp_path_factory):
         for task in results["configs"]:
             tracker.save_results_samples(task_name=task, samples=samples[task])
     directory = next((root / "out").rglob("results_*.json")).parent
-    return {"dir": directory, "results": json.loads(next(directory.glob("results_*.json")).read_text())}
+    return {"dir": directory, "results": json.loads(next(directory.glob("results_*.json")).read_text()),
+            "model": model}
 
 
 def _logged(directory, task):
@@ -171,6 +172,10 @@ def test_a_results_directory_imports_with_the_harness_accuracy_exactly(harness_r
     assert runs["toy_ll"].metrics == ("acc", "loglik") and runs["toy_gen"].metrics == ("exact_match",)
     assert runs["toy_mc"].metrics == ("acc", "acc_norm", "gold_loglik", "gold_margin")
     assert json.loads(result.stdout)["checked_against_results"] is True
+    # The results file names the local model directory: every file records the SHA-256 of its weights.
+    weights = hashlib.sha256((harness_run["model"] / "model.safetensors").read_bytes()).hexdigest()
+    assert {run.meta["model_sha256"] for run in runs.values()} == {weights}
+    assert read_loss_file(out / "toy_roll.parquet").meta["model_sha256"] == weights
 
 
 @pytest.mark.slow

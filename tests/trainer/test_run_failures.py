@@ -215,6 +215,35 @@ def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data
     assert read_run_record(run_dir)["status"] == "finished" and read_run_record(run_dir)["update"] == 4
 
 
+@pytest.mark.parametrize("error, cause", [
+    (torch.OutOfMemoryError(OUT_OF_MEMORY), "CUDA out of memory. Tried to allocate 2.00 GiB"),
+    (MemoryError("Unable to allocate 7.63 TiB for an array"), "host memory: Unable to allocate 7.63 TiB for an array"),
+], ids=["gpu", "host"])
+def test_out_of_memory_leaves_run_json_failed_with_the_reason(prepared_data, tmp_path, monkeypatch, error, cause):
+    """run.json says `failed` and why, not `running` as a killed process leaves it; resuming clears the reason."""
+    spec = RunSpec.make(prepared_data, "tiny", "baseline", 1, updates=4, eval_every=2, batch_size=2)
+    run_dir = tmp_path / "run"
+    step = train_module._Loop._step
+
+    def out_of_memory_after_update_3(self, *args):
+        if self.update == 3:
+            raise error
+        return step(self, *args)
+
+    monkeypatch.setattr(train_module._Loop, "_step", out_of_memory_after_update_3)
+    with pytest.raises(RunFailure, match=r"out of memory on cpu after update 3 \("):
+        train(spec, run_dir, runtime=Runtime(device="cpu", progress=False))
+    record = read_run_record(run_dir)
+    assert (record["status"], record["update"], record["checkpoint_update"]) == ("failed", 3, 2)
+    assert record["reason"] == f"out of memory on cpu after update 3 ({cause})"
+    assert not list(run_dir.glob(".*.tmp"))  # written atomically, as every status
+    monkeypatch.undo()
+    resumed = train(spec, run_dir, runtime=Runtime(device="cpu", progress=False), resume=True)
+    record = read_run_record(run_dir)
+    assert (resumed.status, record["status"], record["update"]) == ("finished", "finished", 4)
+    assert "reason" not in record
+
+
 def test_a_model_too_big_for_memory_is_one_line(prepared_data, tmp_path):
     """Its first weight matrix (64 × 2⁴⁹ floats, 2⁵⁷ bytes) is beyond any address space: refused on every machine."""
     run_dir = tmp_path / "run"

@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 
 import cli
 from gatedv_stats.core.errors import InputError
+from gatedv_stats.io.runrecords import update_run_record
 from helpers import assert_input_error, sweep_json
+from trainer.grid import cluster
 from trainer.grid.cluster import RunJob, run_state
 from trainer.grid.experiment import load_experiment
 from trainer.grid.slurm import (
@@ -373,6 +375,62 @@ def test_the_requeue_signal_leaves_a_short_job_time_to_train(prepared_data, tmp_
     assert "#SBATCH --signal=USR2@15" in _sbatch_lines(tmp_path, 12)
 
 
+def _signalled_starts(run, tmp_path, monkeypatch, starts: int, progress: bool) -> list:
+    """`starts` starts of a run's job under a 1-minute limit, as submitit runs them: each loads the job it was
+    requeued as, runs it, and its handler of the requeue signal (USR2) is called after the run's checkpoint of the
+    update in progress (a new update each start with `progress`, none without); Slurm's `scontrol requeue` left
+    out. The outcome of each start: "requeued" or the reason submitit ended the job."""
+    from submitit.core.job_environment import SignalHandler
+    from submitit.core.utils import DelayedSubmission, JobPaths, UncompletedJobError
+
+    for name, value in {"SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": "7", "SLURM_NTASKS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    environment = submitit.JobEnvironment()
+    monkeypatch.setattr(environment, "_requeue", lambda countdown: None)
+    paths = JobPaths(tmp_path / "job", job_id="7")
+    paths.folder.mkdir(parents=True)
+    submitted = DelayedSubmission(RunJob(Runtime(device="cpu", progress=False)), run, {})
+    submitted.set_timeout(1, cluster.TIMEOUT_REQUEUES)  # as the executors of _submit submit it: --time 1
+    submitted.dump(paths.submitted_pickle)
+    handlers, updates = [], iter(range(10**6))
+
+    def start(run, runtime):  # the run trains, then Slurm's signal comes
+        if progress:
+            update_run_record(run.run_dir, {"checkpoint_update": next(updates)})
+        handlers[-1].checkpoint_and_try_requeue(signal.SIGUSR2)
+
+    monkeypatch.setattr(cluster, "run_one", start)
+    outcomes: list = []
+    for _ in range(starts):
+        delayed = DelayedSubmission.load(paths.submitted_pickle)
+        handlers.append(SignalHandler(environment, paths, delayed))
+        try:
+            delayed.result()
+        except SystemExit:  # the handler requeued the job and exited
+            outcomes.append("requeued")
+        except UncompletedJobError as error:
+            outcomes.append(str(error))
+            break
+    return outcomes
+
+
+def test_a_job_that_makes_progress_is_requeued_however_often_its_time_limit_comes(prepared_data, tmp_path,
+                                                                                 monkeypatch):
+    """submitit counts every USR2 of a job under 50 minutes as a timeout (it ran past min(80 %, limit - 10 min)):
+    a run needing more than 21 starts of a 1-minute job must not be dropped while each start checkpoints updates."""
+    run = load_experiment(_small_grid(tmp_path, prepared_data)).runs()[0]
+    assert _signalled_starts(run, tmp_path, monkeypatch, 60, progress=True) == ["requeued"] * 60
+
+
+def test_a_job_that_makes_no_progress_is_dropped_after_a_few_starts(prepared_data, tmp_path, monkeypatch, capfd):
+    run = load_experiment(_small_grid(tmp_path, prepared_data)).runs()[0]
+    outcomes = _signalled_starts(run, tmp_path, monkeypatch, 60, progress=False)
+    assert outcomes == ["requeued"] * cluster.STALLED_REQUEUES + [
+        "Job not requeued because: checkpoint function returned None."]
+    assert (f"{run.run_dir}: not requeued: no new checkpoint in {cluster.STALLED_REQUEUES + 1} starts of its job in "
+            "a row") in capfd.readouterr().err
+
+
 def test_a_slurm_job_trains_on_the_threads_of_its_cpu_allocation():
     assert job_threads({"SLURM_CPUS_PER_TASK": "4", "SLURM_CPUS_ON_NODE": "8"}) == 4
     assert job_threads({"SLURM_CPUS_ON_NODE": "4", "SLURM_NTASKS_PER_NODE": "2"}) == 2
@@ -386,7 +444,8 @@ def test_a_slurm_job_trains_on_the_threads_of_its_cpu_allocation():
     ("running", False, "running", "running"), ("running", False, "ended", "failed"), (None, False, "ended", "failed"),
     ("finished", True, "ended", "finished"), ("finished", False, None, "interrupted"),
     ("finished", False, "running", "running"), ("diverged", False, "ended", "diverged"),
-    ("stopped", False, "unknown", "unknown"),
+    ("stopped", False, "unknown", "unknown"), ("failed", False, None, "failed"),
+    ("failed", False, "pending", "pending"),
 ])
 def test_the_state_of_a_run_combines_run_json_loss_files_and_the_job(record, files, job, state):
     assert run_state(record, files, job) == state

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import submitit
 import torch
-from submitit.core.utils import FailedJobError, FailedSubmissionError
+from submitit.core.utils import DelayedSubmission, FailedJobError, FailedSubmissionError
 from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
 from gatedv_stats.core.errors import InputError
@@ -35,7 +36,12 @@ from trainer.run.recipe import Runtime
 
 STATES = ("not started", "pending", "running", "interrupted", "failed", "unknown", "finished", "diverged")
 SUBMITTABLE = ("not started", "interrupted", "failed")
-TIMEOUT_REQUEUES = 20  # a run longer than --time goes on from its last checkpoint in a requeued job
+# A run longer than --time goes on from its last checkpoint in a requeued job, as often as it takes while it makes
+# progress. submitit counts every requeue signal (USR2) of a job under 50 minutes as a timeout and ends the job after
+# `max_num_timeout` of them, however far each start got: its count is set out of reach, and `RunJob.checkpoint`
+# decides instead, ending a job only after STALLED_REQUEUES requeues in a row whose starts wrote no new checkpoint.
+TIMEOUT_REQUEUES = 1_000_000
+STALLED_REQUEUES = 3
 
 
 @dataclass(frozen=True)
@@ -85,10 +91,14 @@ class ClusterOptions:
 
 class RunJob(Checkpointable):
     """The job of one grid run: `run_one` in each of its tasks (data parallel over them when there are
-    several); requeued after a timeout or preemption, it resumes from the run's checkpoint."""
+    several); requeued after a timeout or preemption, it resumes from the run's checkpoint.
 
-    def __init__(self, runtime: Runtime) -> None:
+    `stalled`: the requeues in a row before this start whose starts wrote no new checkpoint (`checkpoint`)."""
+
+    def __init__(self, runtime: Runtime, stalled: int = 0) -> None:
         self.runtime = runtime
+        self.stalled = stalled
+        self.started_at: int | None = None  # the update of the run's last checkpoint when this start began
 
     def __call__(self, run: GridRun, environment: dict):
         os.environ.update(environment)  # this run's GPUs, before anything initialises CUDA
@@ -97,7 +107,34 @@ class RunJob(Checkpointable):
             torch.set_num_threads(threads)
         if submitit.JobEnvironment().num_tasks > 1:
             TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        self.started_at = checkpoint_update(run.run_dir)
         return run_one(run, self.runtime)
+
+    def checkpoint(self, run: GridRun, environment: dict) -> DelayedSubmission | None:  # type: ignore[override]
+        """submitit's hook when the job is asked to requeue (USR2: its time limit near, or preemption), called on
+        the first task after the trainer's checkpoint of the update in progress: the job to requeue, or None to end
+        it (after STALLED_REQUEUES requeues in a row without a new checkpoint)."""
+        stalled = stalled_requeues(getattr(self, "started_at", None), checkpoint_update(run.run_dir),
+                                   getattr(self, "stalled", 0))  # a job pickled before they were kept
+        if stalled > STALLED_REQUEUES:
+            print(f"{run.run_dir}: not requeued: no new checkpoint in {stalled} starts of its job in a row (an update "
+                  "may take longer than a start leaves it); give a longer --time and submit it again",
+                  file=sys.stderr, flush=True)
+            return None
+        return DelayedSubmission(RunJob(self.runtime, stalled), run, environment)
+
+
+def stalled_requeues(started_at: int | None, reached: int | None, stalled: int) -> int:
+    """The requeues in a row without progress, counting the one a start that began at the checkpoint of update
+    `started_at` and reached `reached` (None: no checkpoint) asks for: 0 when it wrote a newer checkpoint, else
+    one more than the `stalled` before it."""
+    progressed = reached is not None and (started_at is None or reached > started_at)
+    return 0 if progressed else stalled + 1
+
+
+def checkpoint_update(run_dir: Path) -> int | None:
+    """The update of the run's last checkpoint, None before the first (see `_last_step`)."""
+    return _last_step(run_dir, read_run_record(run_dir) or {})
 
 
 # --- submitting -----------------------------------------------------------------------------------------
@@ -246,14 +283,15 @@ class ExperimentStatus:
 def run_state(record_status: str | None, loss_files: bool, job_state: str | None) -> str:
     """A run's state from run.json's status, whether its loss files are there and readable as its final
     checkpoint's (grid_run.stale_loss_files), and its job's state (pending / running / ended / unknown, or None
-    when no job was submitted)."""
+    when no job was submitted). A run whose run.json says `failed` (out of memory) is failed until a job of it
+    waits or runs again."""
     if record_status == "diverged":
         return "diverged"
     if record_status == "finished" and loss_files:
         return "finished"
     if job_state in ("pending", "running", "unknown"):
         return job_state
-    if job_state == "ended":
+    if job_state == "ended" or record_status == "failed":  # its job ended, or run.json says why (out of memory)
         return "failed"
     return "not started" if record_status is None else "interrupted"
 

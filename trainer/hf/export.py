@@ -28,6 +28,11 @@ _LLAMA_ACT = {"swiglu": "silu", "geglu": "gelu", "glu": "sigmoid", "reglu": "rel
 # generation. There is no beginning-of-sequence token: the model was never trained after one, and
 # `transformers` and the harness then condition an empty context on the end-of-text token.
 END_OF_TEXT = "\u0100"
+# A special token's text is matched in the input before the bytes are encoded: "Ā" in a text would become the
+# end-of-text token. So special tokens are named but their text is split like any other (`transformers`'
+# split_special_tokens, the `tokenizers` library's encode_special_tokens): every text is encoded as its bytes, and
+# only a NUL byte as the end-of-text token.
+SPLIT_SPECIAL_TOKENS = True
 
 
 def llama_incompatibilities(cfg: ModelConfig) -> list[str]:
@@ -175,10 +180,12 @@ def export_summary(path: Path) -> str:
 
 def _write_tokenizer_config(directory: Path, max_length: int) -> None:
     """`tokenizer_config.json` and `special_tokens_map.json` for `PreTrainedTokenizerFast`: end-of-text and
-    padding named, no BOS added at encode time (the tokenizer.json has no post-processor)."""
+    padding named but never matched in a text (`SPLIT_SPECIAL_TOKENS`), no BOS added at encode time (the
+    tokenizer.json has no post-processor)."""
     special = {"eos_token": END_OF_TEXT, "pad_token": END_OF_TEXT}
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
-              "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False, **special}
+              "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False,
+              "split_special_tokens": SPLIT_SPECIAL_TOKENS, **special}
     for name, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
         (directory / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
 

@@ -3,7 +3,6 @@ SHA-256 of its weight files and of its tokenizer (docs/method.md §5, "Models wi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.files import files_sha256, weight_files
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -73,12 +72,6 @@ class HFModel:
         return None
 
 
-def weight_files(model_dir: Path) -> list[Path]:
-    """The weight files of a model directory: `*.safetensors` and `pytorch_model*.bin`, sorted by name."""
-    return sorted(path for path in model_dir.iterdir() if path.is_file()
-                  and (path.suffix == ".safetensors" or re.fullmatch(r"pytorch_model.*\.bin", path.name)))
-
-
 def tokenizer_files(model_dir: Path) -> list[Path]:
     """`tokenizer.json` when present (it defines the tokenizer), else the slow tokenizer's files; [] for none."""
     if (model_dir / TOKENIZER_JSON).is_file():
@@ -86,14 +79,6 @@ def tokenizer_files(model_dir: Path) -> list[Path]:
     present = [model_dir / name for name in (*SLOW_VOCABULARY_FILES, *SLOW_SETTINGS_FILES)
                if (model_dir / name).is_file()]
     return present if any(path.name in SLOW_VOCABULARY_FILES for path in present) else []
-
-
-def files_sha256(paths: list[Path]) -> str:
-    """SHA-256 identifying several files: of their bytes for one file, else of the `name<TAB>sha256` lines."""
-    if len(paths) == 1:
-        return file_sha256(paths[0])
-    lines = "".join(f"{path.name}\t{file_sha256(path)}\n" for path in sorted(paths, key=lambda path: path.name))
-    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
 def model_name(model_dir: Path) -> str:
@@ -234,5 +219,5 @@ def _dtype_argument(torch_dtype: torch.dtype) -> dict:
     return {"dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype": torch_dtype}
 
 
-__all__ = ["DTYPES", "HFModel", "check_causal", "check_dtype", "files_sha256", "model_name", "open_hf_model",
-           "snapshot_revision", "tokenizer_files", "weight_files"]
+__all__ = ["DTYPES", "HFModel", "check_causal", "check_dtype", "model_name", "open_hf_model", "snapshot_revision",
+           "tokenizer_files"]

@@ -192,15 +192,17 @@ def evaluate_model(
     include_path: Sequence[str] = (),
     num_fewshot: int | None = None,
     limit: int | None = None,
+    max_gen_toks: int | None = None,
 ) -> Evaluation | HFEvaluation:
     """`gatedv evaluate`: a training checkpoint, or instead a local `transformers` model directory `hf`
     (`trainer.hf.evaluate.evaluate_hf`, which needs `data`), scored on `eval_set` (default dev) into the loss file
     `out`. `value_act` and `bf16` only with a checkpoint; `dtype`, `context`, `stride`, `arm` and `seed` only with
     `hf` (a checkpoint records its own); None: not given, the default of the one chosen. `include_path`,
-    `num_fewshot`, `limit` and several checkpoints only with --tasks (`trainer.run.tasks.harness_runs`): refused."""
+    `num_fewshot`, `limit`, `max_gen_toks` and several checkpoints only with --tasks
+    (`trainer.run.tasks.harness_runs`): refused."""
     checkpoints = [checkpoint] if isinstance(checkpoint, (str, Path)) else list(checkpoint or ())
     only_tasks = [flag for flag, given in (("--include-path", include_path or None), ("--num-fewshot", num_fewshot),
-                                           ("--limit", limit)) if given is not None]
+                                           ("--limit", limit), ("--max-gen-toks", max_gen_toks)) if given is not None]
     if only_tasks or len(checkpoints) > 1:
         raise InputError(f"{', '.join(only_tasks)}: only with --tasks" if only_tasks else
                          f"give one checkpoint, not {len(checkpoints)} (several only with --tasks)")

@@ -24,7 +24,7 @@ from tokenizers import AddedToken, Tokenizer
 from tqdm import tqdm
 
 from gatedv_stats.core.errors import InputError
-from trainer.hf.export import END_OF_TEXT, end_of_text_id
+from trainer.hf.export import END_OF_TEXT, SPLIT_SPECIAL_TOKENS, end_of_text_id
 from trainer.model.transformer import Transformer
 
 DEFAULT_BATCH_SIZE = 16
@@ -32,11 +32,12 @@ DEFAULT_MAX_GEN_TOKS = 256  # the harness's default when a task names none
 
 
 def harness_tokenizer(path: str | Path) -> Tokenizer:
-    """A data directory's `tokenizer.json` with the end-of-text token marked special, as `gatedv export-hf`
-    writes it for `transformers` (so both encode and decode every text alike)."""
+    """A data directory's `tokenizer.json` with the end-of-text token marked special but not matched in a text, as
+    `gatedv export-hf` writes it for `transformers` (so both encode and decode every text alike)."""
     tokenizer = Tokenizer.from_file(str(path))
     end_of_text_id(tokenizer, str(path))
     tokenizer.add_special_tokens([AddedToken(END_OF_TEXT, special=True, normalized=False)])
+    tokenizer.encode_special_tokens = SPLIT_SPECIAL_TOKENS
     return tokenizer
 
 
@@ -76,11 +77,12 @@ class CheckpointLM(TemplateLM):
         return tqdm(total=total, desc=desc, file=sys.stderr, disable=None if self.progress else True, leave=False,
                     dynamic_ncols=True)
 
-    def _check_fits(self, request: Instance, needed: int, what: str) -> None:
+    def _check_fits(self, request: Instance, needed: int, what: str, generated: bool = False) -> None:
         if needed > self.max_length:
+            fewer = "fewer new tokens (--max-gen-toks), fewer shots" if generated else "fewer shots"
             raise InputError(f"task {request.task_name}: item {request.doc_id} needs {needed} tokens ({what}), the "
-                             f"model's context is {self.max_length}; give fewer shots (--num-fewshot) or a task "
-                             "with shorter prompts")
+                             f"model's context is {self.max_length}; give {fewer} (--num-fewshot) or a task with "
+                             "shorter prompts")
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         """(sum of log-probabilities of the continuation tokens, whether each is the argmax) per request."""
@@ -148,7 +150,8 @@ class CheckpointLM(TemplateLM):
         for i, request in enumerate(requests):
             context, settings = request.args
             until, limit = _generation_settings(request, settings, end_text)
-            self._check_fits(request, len(self.tok_encode(context)) + limit, f"prompt and {limit} generated")
+            self._check_fits(request, len(self.tok_encode(context)) + limit, f"prompt and {limit} generated",
+                             generated=True)
             groups.setdefault((until, limit), []).append(i)
         with self._bar(len(requests), "generate_until") as bar:
             for (until, limit), members in groups.items():

@@ -3,7 +3,8 @@ evaluator (`CheckpointLM`, trainer/run/harness.py), one run of the harness per c
 
 Under `DIR/<arm>/seed<seed>/` (the checkpoint's variant and training seed) each run writes `harness/`, the run's
 results file and per-sample logs as the harness itself writes them (with the logs' task hashes), and hands the
-directory up (`HarnessRun`) with the checkpoint's provenance (path and SHA-256, tokenizer SHA-256, harness version).
+directory up (`HarnessRun`) with the checkpoint's provenance (path and SHA-256, tokenizer SHA-256, harness version,
+the --max-gen-toks given).
 The command (gatedv_cli/training.py) imports it as `gatedv import lm-eval` imports a results directory
 (`gatedv_stats.imports.lmeval`): `<task>.parquet`, an item-score file of a multiple-choice, loglikelihood or
 generation task (a group's subtasks in one; `gatedv bootstrap --metric acc DIR/...` reads them), or a loss file of a
@@ -88,12 +89,14 @@ def task_manager(names: Sequence[str], include_path: Sequence[str] | None):
 
 def harness_runs(checkpoints: Sequence[str | Path], tasks: str, out: str | Path, *,
                  include_path: Sequence[str] | None = None, num_fewshot: int | None = None,
-                 limit: int | None = None, data: str | Path | None = None, batch_size: int | None = None,
-                 device: str = "auto", progress: bool = True,
+                 limit: int | None = None, max_gen_toks: int | None = None, data: str | Path | None = None,
+                 batch_size: int | None = None, device: str = "auto", progress: bool = True,
                  loss_file_flags: dict[str, object] | None = None) -> Iterator[HarnessRun]:
     """Score each checkpoint on the harness tasks `tasks` (`A,B,...`: tasks or groups) and write the harness's logs
     of each under `out` (see the module's docstring), yielding each run once written, before the next checkpoint's.
-    `data`: the data directory whose tokenizer the checkpoints use (default: the one each trained on).
+    `max_gen_toks`: the most tokens every generation task generates (the harness's generation kwargs, over each
+    task's own; None: the task's, else the harness's 256); refused unless it leaves a checkpoint's context room for
+    a prompt. `data`: the data directory whose tokenizer the checkpoints use (default: the one each trained on).
     `loss_file_flags`: the command's flags of a loss file (flag -> value), refused when given."""
     import lm_eval
 
@@ -107,6 +110,8 @@ def harness_runs(checkpoints: Sequence[str | Path], tasks: str, out: str | Path,
         check_at_least("num_fewshot", num_fewshot, 0)
     if limit is not None:
         check_at_least("limit", limit, 1)
+    if max_gen_toks is not None:
+        check_at_least("max_gen_toks", max_gen_toks, 1)
     if not checkpoints:
         raise InputError("give one or more checkpoints to score on --tasks")
     check_output_dir(out, "--out")
@@ -119,10 +124,16 @@ def harness_runs(checkpoints: Sequence[str | Path], tasks: str, out: str | Path,
             raise InputError(f"{checkpoint}: arm {run[0]} seed {run[1]} again (also {seen[run]}); their files would "
                              "be one")
         seen[run] = str(checkpoint)
+        if max_gen_toks is not None and max_gen_toks >= lm.max_length:
+            raise ParameterError("max_gen_toks", f"{max_gen_toks} new tokens leave no room for a prompt in the context "
+                                                 f"of {checkpoint} ({lm.max_length} tokens); give at most "
+                                                 f"{lm.max_length - 1}")
         results = lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=manager, num_fewshot=num_fewshot,
-                                          limit=limit, log_samples=True, bootstrap_iters=0)
+                                          limit=limit, log_samples=True, bootstrap_iters=0,
+                                          gen_kwargs=None if max_gen_toks is None else {"max_gen_toks": max_gen_toks})
         yield _write_run(results, Path(out) / run[0] / f"seed{run[1]}",
-                         {**provenance, "harness_version": lm_eval.__version__, "limit": limit})
+                         {**provenance, "harness_version": lm_eval.__version__, "limit": limit,
+                          "max_gen_toks": max_gen_toks})
 
 
 def _harness_model(checkpoint: Path, data: str | Path | None, device: str, batch_size: int, progress: bool):

@@ -180,8 +180,9 @@ class _Loop:
 
     def run(self, resume: bool, stop_at: int) -> TrainResult:
         self._start(resume)
-        if self.where.main:  # a CPU run resumes bit for bit only on as many threads
-            update_run_record(self.run_dir, {"threads": torch.get_num_threads()})
+        if self.where.main:  # a CPU run resumes bit for bit only on as many threads; a resumed run runs again
+            update_run_record(self.run_dir, {"threads": torch.get_num_threads(),
+                                             **({"status": "running"} if resume else {})}, drop=("reason",))
         objective: Callable[[torch.Tensor], torch.Tensor] = Objective(self.model)
         if self.where.world > 1:
             objective = torch.nn.parallel.DistributedDataParallel(
@@ -230,12 +231,22 @@ class _Loop:
         return result
 
     def out_of_memory(self, cause: str) -> RunFailure:
-        """The one-line failure of a device that ran out of memory, with what is kept and how to go on."""
+        """The one-line failure of a device that ran out of memory, with what is kept and how to go on; run.json
+        says `failed`, with the reason."""
         kept = (f"its checkpoint of update {self.saved_update} is kept: free the device's memory and resume "
                 "(gatedv train --resume, or the same sweep again)" if self.saved_update is not None else
                 "no checkpoint was written yet: free the device's memory and start it again")
         when = f"after update {self.update}" if self.built else "building the model"
-        return RunFailure(f"{self.run_dir}: out of memory on {self.device} {when} ({cause}); {kept}")
+        reason = f"out of memory on {self.device} {when} ({cause})"
+        self._failed(reason)
+        return RunFailure(f"{self.run_dir}: {reason}; {kept}")
+
+    def _failed(self, reason: str) -> None:
+        """run.json of a run that ended for a reason outside the inputs: `failed`, the reason, the update reached
+        and that of the last checkpoint (null: none written)."""
+        if self.where.main:
+            _write_run_record(self.run_dir, self.spec, status="failed", reason=reason, update=self.update,
+                              checkpoint_update=self.saved_update)
 
     def _step(self, objective: Callable[[torch.Tensor], torch.Tensor],
               interruption: DeferredInterruption) -> tuple[float, bool, bool]:
