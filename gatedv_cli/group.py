@@ -1,7 +1,8 @@
 """The group every `gatedv` command runs under: each failure ends as one `error:` line and its exit code.
 
 Bad input (`InputError`) exits 2, a library `ParameterError` named by the command's flag of the same name; a run
-cut short by something outside the inputs (`RunFailure`) exits 4; Ctrl-C 130 and SIGTERM 143. A usage error (an
+cut short by something outside the inputs (`RunFailure`, a full disk: `NoSpaceError`, or an `OSError` ENOSPC /
+EDQUOT from a write outside `gatedv_stats.core.atomic`) exits 4; Ctrl-C 130 and SIGTERM 143. A usage error (an
 unknown option, a bad value, a missing argument) is one line naming the command's --help. NumPy floating-point
 faults (overflow, division by zero, invalid values) raise instead of warning and end as bad input does.
 """
@@ -20,6 +21,7 @@ from typer.core import TyperGroup
 
 from gatedv_cli.click_api import click
 from gatedv_cli.skipped import warning_skipped_on_failure
+from gatedv_stats.core.atomic import is_no_space
 from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
 
 INTERRUPTED = ("every file already written is kept: run the same command again to go on (a run resumes from its "
@@ -94,6 +96,13 @@ class CommandGroup(TyperGroup):
             raise typer.Exit(2) from None
         except RunFailure as error:
             typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(4) from None
+        except OSError as error:  # a full disk past the atomic writes (a library's own files): the work cut short
+            if not is_no_space(error):
+                raise
+            what = f"{error.filename}: could not be written" if error.filename else "a file could not be written"
+            typer.echo(f"error: {what}: {error.strerror}; the outputs written before are kept whole (none is left "
+                       "half written): free space on its file system, then run the same command again", err=True)
             raise typer.Exit(4) from None
         except KeyboardInterrupt as interruption:
             stopped_by = signal.SIGTERM if isinstance(interruption, Terminated) else signal.SIGINT

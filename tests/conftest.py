@@ -112,3 +112,38 @@ def sample():
     n_targets = rng.integers(40, 257, size=400).astype(np.float64)
     d = (rng.normal(-0.02, 0.08, size=400) + rng.exponential(0.03, size=400)) * n_targets  # skewed differences
     return d, n_targets
+
+
+# --- a full disk ---
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """A file system that fills up: call it (`full_disk(after=0)`) and every write through the atomic layer
+    (`gatedv_stats.core.atomic.HashingWriter`: every file gatedv writes) raises ENOSPC once `after` more bytes were
+    written, as the operating system would. Returns the state: `.writes` counts the writes refused."""
+    import errno
+    import types
+
+    from gatedv_stats.core.atomic import HashingWriter
+
+    state = types.SimpleNamespace(budget=None, writes=0)
+    original = HashingWriter.write
+
+    def write(self, data):
+        size = memoryview(data).nbytes
+        if state.budget is not None and size > state.budget:
+            state.writes += 1
+            error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.error = self.error or error
+            raise error
+        if state.budget is not None:
+            state.budget -= size
+        return original(self, data)
+
+    def fill(after: int = 0):
+        state.budget = after
+        return state
+
+    monkeypatch.setattr(HashingWriter, "write", write)
+    return fill

@@ -52,3 +52,17 @@ class NoSpreadError(InputError):
 class RunFailure(RuntimeError):
     """A run that could not be completed for a reason outside the inputs (a worker process lost, a device out of
     memory, a launcher that failed); the message is the one line the user sees, with what was kept."""
+
+
+class NoSpaceError(RunFailure):
+    """A file could not be written because its file system is full (or a quota is used up); the message names the
+    file and what is kept (the previous file under its name: writes are atomic). `path`: the file, `reason`: the
+    system's words."""
+
+    def __init__(self, message: str, path: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self):  # rebuilt from every argument when it crosses a process boundary
+        return type(self), (str(self), self.path, self.reason)

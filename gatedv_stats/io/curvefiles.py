@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.atomic import write_bytes_atomic
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import paths_under, read_seed
+from gatedv_stats.core.files import file_sha256, paths_under, read_seed
 from gatedv_stats.core.formatting import format_lr
+from gatedv_stats.core.integrity import check_file_sha256
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
-from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file, record_arm
+from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file, read_run_record, record_arm, update_run_record
 
 CURVE_FILE_NAME = "curve.csv"
 CURVE_COLUMNS = ("arm", "seed", "lr", "step", "dev_nll")
@@ -22,19 +23,39 @@ OPTIONAL_CURVE_COLUMNS = ("train_loss", "tokens")
 # the record's path, its status ("finished", "running", ...) and the run's final update; None / NaN without one.
 RUN_RECORD_COLUMNS = ("run_file", "run_status", "run_updates")
 RUN_KEY = ["arm", "seed", "lr"]
+REWRITE_CURVE = "restore an intact copy, or move the run directory away and train the run again"
 
 
-def write_curve_file(path: str | Path, rows: list[dict]) -> None:
-    """Write a run's curve (one row per recorded update, every column) atomically."""
-    with atomic_path(path) as tmp:
-        pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *OPTIONAL_CURVE_COLUMNS]).to_csv(tmp, index=False)
+def write_curve_file(path: str | Path, rows: list[dict], *, record: bool = False) -> str:
+    """Write a run's curve (one row per recorded update, every column) atomically; returns its SHA-256. `record`:
+    the run.json beside it records that SHA-256 (`curve_sha256`, and the file it replaces as
+    `previous_curve_sha256`) before the new file takes its name, so that a reader can always verify it."""
+    text = pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *OPTIONAL_CURVE_COLUMNS]).to_csv(index=False)
+    path = Path(path)
+
+    def recorded(sha256: str) -> None:
+        previous = file_sha256(path) if path.is_file() else None
+        update_run_record(path.parent, {"curve_sha256": sha256, "previous_curve_sha256": previous})
+
+    return write_bytes_atomic(path, text.encode("utf-8"), before_replace=recorded if record else None)
+
+
+def check_recorded_curve(path: Path) -> None:
+    """A trainer's curve.csv is the one the run.json beside it records (`write_curve_file(record=True)`): a
+    `damaged` error otherwise. Files of other trainers, and curves recorded nowhere, are read as they are."""
+    record = read_run_record(path.parent) if path.name == CURVE_FILE_NAME else None
+    if record and record.get("curve_sha256"):
+        check_file_sha256(path, [record["curve_sha256"], record.get("previous_curve_sha256")],
+                          path.parent / RUN_FILE_NAME, REWRITE_CURVE)
 
 
 def read_curve_file(path: str | Path) -> pd.DataFrame:
-    """Read and validate one curve file (CSV or Parquet); one file may hold many runs."""
+    """Read and validate one curve file (CSV or Parquet); one file may hold many runs. A trainer's curve.csv is
+    checked against the SHA-256 its run.json records first (`check_recorded_curve`)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file")
+    check_recorded_curve(path)
     try:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except pd.errors.EmptyDataError:

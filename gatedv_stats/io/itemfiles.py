@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.atomic import atomic_file
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import read_json_object, read_seed
 from gatedv_stats.core.outputs import check_output_file
@@ -40,6 +40,7 @@ from gatedv_stats.io.lossfiles import (
     reading,
     row_location,
 )
+from gatedv_stats.io.sealing import sealed
 from gatedv_stats.io.table_metadata import group_metadata
 
 ITEM_FORMAT = "gatedv-item-scores/1"
@@ -95,8 +96,8 @@ def write_item_file(path: str | Path, items: pd.DataFrame, meta: dict) -> None:
     table = pa.Table.from_pandas(items, preserve_index=False)
     kv = dict(table.schema.metadata or {})
     kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
-    with atomic_path(path) as tmp:
-        pq.write_table(table.replace_schema_metadata(kv), tmp)
+    with atomic_file(path) as writer:
+        pq.write_table(sealed(table.replace_schema_metadata(kv)), writer)
 
 
 def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,

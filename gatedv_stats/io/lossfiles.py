@@ -21,10 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.atomic import atomic_file
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import file_sha256, paths_under, read_json_object, read_model_config, read_seed
 from gatedv_stats.core.outputs import check_output_file
+from gatedv_stats.io.sealing import seal_problem, sealed
 from gatedv_stats.io.table_metadata import group_metadata, merge_meta
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
@@ -41,6 +42,8 @@ MAX_TARGET_NLL = 300.0
 _MAX_INTEGER = 2**53  # integer columns are read through float64, exact up to here
 _PANDAS_METADATA_KEY = b"pandas"
 _SHOWN = 5  # how many offending rows or ids an error message lists
+# What to do with a loss or item-score file whose content is not what was written (its recorded content_sha256).
+REWRITE = "evaluate the run again (gatedv evaluate, gatedv import lm-eval) or restore an intact copy"
 
 
 class UnreadableFileError(InputError):
@@ -160,8 +163,8 @@ def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     table = pa.Table.from_pandas(docs, preserve_index=False)
     kv = dict(table.schema.metadata or {})
     kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
-    with atomic_path(path) as tmp:
-        pq.write_table(table.replace_schema_metadata(kv), tmp)
+    with atomic_file(path) as writer:
+        pq.write_table(sealed(table.replace_schema_metadata(kv)), writer)
 
 
 def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] | None = None) -> pd.DataFrame:
@@ -299,14 +302,19 @@ def read_table(path: Path) -> tuple[pd.DataFrame, dict]:
         raise UnreadableFileError(path, "no such file")
     if path.suffix not in LOSS_FILE_SUFFIXES:
         raise InputError(f"{path}: not a loss file (expected .parquet or .csv)")
+    problem = None  # what a Parquet file's recorded content sha256 says of it
     with reading(path):
         if path.suffix == ".parquet":
-            table = pq.read_table(path)
+            with pq.ParquetFile(path) as file:
+                table = file.read()
+                problem = seal_problem(table, file.metadata.metadata)
             names, meta = table.schema.names, _decode_parquet_metadata(table.schema.metadata or {})
-            frame = table.to_pandas() if len(set(names)) == len(names) else None
+            frame = table.to_pandas() if len(set(names)) == len(names) and problem is None else None
         else:
             names = list(pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if problem is not None:
+        raise UnreadableFileError(path, f"{problem}; {REWRITE}")
     duplicated = sorted({str(name) for name in names if names.count(name) > 1})
     if duplicated:
         raise InputError(f"{path}: column {', '.join(map(repr, duplicated))} appears more than once")

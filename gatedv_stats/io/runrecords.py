@@ -11,9 +11,14 @@ from pathlib import Path
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import read_count, read_json_object, read_model_config, read_seed
+from gatedv_stats.core.integrity import check_seal, sealed
 
 RUN_FILE_NAME = "run.json"
 JOB_FILE_NAME = "job.json"
+# run.json is sealed: the SHA-256 of the rest of its content (canonical JSON) under this key, checked on every read.
+RECORD_SEAL = "record_sha256"
+RESTORE_RECORD = ("restore an intact copy, or move the run directory away and train the run again (a record "
+                  "edited by hand is refused too)")
 
 
 def run_record_path(run_dir: str | Path) -> Path:
@@ -23,14 +28,26 @@ def run_record_path(run_dir: str | Path) -> Path:
 def read_run_record(run_dir: str | Path) -> dict | None:
     """RUN_DIR/run.json, or None when the run has not started."""
     path = run_record_path(run_dir)
-    return read_json_object(path) if path.is_file() else None
+    return read_sealed_record(path) if path.is_file() else None
+
+
+def read_sealed_record(path: str | Path) -> dict:
+    """A run.json as written, checked against the SHA-256 it records (a record written before run.json was sealed
+    has none and is read as it is); the seal itself is left out."""
+    try:
+        record = read_json_object(path)
+    except InputError as error:  # truncated, emptied, a byte that broke its JSON
+        raise InputError(f"{error}; {RESTORE_RECORD}") from None
+    record = check_seal(record, RECORD_SEAL, path, RESTORE_RECORD)
+    record.pop(RECORD_SEAL, None)
+    return record
 
 
 def read_run_file(path: str | Path) -> dict:
     """A run.json read as an input: a JSON object whose recorded fields have the types the report uses (text
     names, a seed, a positive learning rate, counts, a knobs object, a model config); anything else is an
     `InputError` naming the file and the field."""
-    record = read_json_object(path)
+    record = read_sealed_record(path)
     present = {key: value for key, value in record.items() if value is not None}
     for key in ("variant", "arm", "size"):
         if key in present and not isinstance(present[key], str):
@@ -57,7 +74,7 @@ def update_run_record(run_dir: str | Path, fields: dict, *, drop: tuple[str, ...
     written."""
     record = {key: value for key, value in (read_run_record(run_dir) or {}).items() if key not in drop}
     record.update(fields)
-    write_text_atomic(run_record_path(run_dir), json.dumps(record, indent=2) + "\n")
+    write_text_atomic(run_record_path(run_dir), json.dumps(sealed(record, RECORD_SEAL), indent=2) + "\n")
     return record
 
 

@@ -107,3 +107,110 @@ def test_cleaned_on_failure_keeps_everything_on_success(tmp_path):
             (made / "new" / "inner").write_text("x")
             raise KeyboardInterrupt
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["b"]
+
+
+# --- killed (SIGKILL) at the points of a write where it matters ---
+
+_KILLED = """
+import os, signal, sys
+import gatedv_stats.core.atomic as atomic
+import gatedv_stats.io.curvefiles as curvefiles
+import trainer.run.run_files as run_files
+import cli
+
+calls = {{}}
+
+def nth(name, n):
+    calls[name] = calls.get(name, 0) + 1
+    return calls[name] == n
+
+def recording(module):
+    original = module.update_run_record
+    def record(run_dir, fields, **kwargs):
+        done = original(run_dir, fields, **kwargs)
+        if {kill_after_record!r} in fields and nth("record", {nth}):
+            os.kill(os.getpid(), signal.SIGKILL)  # recorded, not yet renamed into place
+        return done
+    module.update_run_record = record
+
+recording(run_files)
+recording(curvefiles)
+write = atomic.HashingWriter.write
+def writing(self, data):
+    if {kill_while_writing!r} and {kill_while_writing!r} in self._handle.name:
+        writers = calls.setdefault("writers", [])
+        if self not in writers:
+            writers.append(self)
+        if len(writers) == {nth} and self.size:
+            os.kill(os.getpid(), signal.SIGKILL)  # the n-th such file, half written
+    return write(self, data)
+atomic.HashingWriter.write = writing
+sys.argv = ["gatedv", *{args!r}]
+cli.app()
+"""
+KILLS = {  # where the kill falls: (after recording FIELD, or while writing NAME; at the n-th record or file)
+    "checkpoint recorded, not renamed": ("checkpoint_sha256", None, 2),
+    "checkpoint half written": (None, ".checkpoint.pt.", 2),
+    "curve recorded, not renamed": ("curve_sha256", None, 2),
+}
+
+
+def _killed(args: list[str], kill_after_record, kill_while_writing, nth) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = _KILLED.format(kill_after_record=kill_after_record, kill_while_writing=kill_while_writing, nth=nth,
+                            args=[str(arg) for arg in args])
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr
+
+
+@pytest.mark.parametrize("kill", KILLS)
+@pytest.mark.slow
+def test_a_run_killed_inside_a_write_leaves_files_its_record_vouches_for(prepared_data, tmp_path, kill):
+    """Killed after run.json records a new checkpoint (or curve) but before it takes its name, or half way through
+    writing it: the file in place is the previous one, which the record still names (as the previous), so it is
+    verified and the run resumes from it, its half-written temporary file removed."""
+    from gatedv_stats.io.curvefiles import read_curve_file
+    from gatedv_stats.io.runrecords import read_run_record
+    from trainer.run.checkpoint import load_checkpoint
+
+    run_dir = tmp_path / "run"
+    args = ["train", "--data", prepared_data, "--config", "tiny", "--seed", "1", "--batch-size", "2", "--updates",
+            "4", "--eval-every", "2", "--device", "cpu", "--out", run_dir]
+    _killed(args, *KILLS[kill])
+    record = read_run_record(run_dir)
+    assert load_checkpoint(run_dir / "checkpoint.pt").extra["update"] == 0  # the previous, verified
+    assert read_curve_file(run_dir / "curve.csv")["step"].max() in (0, 2)  # verified against the record
+    if kill == "checkpoint recorded, not renamed":
+        assert record["checkpoint_sha256"] != record["previous_checkpoint_sha256"]  # names the new one already
+    assert [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]  # the killed write's
+    result = CliRunner().invoke(cli.app, [str(arg) for arg in (*args, "--resume")])
+    assert result.exit_code == 0, result.output
+    assert read_run_record(run_dir)["status"] == "finished"
+    assert load_checkpoint(run_dir / "checkpoint.pt").extra["update"] == 4
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.slow
+def test_an_evaluation_killed_while_writing_keeps_the_loss_file_written_before(prepared_data, tmp_path):
+    import hashlib
+
+    from gatedv_stats.io.lossfiles import read_loss_file
+
+    run_dir = tmp_path / "run"
+    train = ["train", "--data", str(prepared_data), "--config", "tiny", "--seed", "1", "--batch-size", "2",
+             "--updates", "2", "--eval-every", "2", "--device", "cpu", "--out", str(run_dir)]
+    assert CliRunner().invoke(cli.app, train).exit_code == 0
+    evaluate = ["evaluate", str(run_dir / "checkpoint.pt"), "--out", str(run_dir / "dev.parquet"), "--device", "cpu"]
+    assert CliRunner().invoke(cli.app, evaluate).exit_code == 0
+    before = hashlib.sha256((run_dir / "dev.parquet").read_bytes()).hexdigest()
+    _killed(evaluate, None, ".dev.parquet.", 1)
+    assert hashlib.sha256((run_dir / "dev.parquet").read_bytes()).hexdigest() == before
+    read_loss_file(run_dir / "dev.parquet")  # whole, and verified against its recorded content hash
+    leftover = [p for p in run_dir.iterdir() if p.name.startswith(".dev.parquet.")]
+    assert len(leftover) == 1
+    assert CliRunner().invoke(cli.app, evaluate).exit_code == 0  # the next write of the loss file removes it
+    assert not leftover[0].exists()

@@ -128,6 +128,14 @@ def test_a_non_finite_development_nll_is_never_appended(prepared_data, tmp_path,
     assert list(assert_nothing_non_finite(run_dir, 0)["step"]) == [0]
 
 
+def _as_before_checkpoints_were_recorded(run_dir) -> None:
+    """A run whose run.json records no hash of its checkpoint (trained before they were), so that the checkpoint
+    written here by hand is read as it is (else it is refused as damaged first)."""
+    from gatedv_stats.io.runrecords import update_run_record
+
+    update_run_record(run_dir, {}, drop=("checkpoint_sha256", "previous_checkpoint_sha256"))
+
+
 @pytest.mark.slow
 def test_resume_refuses_a_non_finite_checkpoint_in_one_line(prepared_data, tmp_path):
     run_dir = tmp_path / "run"
@@ -136,6 +144,7 @@ def test_resume_refuses_a_non_finite_checkpoint_in_one_line(prepared_data, tmp_p
     payload = torch.load(path, weights_only=True)
     payload["model"]["embed.weight"][3, 5] = math.nan  # as a checkpoint written before these checks could be
     torch.save(payload, path)
+    _as_before_checkpoints_were_recorded(run_dir)
     result = train_cli(prepared_data, run_dir, "--updates", "4", "--eval-every", "2", "--resume")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.stderr.strip() == (f"error: {path}: embed.weight holds non-finite values (update 2); a diverged "
@@ -151,6 +160,7 @@ def test_resume_also_checks_the_optimizer_state(prepared_data, tmp_path):
     payload = torch.load(path, weights_only=True)
     payload["optimizer"]["state"][0]["exp_avg_sq"].fill_(math.inf)
     torch.save(payload, path)
+    _as_before_checkpoints_were_recorded(run_dir)
     result = train_cli(prepared_data, run_dir, "--updates", "4", "--eval-every", "2", "--resume")
     assert result.exit_code == 2
     assert "optimizer state 0.exp_avg_sq holds non-finite values (update 2)" in result.stderr

@@ -137,8 +137,8 @@ def test_every_byte_and_its_byte_level_spelling_round_trip_through_the_exported_
 
 
 @settings(max_examples=150, deadline=None)
-@given(text=st.text(alphabet=st.one_of(st.characters(), st.sampled_from([END_OF_TEXT, "\x00", "\u0120", "\u010a"])),
-                    max_size=120))
+@given(text=st.text(alphabet=st.one_of(st.characters(exclude_categories=("Cs",)),  # text: no lone surrogates
+                                       st.sampled_from([END_OF_TEXT, "\x00", "\u0120", "\u010a"])), max_size=120))
 def test_any_text_round_trips_through_the_exported_tokenizer(exported_tokenizers, text):
     _assert_round_trip(*exported_tokenizers, text)
 

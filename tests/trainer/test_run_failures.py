@@ -2,6 +2,7 @@
 one `error:` line and exit 4, keep what was finished, and a sweep goes on past a run that failed."""
 
 import os
+import random
 import signal
 import sys
 import time
@@ -17,9 +18,10 @@ import trainer.run.evaluate as evaluate_module
 import trainer.run.train as train_module
 from gatedv_stats.core.errors import RunFailure
 from gatedv_stats.core.files import file_sha256
+from gatedv_stats.io.curvefiles import read_curve_file
 from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record
-from interrupting import STOPS, stop_signal, stop_while_training
+from interrupting import KILL_9, STOPS, stop_signal, stop_while_training
 from tiny_hf import save_byte_gpt2
 from trainer.grid import grid_run, launch, sweep
 from trainer.grid.experiment import load_experiment
@@ -164,23 +166,37 @@ def test_a_failed_torchrun_is_a_run_failure(grid, monkeypatch):
         launch.run_distributed(run, Runtime(device="cpu", progress=False), 2)
 
 
-@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("stop, settle", [(stop, 1.5) for stop in STOPS] + [
+    (KILL_9, round(random.Random(seed).uniform(0.0, 2.5), 2)) for seed in (1, 2, 3)])  # a random point of the run
 @pytest.mark.slow
-def test_an_interrupted_run_keeps_the_update_in_progress_and_resumes_bit_for_bit(prepared_data, tmp_path, stop):
+def test_an_interrupted_run_keeps_the_update_in_progress_and_resumes_bit_for_bit(prepared_data, tmp_path, stop,
+                                                                                  settle):
+    """Ctrl-C and `kill` checkpoint the update in progress; `kill -9`, at any point (a checkpoint every update, so
+    often in the middle of a write), leaves the files of the last one written, each verified against run.json."""
+    every = "1" if stop == KILL_9 else "100000"
     args = ["--data", str(prepared_data), "--config", "tiny", "--variant", "gatedv", "--seed", "3",
-            "--batch-size", "2", "--updates", "100000", "--eval-every", "100000", "--device", "cpu"]
+            "--batch-size", "2", "--updates", "100000", "--eval-every", every, "--device", "cpu"]
     interrupted = tmp_path / "interrupted"
     process, stderr, _ = stop_while_training([sys.executable, str(ROOT / "cli.py"), "train", *args, "--out",
-                                              str(interrupted)], [interrupted], stop, settle=1.5)
+                                              str(interrupted)], [interrupted], stop, settle=settle)
     signal_number = stop_signal(stop)
-    assert process.returncode == 128 + signal_number, stderr
-    assert stderr.strip().splitlines()[-1] == f"error: interrupted ({signal_number.name}); {cli.INTERRUPTED}"
-    update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]
-    assert update > 0  # not the periodic checkpoint of update 0: the update in progress when the signal came
+    if stop == KILL_9:
+        assert process.returncode == -signal_number, stderr
+        assert read_run_record(interrupted)["status"] == "running"  # sealed, and checked against its seal
+        update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]  # verified against run.json
+        assert int(read_curve_file(interrupted / "curve.csv")["step"].max()) in (update, update + 1)
+        assert {path.name for path in interrupted.iterdir() if not path.name.endswith(".tmp")} == {
+            "run.json", "checkpoint.pt", "curve.csv", ".run.lock"}  # the killed process's lock: taken over
+    else:
+        assert process.returncode == 128 + signal_number, stderr
+        assert stderr.strip().splitlines()[-1] == f"error: interrupted ({signal_number.name}); {cli.INTERRUPTED}"
+        update = load_checkpoint(interrupted / "checkpoint.pt").extra["update"]
+        assert update > 0  # not the periodic checkpoint of update 0: the update in progress when the signal came
 
     resumed = CliRunner().invoke(cli.app, ["train", *args, "--out", str(interrupted), "--resume",
                                            "--stop-after", str(update + 2)])
     assert resumed.exit_code == 0, resumed.output
+    assert not [path for path in interrupted.iterdir() if path.name.endswith(".tmp")]  # a killed write's, removed
     straight = tmp_path / "straight"
     done = CliRunner().invoke(cli.app, ["train", *args, "--out", str(straight), "--stop-after", str(update + 2)])
     assert done.exit_code == 0, done.output

@@ -1,5 +1,6 @@
 """Training windows: a pure function of (seed, update), uniform over eligible starts, inside one document."""
 
+import json
 import shutil
 
 import numpy as np
@@ -109,5 +110,10 @@ def test_corrupt_offsets_file_is_refused(tmp_path, prepared_data, write, message
     copy = tmp_path / "data"
     shutil.copytree(prepared_data, copy)
     write(copy / "train_docs.npy")
+    with pytest.raises(InputError, match=r"train_docs.npy: damaged: its sha256 .* is not the one .*manifest.json"):
+        PreparedData.open(copy).train_offsets  # against the hash the manifest records
+    manifest = json.loads((copy / "manifest.json").read_text())
+    del manifest["content_sha256"], manifest["train"]["offsets_sha256"]  # as a directory prepared before they were
+    (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(InputError, match=rf"train_docs.npy: {message}"):
         PreparedData.open(copy).train_offsets

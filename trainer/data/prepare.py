@@ -19,6 +19,7 @@ from pathlib import Path
 from gatedv_stats.core.atomic import atomic_path, write_text_atomic
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import file_sha256
+from gatedv_stats.core.integrity import sealed
 from gatedv_stats.core.outputs import check_output_dir, check_path_given, cleaned_on_failure
 from trainer.data.corpus import Corpus, open_corpus
 from trainer.data.prepared import (
@@ -30,6 +31,7 @@ from trainer.data.prepared import (
     TRAIN_OFFSETS,
     TRAIN_TOKENS,
 )
+from trainer.data.recorded import MANIFEST_SEAL, check_manifest, check_recorded_file
 from trainer.data.split import Preparation
 from trainer.data.tokenizer import DEFAULT_VOCAB_SIZE, check_vocab_size, load_tokenizer, save_tokenizer
 
@@ -146,7 +148,7 @@ def _move_into_place(staging: Path, out: Path, manifest: dict) -> None:
                 raise
             with atomic_path(target) as tmp:
                 shutil.copyfile(staging / name, tmp)
-    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out / MANIFEST, json.dumps(sealed(manifest, MANIFEST_SEAL), indent=2, sort_keys=True) + "\n")
 
 
 def _prepare_into(run: Preparation, tokenizer_source: Path | Corpus | None, fingerprint: str, n_per_set: int, *,
@@ -206,6 +208,13 @@ def _reusable_manifest(out: Path, fingerprint: str) -> dict | None:
         return None
     train = out / TRAIN_TOKENS
     if not train.is_file() or train.stat().st_size != 2 * manifest["counts"]["train"]["tokens"]:
+        return None
+    try:  # a damaged directory is prepared again
+        manifest = check_manifest(manifest, out / MANIFEST)
+        for name, sha256 in ((TOKENIZER, manifest["tokenizer"]["sha256"]), (TRAIN_TOKENS, manifest["train"]["sha256"]),
+                             (TRAIN_OFFSETS, manifest["train"].get("offsets_sha256"))):
+            check_recorded_file(out, out / MANIFEST, name, sha256)
+    except InputError:
         return None
     return manifest
 

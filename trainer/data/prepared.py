@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import torch
 from numpy.typing import ArrayLike
 
-from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.atomic import atomic_file
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_seed
+from trainer.data.recorded import PREPARE_AGAIN, check_manifest, check_recorded_file, format_problem
 from trainer.data.tokenizer import load_tokenizer, token_bytes
 
 DEFAULT_CONTEXT = 256  # `gatedv prepare --context`: tokens a model sees per window
@@ -100,8 +101,8 @@ def write_eval_set(path: str | os.PathLike, name: str, doc_ids: list[str], domai
         _check_texts(path, texts, n_bytes)
         columns |= {column: pa.array(values, pa.string()) for column, values in zip(_TEXT_COLUMNS, texts)}
     metadata = {_TOKENIZER_KEY: tokenizer_sha256.encode("ascii")} if tokenizer_sha256 is not None else None
-    with atomic_path(path) as tmp:
-        pq.write_table(pa.table(columns, metadata=metadata), tmp)
+    with atomic_file(path) as writer:
+        pq.write_table(pa.table(columns, metadata=metadata), writer)
     return _eval_set(name, list(doc_ids), list(domains), tokens, n_bytes, texts, tokenizer_sha256)
 
 
@@ -314,14 +315,17 @@ class PreparedData:
         raw = manifest_path.read_bytes()
         try:
             manifest = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{manifest_path}: invalid JSON ({error.msg})") from None
+        except ValueError as error:  # not JSON, or not UTF-8
+            raise InputError(f"{manifest_path}: invalid JSON ({getattr(error, 'msg', None) or error}); "
+                             f"{PREPARE_AGAIN.format(directory=path)}") from None
         found = manifest.get("format") if isinstance(manifest, dict) else None
         if found != DATA_FORMAT:
-            raise InputError(_format_problem(manifest_path, found))
+            raise InputError(format_problem(manifest_path, found, DATA_FORMAT))
+        manifest = check_manifest(manifest, manifest_path)
         for name in (TOKENIZER, TRAIN_TOKENS, TRAIN_OFFSETS, *(f"{set_name}.parquet" for set_name in EVAL_SET_NAMES)):
             if not (path / name).is_file():
                 raise InputError(f"{path / name}: missing from the prepared data directory")
+        check_recorded_file(path, manifest_path, TOKENIZER, manifest["tokenizer"]["sha256"])
         return cls(path, manifest, hashlib.sha256(raw).hexdigest())
 
     @property
@@ -345,10 +349,14 @@ class PreparedData:
         """The `dev` or `heldout` set of this directory (checked against the manifest), or a set file by path."""
         if str(name_or_path) in EVAL_SET_NAMES:
             name = str(name_or_path)
-            eval_set = read_eval_set(self.path / f"{name}.parquet", name, self.context + 1)
-            expected = self.manifest["eval_sets"][name]["sha256"]
-            if eval_set.sha256 != expected:
-                raise InputError(f"{self.path / f'{name}.parquet'}: content does not match the manifest's SHA-256")
+            again = PREPARE_AGAIN.format(directory=self.path)
+            try:
+                eval_set = read_eval_set(self.path / f"{name}.parquet", name, self.context + 1)
+            except InputError as error:  # truncated, emptied, damaged beyond reading
+                raise InputError(f"{error}; {again}") from None
+            if eval_set.sha256 != self.manifest["eval_sets"][name]["sha256"]:
+                raise InputError(f"{self.path / f'{name}.parquet'}: content does not match the manifest's SHA-256 "
+                                 f"(damaged); {again}")
             return eval_set
         if not os.path.exists(name_or_path):
             raise ParameterError("eval_set", f"{str(name_or_path)!r} is neither a set of {self.path} "
@@ -359,6 +367,8 @@ class PreparedData:
     def train_offsets(self) -> np.ndarray:
         """(D+1,) int64 document offsets into the training store."""
         path = self.path / TRAIN_OFFSETS
+        check_recorded_file(self.path, self.path / MANIFEST, TRAIN_OFFSETS,
+                            self.manifest["train"].get("offsets_sha256"))
         try:
             offsets = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as error:
@@ -372,6 +382,7 @@ class PreparedData:
     def train_tokens(self) -> np.ndarray:
         """The training store, memory-mapped (uint16)."""
         path = self.path / TRAIN_TOKENS
+        check_recorded_file(self.path, self.path / MANIFEST, TRAIN_TOKENS, self.manifest["train"].get("sha256"))
         expected = int(self.train_offsets[-1])
         if path.stat().st_size != 2 * expected:
             raise InputError(f"{path}: holds {path.stat().st_size // 2} tokens, the offsets say {expected}")
@@ -379,17 +390,6 @@ class PreparedData:
 
     def sampler(self, seed: int) -> WindowSampler:
         return WindowSampler(self.train_tokens, self.train_offsets, seed, self.context + 1)
-
-
-def _format_problem(manifest_path: Path, found: object) -> str:
-    """Why a manifest is not this gatedv's data format: an older or newer gatedv-data-N, or no data manifest."""
-    prefix = DATA_FORMAT.rsplit("-", 1)[0] + "-"
-    version = str(found).removeprefix(prefix)
-    if isinstance(found, str) and found.startswith(prefix) and version.isdigit():
-        if int(version) < int(DATA_FORMAT.removeprefix(prefix)):
-            return f"{manifest_path.parent}: prepared by an older gatedv ({found}); run gatedv prepare --force"
-        return f"{manifest_path.parent}: prepared by a newer gatedv ({found}); upgrade gatedv-stats"
-    return f"{manifest_path}: not a {DATA_FORMAT} manifest"
 
 
 __all__ = ["DATA_FORMAT", "DEFAULT_CONTEXT", "WINDOW", "EvalSet", "PreparedData", "WindowSampler",

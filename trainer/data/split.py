@@ -29,9 +29,8 @@ import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats import __version__
-from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.atomic import atomic_file
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import file_sha256
 from trainer.data.corpus import Corpus, ReadCounts
 from trainer.data.prepared import EVAL_SET_NAMES, TRAIN_OFFSETS, TRAIN_TOKENS, WINDOW, window_texts, write_eval_set
 from trainer.data.token_store import SplitStore
@@ -139,8 +138,7 @@ class Preparation:
         """Tokenize the corpus, choose and write the evaluation sets, write the training store; the manifest."""
         side_path = self.out / ".candidate-groups.bin.tmp"
         try:
-            with atomic_path(self.out / TRAIN_TOKENS) as train_tmp, open(train_tmp, "wb") as train_file, \
-                    open(side_path, "w+b") as side_file:
+            with atomic_file(self.out / TRAIN_TOKENS) as train_file, open(side_path, "w+b") as side_file:
                 store = SplitStore(train_file, side_file, side_path)
                 n_tokens = self._tokenize(bpe, store)
                 side = store.candidate_tokens()
@@ -155,11 +153,13 @@ class Preparation:
                     raise InputError(f"{self.source.spec}: no training document of at least {self.window} tokens "
                                      "remains after removing the evaluation documents")
                 train_file.flush()
-            with atomic_path(self.out / TRAIN_OFFSETS) as offsets_tmp, open(offsets_tmp, "wb") as handle:
-                np.save(handle, np.asarray(store.train_offsets, dtype=np.int64))
+            with atomic_file(self.out / TRAIN_OFFSETS) as offsets_file:
+                np.save(offsets_file, np.asarray(store.train_offsets, dtype=np.int64))
         finally:
             side_path.unlink(missing_ok=True)
-        return self._manifest(n_tokens, store, excluded, windows, eval_sets, eval_docs, remove_eval_groups)
+        manifest = self._manifest(n_tokens, store, excluded, windows, eval_sets, eval_docs, remove_eval_groups)
+        manifest["train"].update(sha256=train_file.sha256, offsets_sha256=offsets_file.sha256)  # hashed as written
+        return manifest
 
     def _tokenize(self, bpe, store: SplitStore) -> np.ndarray:
         """Tokenize every document in parallel batches into `store`; returns each document's token count."""
@@ -214,8 +214,7 @@ class Preparation:
             },
             "eval_sets": {name: {"file": f"{name}.parquet", **eval_set.to_dict()}
                           for name, eval_set in eval_sets.items()},
-            "train": {"tokens_file": TRAIN_TOKENS, "offsets_file": TRAIN_OFFSETS, "dtype": "uint16",
-                      "sha256": file_sha256(self.out / TRAIN_TOKENS)},
+            "train": {"tokens_file": TRAIN_TOKENS, "offsets_file": TRAIN_OFFSETS, "dtype": "uint16"},
         }
 
     def _choose_eval_docs(self, side_docs: list[int], n_tokens: np.ndarray, n_per_set: int, eval_docs: int,

@@ -9,12 +9,14 @@ from typing import BinaryIO
 
 import numpy as np
 
+from gatedv_stats.core.atomic import HashingWriter
+
 
 @dataclass
 class SplitStore:
     """Two append-only uint16 token files and the offsets of the documents in each (corpus positions)."""
 
-    train_file: BinaryIO
+    train_file: BinaryIO | HashingWriter  # hashed as it is written (gatedv_stats.core.atomic.atomic_file)
     side_file: BinaryIO
     side_path: Path
     train_docs: list[int] = field(default_factory=list)

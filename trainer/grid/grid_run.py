@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gatedv_stats.core.errors import InputError, RunFailure
+from gatedv_stats.core.locks import describe, run_lock
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record
@@ -35,9 +36,10 @@ class RunOutcome:
     lr: float
     seed: int
     run_dir: str
-    action: str  # trained | resumed | evaluated | skipped | diverged
-    status: str  # finished | diverged
+    action: str  # trained | resumed | evaluated | skipped | diverged | held (by another process: left to it)
+    status: str  # finished | diverged | running (held)
     dev_nll: float
+    note: str | None = None  # a stale lock of a process that ended without releasing it, taken over
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -67,10 +69,22 @@ def loss_file_path(run_dir: Path, eval_set: str) -> Path:
 
 
 def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
-    """Bring one grid run to `finished` with its loss files: train, resume, or only evaluate as needed.
+    """Bring one grid run to `finished` with its loss files: train, resume, or only evaluate as needed, holding the
+    run directory's lock (`gatedv_stats.core.locks.run_lock`: `LockBusy` when another process holds it).
 
     Under torchrun every process calls this: all train (the decision to resume is taken before the process
-    group forms, so before rank 0 writes anything), rank 0 alone writes the loss files."""
+    group forms, so before rank 0 writes anything), rank 0 alone holds the lock and writes the loss files."""
+    if int(os.environ.get("RANK", 0)) != 0:
+        return _bring_to_finished(run, runtime)
+    with run_lock(run.run_dir) as lock:
+        outcome = _bring_to_finished(run, runtime)
+    if lock.stale is None:
+        return outcome
+    return replace(outcome, note=f"{run.run_dir}: took over the lock of {describe(lock.stale)}, which ended "
+                                 "without releasing it")
+
+
+def _bring_to_finished(run: GridRun, runtime: Runtime) -> RunOutcome:
     record = read_run_record(run.run_dir)
     status = record.get("status") if record else None
     if record is not None and status in ("finished", "diverged") and spec_differences(record, run.spec):

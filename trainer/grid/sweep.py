@@ -7,6 +7,7 @@ reason outside the inputs (out of memory) does not stop the others, and the swee
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -17,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
+from gatedv_stats.core.locks import HELD_FOR_CHILDREN, LockBusy, run_lock
 from trainer.grid import launch
 from trainer.grid.experiment import Experiment
 from trainer.grid.grid_run import GridRun, RunOutcome, divergence_warning, grid_columns, run_one
@@ -31,7 +33,7 @@ class SweepResult:
     experiment: str
     outcomes: tuple[RunOutcome, ...] = field(default_factory=tuple)
     variants: dict = field(default_factory=dict)  # variant -> {"parameters", "knobs"} (Experiment.describe_variants)
-    warnings: tuple[str, ...] = ()  # one per diverged run (grid_run.divergence_warning)
+    warnings: tuple[str, ...] = ()  # one per diverged run (grid_run.divergence_warning), held run, lock taken over
 
     def to_dict(self) -> dict:
         return {"experiment": self.experiment, "variants": self.variants,
@@ -45,7 +47,7 @@ class SweepResult:
         header, cells = grid_columns(o.seed for o in self.outcomes)
         lines.append(f"{header}  {'action':<10}{'dev NLL':>10}  run directory")
         lines += [f"{cells(o.variant, o.lr, o.seed)}  {o.action:<10}"
-                  f"{('diverged' if o.status == 'diverged' else f'{o.dev_nll:.6f}'):>10}  {o.run_dir}"
+                  f"{(o.status if o.status in ('diverged', 'running') else f'{o.dev_nll:.6f}'):>10}  {o.run_dir}"
                   for o in self.outcomes]
         return "\n".join(lines)
 
@@ -88,7 +90,8 @@ def run_experiment(experiment: Experiment, *, jobs: int | None = None, gpus_per_
         raise RunFailure(f"sweep {experiment.name}: {len(failed)} of {len(runs)} runs did not finish (first "
                          f"{failed[0]}); the finished ones are kept: run the same command again to go on from the "
                          "others' checkpoints")
-    warnings = tuple(divergence_warning(outcome.run_dir) for outcome in outcomes if outcome.status == "diverged")
+    warnings = tuple(divergence_warning(outcome.run_dir) if outcome.status == "diverged" else str(outcome.note)
+                     for outcome in outcomes if outcome.status == "diverged" or outcome.note)
     return SweepResult(experiment.name, tuple(outcomes), experiment.describe_variants(), warnings)
 
 
@@ -102,6 +105,10 @@ def _finish_each(runs: list[GridRun], results: list[Callable[[], RunOutcome]],
     for run, result in zip(runs, results):
         try:
             outcomes.append(result())
+        except LockBusy as busy:  # another sweep (or train) has it: left to that one
+            outcomes.append(RunOutcome(run.variant, run.lr, run.seed, str(run.run_dir), "held", "running", math.nan,
+                                       f"{busy}; left to it"))
+            bar.update()
         except RunFailure as error:
             failed.append(str(error))
         except BrokenProcessPool:
@@ -112,7 +119,10 @@ def _finish_each(runs: list[GridRun], results: list[Callable[[], RunOutcome]],
 
 
 def _run_in_worker(run: GridRun, runtime: Runtime, gpus_per_run: int, environment: dict | None = None) -> RunOutcome:
-    """One run here, or over `gpus_per_run` torchrun processes (on the GPUs `environment` names, if given)."""
+    """One run here, or over `gpus_per_run` torchrun processes (on the GPUs `environment` names, if given), which
+    this process holds the run's lock for."""
     if gpus_per_run > 1:
-        return launch.run_distributed(run, runtime, gpus_per_run, environment)
+        with run_lock(run.run_dir):
+            held = {**(environment or {}), HELD_FOR_CHILDREN: str(run.run_dir.resolve())}
+            return launch.run_distributed(run, runtime, gpus_per_run, held)
     return run_one(run, runtime)

@@ -7,6 +7,7 @@ GQA is fine. Anything else is refused with a one-line InputError.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from gatedv_stats.core.atomic import current_umask
-from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.atomic import NO_SPACE_ERRNOS, current_umask, is_no_space, no_space_message
+from gatedv_stats.core.errors import InputError, NoSpaceError
 from gatedv_stats.core.files import file_sha256
 from trainer.data.prepared import MANIFEST, TOKENIZER
 from trainer.model.transformer import ModelConfig, Transformer
@@ -164,8 +165,12 @@ def export_hf(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *,
             os.chmod(path, 0o666 & ~mask)
         os.chmod(tmp, 0o777 & ~mask)
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        # safetensors reports a full disk as its own error, with the OS error's number in its text
+        if is_no_space(error) or any(f"(os error {number})" in str(error) for number in NO_SPACE_ERRNOS):
+            full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise NoSpaceError(no_space_message(out, full, existed=False), str(out), full.strerror) from None
         raise
     return out
 

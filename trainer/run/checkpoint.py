@@ -2,6 +2,12 @@
 
 Loading uses `torch.load(weights_only=True)`, so `extra` may hold tensors, numbers, strings, None and
 lists / tuples / dicts of those (optimizer state dicts and torch RNG states qualify; numpy arrays do not).
+
+A run's checkpoint (`RUN_DIR/checkpoint.pt`) is verified on every load against the SHA-256 its run.json records
+(`checkpoint_sha256`): the trainer hashes the file while writing it, reads it back, records the hash and only then
+renames it over the previous checkpoint (`save_checkpoint(before_replace=)`), so the record also names that previous
+one (`previous_checkpoint_sha256`) while it is still in place. torch.load itself checks no checksum: a flipped bit
+in a tensor would load as a different weight.
 """
 
 from __future__ import annotations
@@ -10,20 +16,24 @@ import dataclasses
 import os
 import pickle
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
 import torch
 
-from gatedv_stats.core.atomic import atomic_path
+from gatedv_stats.core.atomic import atomic_file
 from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.integrity import check_file_sha256
+from gatedv_stats.io.runrecords import read_run_record, run_record_path
 from trainer.model.transformer import ModelConfig, Transformer, build_model
 
 FORMAT = "gatedv-checkpoint-1"
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; anything else is not one of ours
 CHECKPOINT_FILE_NAME = "checkpoint.pt"  # inside a run directory
+RETRAIN = ("it cannot be resumed or evaluated: train the run again (move the run directory away first), or restore "
+           "an intact copy")
 
 
 @dataclass(frozen=True)
@@ -31,16 +41,34 @@ class Checkpoint:
     model: Transformer
     config: ModelConfig
     extra: dict
+    sha256: str | None = None  # of the file, when it was verified against its run's record
 
 
-def save_checkpoint(path: str | os.PathLike, model: Transformer, *, extra: dict) -> None:
-    """Atomically write {"format", "model_config", "model", **extra} to `path`."""
+def save_checkpoint(path: str | os.PathLike, model: Transformer, *, extra: dict,
+                    before_replace: Callable[[str], None] | None = None) -> str:
+    """Atomically write {"format", "model_config", "model", **extra} to `path`, hashed while it is written and read
+    back before it replaces the previous file; `before_replace(sha256)` records the hash first. Returns the
+    file's SHA-256."""
     reserved = {"format", "model_config", "model"} & set(extra)
     if reserved:
         raise ValueError(f"checkpoint extra: keys {sorted(reserved)} are reserved")
     payload = {"format": FORMAT, "model_config": dataclasses.asdict(model.config), "model": model.state_dict(), **extra}
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        torch.save(payload, handle)  # a file object, not the path: torch names the archive after a path's temp name
+    with atomic_file(path, verify=True, before_replace=before_replace) as writer:
+        torch.save(payload, writer)  # type: ignore[arg-type]  # a file object, not the path: torch names the archive after a path's temp name
+    return writer.sha256
+
+
+def verify_run_checkpoint(path: str | os.PathLike) -> str | None:
+    """The SHA-256 of a run's checkpoint (`RUN_DIR/checkpoint.pt`), checked against the run.json beside it: a
+    `damaged` InputError when it is neither the checkpoint recorded there nor the one it was replacing. None for a
+    checkpoint its run records no hash of (another name, a copy elsewhere, a run trained before checkpoints were
+    recorded): read as it is."""
+    path = Path(path)
+    record = read_run_record(path.parent) if path.name == CHECKPOINT_FILE_NAME else None
+    if not record or not record.get("checkpoint_sha256"):
+        return None
+    return check_file_sha256(path, [record["checkpoint_sha256"], record.get("previous_checkpoint_sha256")],
+                             run_record_path(path.parent), RETRAIN)
 
 
 def non_finite_state(model_state: dict, optimizer_state: dict) -> str | None:
@@ -63,7 +91,8 @@ def _first_non_finite(tensors: Iterable[tuple[str, torch.Tensor]]) -> str | None
 
 
 def read_checkpoint_dict(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict:
-    """The raw checkpoint dict, validated: a one-line InputError for a missing, foreign or damaged file."""
+    """The raw checkpoint dict, validated: a one-line InputError for a missing, foreign or damaged file (verify a
+    run's checkpoint against its record first: `verify_run_checkpoint`)."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a checkpoint file")
@@ -117,7 +146,9 @@ def config_from_dict(fields: dict, source: str) -> ModelConfig:
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
-    """The model (weights restored, on `device`), its config and every other key of the file as `extra`."""
+    """The model (weights restored, on `device`), its config and every other key of the file as `extra`; a run's
+    checkpoint verified against its run.json first (`verify_run_checkpoint`)."""
+    sha256 = verify_run_checkpoint(path) if Path(path).is_file() else None
     payload = read_checkpoint_dict(path, device)
     config = config_from_dict(payload["model_config"], str(path))
     model = build_model(config, seed=0, device="meta").to_empty(device=device)
@@ -128,4 +159,4 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         reason = " ".join(str(error).split())[:300]
         raise InputError(f"{path}: weights do not match the model config ({reason})") from None
     extra = {k: v for k, v in payload.items() if k not in ("format", "model_config", "model")}
-    return Checkpoint(model=model, config=config, extra=extra)
+    return Checkpoint(model=model, config=config, extra=extra, sha256=sha256)

@@ -241,7 +241,7 @@ def loss_file_metadata(checkpoint: Path, loaded, data: PreparedData, windows: Ev
         "eval_set_sha256": windows.sha256,
         "scoring": "context",  # each window's targets given its first token (docs/method.md §5)
         "tokenizer_sha256": data.tokenizer_sha256,
-        "checkpoint_sha256": file_sha256(checkpoint),
+        "checkpoint_sha256": loaded.sha256 or file_sha256(checkpoint),  # verified against its run's record
         "data_manifest_sha256": data.manifest_sha256,
         "value_act": value_act,
         "trained_value_act": loaded.config.value_act,

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +25,12 @@ from tqdm import tqdm
 
 from gatedv_stats import __version__
 from gatedv_stats.core.atomic import remove_stale_temp_files
-from gatedv_stats.core.errors import InputError, RunFailure
-from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, write_curve_file
+from gatedv_stats.core.errors import InputError, NoSpaceError, RunFailure
 from gatedv_stats.io.runrecords import update_run_record
 from trainer.data.prepared import PreparedData
 from trainer.model.moments import compute_moments
 from trainer.model.transformer import Transformer, build_model, count_parameters
-from trainer.run.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint, non_finite_state, save_checkpoint
+from trainer.run.checkpoint import load_checkpoint, non_finite_state
 from trainer.run.device import Precision, out_of_memory_as, retain_freed_memory, select_device
 from trainer.run.evaluate import document_loss_sums
 from trainer.run.interruption import DeferredInterruption
@@ -45,26 +44,7 @@ from trainer.run.recipe import (
     spec_differences,
 )
 from trainer.run.rng import rng_state, seed_global_rngs, set_rng_state
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    run_dir: str
-    status: str  # finished | stopped
-    update: int
-    dev_nll: float
-    tokens: int
-    train_seconds: float
-    tokens_per_second: float
-    stopped_by: str | None = None  # the signal that ended the call early (SIGINT, SIGTERM), if one did
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    def summary(self) -> str:
-        return (f"{self.status} at update {self.update}: dev NLL {self.dev_nll:.6f} "
-                f"(PPL {math.exp(self.dev_nll):.3f}), {self.tokens:,} training tokens at "
-                f"{self.tokens_per_second:,.0f} tokens/s -> {self.run_dir}")
+from trainer.run.run_files import RunFiles, TrainResult, no_space
 
 
 class DivergenceError(RuntimeError):
@@ -154,7 +134,7 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
         loop = _Loop(spec, Path(run_dir), runtime, where, device)
-        with out_of_memory_as(loop.out_of_memory):
+        with out_of_memory_as(loop.out_of_memory), loop.no_space_as_failure():
             return loop.run(resume, stop_after or spec.updates)
     finally:
         if started_group:
@@ -166,7 +146,8 @@ class _Loop:
 
     def __init__(self, spec: RunSpec, run_dir: Path, runtime: Runtime, where: _Dist, device: torch.device) -> None:
         self.spec, self.run_dir, self.runtime, self.where, self.device = spec, run_dir, runtime, where, device
-        self.checkpoint_path = run_dir / CHECKPOINT_FILE_NAME
+        self.files = RunFiles(run_dir)
+        self.checkpoint_path = self.files.checkpoint_path
         self.data = PreparedData.open(spec.data)
         check_data_fits(self.data, spec.model_config())
         self.dev = self.data.eval_set("dev")
@@ -240,6 +221,16 @@ class _Loop:
         reason = f"out of memory on {self.device} {when} ({cause})"
         self._failed(reason)
         return RunFailure(f"{self.run_dir}: {reason}; {kept}")
+
+    @contextlib.contextmanager
+    def no_space_as_failure(self) -> Iterator[None]:
+        """A checkpoint, curve or record that did not fit on the disk: one line with what is kept, how to go on."""
+        try:
+            yield
+        except NoSpaceError as error:
+            if not self.where.main:
+                raise
+            raise no_space(error, self.run_dir, self.update, self.saved_update) from None
 
     def _failed(self, reason: str) -> None:
         """run.json of a run that ended for a reason outside the inputs: `failed`, the reason, the update reached
@@ -338,6 +329,7 @@ class _Loop:
         self.curve = list(extra["curve"])
         self.window = list(extra["train_loss_window"])
         self.saved_update = self.update
+        self.files.resumed_from(loaded)
         set_rng_state(extra["rng"])
 
     def _record(self) -> None:
@@ -363,7 +355,7 @@ class _Loop:
         self.curve.append(row[0])
         self.window = [0.0, 0]
         if self.where.main:
-            write_curve_file(self.run_dir / CURVE_FILE_NAME, self.curve)
+            self.files.write_curve(self.curve)
         self._write_checkpoint()
 
     def _save_unless_saved(self) -> None:
@@ -380,7 +372,7 @@ class _Loop:
 
     def _write_checkpoint(self) -> None:
         if self.where.main:
-            save_checkpoint(self.checkpoint_path, self.model, extra={
+            self.files.write_checkpoint(self.model, {
                 "run": self.spec.to_dict(),
                 "data_manifest_sha256": self.data.manifest_sha256,
                 "update": self.update,
@@ -395,7 +387,6 @@ class _Loop:
                 "train_loss_window": self.window,
                 "gatedv_version": __version__,
             })
-            update_run_record(self.run_dir, {"checkpoint_update": self.update})  # for `gatedv sweep --status`
         self.saved_update = self.update
         if self.where.world > 1:
             dist.barrier()

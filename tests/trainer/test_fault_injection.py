@@ -1,0 +1,191 @@
+"""Fault injection over every file kind gatedv writes and reads back: a flipped byte, a truncation and a file
+emptied to zero bytes each end the command that reads it as one `error:` line naming the file (and, where gatedv
+wrote it, what to do), exit 2, before any statistic, evaluation or resume uses it: no verdict is printed, no report,
+loss file or checkpoint written. The table of these cases is docs/architecture.md, "Failure contract"."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from experiments import write_runs
+from gatedv_stats.testing import ppls_with_moments
+from helpers import invoke
+from item_runs import write_tasks
+
+pytestmark = pytest.mark.slow
+
+TRAIN = ("--config", "tiny", "--seed", "1", "--batch-size", "2", "--updates", "4", "--eval-every", "2",
+         "--device", "cpu")
+PAIR = ("--baseline-arm", "baseline", "--variant-arm", "gatedv")
+
+
+def flip(path: Path) -> None:
+    """The lowest bit of the middle byte flipped."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    """The second half cut off, as a copy or a write that stopped early leaves a file."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+DAMAGES = {"flipped byte": flip, "truncated": truncate, "zero length": empty}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A file kind: where it lies in the world, the command that reads it, and what the line must say."""
+
+    file: str  # relative to the world's root
+    command: Callable[[Path], tuple]  # the world's root -> the command's arguments
+    says: tuple[str, ...]  # one of these: the line's account of the damage
+    advice: tuple[str, ...] = ()  # one of these: what to do (empty: the file may be another tool's)
+    unchanged: tuple[str, ...] = ()  # outputs that must be as they were
+
+
+DAMAGED = ("damaged",)
+UNREADABLE = ("damaged", "cannot read", "empty file")
+PREPARE = ("gatedv prepare",)
+CASES = {
+    "loss file": Case("study/heldout-0.001-None/gatedv_2.parquet",
+                      lambda root: ("bootstrap", root / "study", *PAIR, "--samples", "100"), UNREADABLE),
+    "item-score file": Case("items/arc_easy_gatedv_1.parquet",
+                            lambda root: ("bootstrap", root / "items", *PAIR, "--metric", "acc"), UNREADABLE),
+    "curve": Case("run/curve.csv", lambda root: ("report", root / "study", root / "run" / "curve.csv", "--out",
+                                                 root / "report.md", "--samples", "100"),
+                  DAMAGED, ("train the run again",)),
+    "run.json": Case("run/run.json", lambda root: ("train", "--data", root / "data", *TRAIN, "--out", root / "run",
+                                                   "--resume"),
+                     ("damaged", "cannot read JSON"), ("train the run again",), ("run/checkpoint.pt",)),
+    "checkpoint (resume)": Case("run/checkpoint.pt", lambda root: ("train", "--data", root / "data", *TRAIN,
+                                                                   "--out", root / "run", "--resume"),
+                                DAMAGED, ("train the run again",), ("run/run.json", "run/curve.csv")),
+    "checkpoint (evaluate)": Case("run/checkpoint.pt", lambda root: ("evaluate", root / "run" / "checkpoint.pt",
+                                                                     "--out", root / "run" / "dev.parquet",
+                                                                     "--device", "cpu"),
+                                  DAMAGED, ("train the run again",), ("run/dev.parquet",)),
+    "token store": Case("data/train.bin", lambda root: ("train", "--data", root / "data", *TRAIN, "--out",
+                                                        root / "new"), DAMAGED, PREPARE),
+    "document offsets": Case("data/train_docs.npy", lambda root: ("train", "--data", root / "data", *TRAIN, "--out",
+                                                                  root / "new"), DAMAGED, PREPARE),
+    "tokenizer": Case("data/tokenizer.json", lambda root: ("train", "--data", root / "data", *TRAIN, "--out",
+                                                           root / "new"), DAMAGED, PREPARE),
+    "data manifest": Case("data/manifest.json", lambda root: ("train", "--data", root / "data", *TRAIN, "--out",
+                                                              root / "new"), ("damaged", "invalid JSON"), PREPARE),
+    "evaluation set": Case("data/dev.parquet", lambda root: ("evaluate", root / "run" / "checkpoint.pt", "--data",
+                                                             root / "data", "--out", root / "other.parquet",
+                                                             "--device", "cpu"),
+                           ("damaged", "not a readable evaluation set"), PREPARE),
+}
+
+
+@pytest.fixture(scope="module")
+def world(prepared_data, tmp_path_factory) -> Path:
+    """Every kind of file, written by gatedv: a data directory, a run stopped at update 2 of 4 with its dev loss
+    file, loss files of a study and item-score files."""
+    root = tmp_path_factory.mktemp("world")
+    shutil.copytree(prepared_data, root / "data")
+    run = root / "run"
+    assert invoke("train", "--data", root / "data", *TRAIN, "--out", run, "--stop-after", "2").exit_code == 0
+    assert invoke("evaluate", run / "checkpoint.pt", "--out", run / "dev.parquet", "--device", "cpu").exit_code == 0
+    write_runs(root / "study", {"baseline": ppls_with_moments(59.1, 0.5, 3), "gatedv": ppls_with_moments(57.9, 0.8, 3)},
+               eval_set="heldout", lr=0.001)
+    write_tasks(root / "items", tasks={"arc_easy": 0.25})
+    return root
+
+
+def _hashes(root: Path, names: tuple[str, ...]) -> dict[str, str | None]:
+    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() if (root / name).exists() else None
+            for name in names}
+
+
+def test_the_world_reads_whole(world, tmp_path):
+    """Undamaged, every command of the table succeeds (so each failure below is the damage's)."""
+    for number, (name, case) in enumerate(CASES.items()):
+        root = tmp_path / f"world{number}"
+        shutil.copytree(world, root)
+        result = invoke(*case.command(root))
+        assert result.exit_code == 0, (name, result.output)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("kind", CASES)
+def test_a_damaged_file_is_one_line_and_nothing_is_computed_from_it(world, tmp_path, kind, damage):
+    case = CASES[kind]
+    root = tmp_path / "world"
+    shutil.copytree(world, root)
+    target = root / case.file
+    DAMAGES[damage](target)
+    outputs = ("report.md", "new/checkpoint.pt", "other.parquet", *case.unchanged)
+    before = _hashes(root, outputs)
+    result = invoke(*case.command(root))
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("error")] == lines[-1:] == [lines[-1]], result.stderr
+    line = lines[-1]
+    assert line.startswith(f"error: {target}: "), line  # the damaged file, named first
+    assert any(word in line for word in case.says), line
+    if case.advice and "damaged" in line:
+        assert any(advice in line for advice in case.advice), line
+    assert "Traceback" not in result.output and result.stdout == ""  # no verdict, no summary
+    assert _hashes(root, outputs) == before  # no report, loss file or checkpoint written or changed
+
+
+def _content(run, seal: str | None = None) -> tuple:
+    """What a reader takes from a loss or item-score run: its rows and its metadata, less the seal (`seal`, which,
+    its key's name damaged, is one more key of no meaning)."""
+    meta = {key: value for key, value in run.meta.items() if key != "content_sha256" and value != seal}
+    rows = run.docs if hasattr(run, "docs") else run.items
+    return rows.to_dict("list"), meta
+
+
+@pytest.mark.parametrize("kind", ["loss file", "item-score file"])
+def test_no_flipped_bit_of_a_parquet_file_changes_what_is_read(tmp_path, kind):
+    """Every byte of a small file flipped in turn: the read is refused in one `InputError`, or what it reads is
+    exactly what was written (the byte was one no reader uses: column statistics, the writer's name, a spare copy
+    of the schema's types). Never other numbers, ids or metadata."""
+    import numpy as np
+    import pandas as pd
+
+    from gatedv_stats.core.errors import InputError
+    from gatedv_stats.io.itemfiles import read_item_file, write_item_file
+    from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
+
+    path = tmp_path / "file.parquet"
+    rng = np.random.default_rng(0)
+    if kind == "loss file":
+        docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(6)], "n_targets": rng.integers(100, 257, 6),
+                             "loss_sum": rng.uniform(300, 900, 6), "domain": ["a", "b"] * 3})
+        write_loss_file(path, docs, {"arm": "a", "seed": 1, "eval_set": "dev"})
+        read = read_loss_file
+    else:
+        write_item_file(path, pd.DataFrame({"doc_id": [str(i) for i in range(6)], "acc": [1.0, 0.0] * 3,
+                                            "subtask": ["x"] * 6}), {"arm": "a", "seed": 1, "task": "t"})
+        read = lambda where: read_item_file(where)[0]  # noqa: E731
+    seal = read(path).meta["content_sha256"]
+    written, expected = path.read_bytes(), _content(read(path), seal)
+    outcomes = {"refused": 0, "as written": 0}
+    for offset in range(len(written)):
+        damaged = bytearray(written)
+        damaged[offset] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        try:
+            content = _content(read(path), seal)
+        except InputError:
+            outcomes["refused"] += 1
+            continue
+        assert content == expected, f"byte {offset} of {len(written)}: read as other content"
+        outcomes["as written"] += 1
+    assert outcomes["refused"] > len(written) / 2, outcomes
