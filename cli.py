@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli import grid, imports, model_data, report_demo, statistics, training
+from gatedv_cli import grid, imports, model_data, report_demo, sequential, statistics, training
 from gatedv_cli.group import INTERRUPTED, CommandGroup
+from gatedv_cli.ledger import ledger_app
 from gatedv_cli.options import VERSION, ManyFilesCommand
 
 __all__ = ["INTERRUPTED", "app"]  # INTERRUPTED: how the error line of an interrupted command ends
@@ -38,6 +39,7 @@ app.command("analyze", cls=ManyFilesCommand)(statistics.analyze_command)
 app.command("arms")(statistics.arms_command)
 app.command("plan")(statistics.plan_command)
 app.command("noise-floor")(statistics.noise_floor_command)
+app.command("decide", cls=ManyFilesCommand)(sequential.decide_command)
 app.command("params")(model_data.params_command)
 app.command("export-hf")(model_data.export_hf_command)
 app.command("export-tasks")(model_data.export_tasks_command)
@@ -56,6 +58,9 @@ import_app = typer.Typer(name="import", help="Bring other tools' results in as l
                          no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 import_app.command("lm-eval")(imports.import_lm_eval_command)
 app.add_typer(import_app, name="import")
+
+# A research ledger, `gatedv ledger LEDGER add | show`.
+app.add_typer(ledger_app, name="ledger")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from gatedv_cli.options import (
@@ -42,18 +44,33 @@ def report_command(
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
                                          "like a loss file but cannot be read: warn, leave it out and list it in the "
                                          "report's provenance instead of failing."),
+    ledger: str = typer.Option(None, "--ledger", metavar="LEDGER", show_default=False, help="A research ledger "
+                               "(gatedv ledger): its history, running best and wealth as a section of the report."),
 ) -> None:
     """Paper-ready report (tables, figures, provenance) from whatever runs the inputs hold."""
     import gatedv_stats as gv
+    from gatedv_stats.core.locks import output_lock
 
     skipped = skipped_files(ctx, skip_unreadable)
     left_out: list[str] = []
-    path = gv.report(inputs, out, fmt=fmt, reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
-                     confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
-                     noise_floor=noise_floor, skipped=skipped, left_out=left_out)
+    with output_lock(_report_file(inputs, out, fmt)):  # another report of the same file: written after it
+        path = gv.report(inputs, out, fmt=fmt, reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
+                         confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
+                         noise_floor=noise_floor, skipped=skipped, left_out=left_out, ledger=ledger)
     warn_skipped(skipped)
     warn(left_out)
     typer.echo(f"wrote {path}")
+
+
+def _report_file(inputs: list[str], out: str | None, fmt: str | None) -> Path:
+    """The file a report goes to, as `write_report` resolves it (the key of its lock; a bad choice is refused there)."""
+    from gatedv_stats.reporting.render import FORMATS, default_output
+
+    named = None if out is None else next((name for name, suffix in FORMATS.items()
+                                           if suffix == Path(out).suffix.lower()), None)
+    chosen = fmt if fmt in FORMATS else named or "html"
+    path = default_output([Path(given) for given in inputs], chosen) if out is None else Path(out)
+    return path / f"report{FORMATS[chosen]}" if path.is_dir() else path
 
 
 def demo_command(

@@ -83,7 +83,7 @@ def load(paths: PathLike | Sequence[PathLike], *, eval_set: str | None = None,
     runs = runs_of(path_list(paths), skipped)
     if eval_set is not None:
         runs = select_runs(runs, eval_set=eval_set)
-    return Runs(tuple(runs), _skipped(skipped))
+    return Runs(tuple(runs), skipped_once(skipped))
 
 
 def pair(data: Inputs | Paired | None = None, *, baseline: Side | None = None, variant: Side | None = None,
@@ -166,7 +166,7 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
                          cluster=cluster, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
     pairs = pairs_of(data, baseline, variant, baseline_arm, variant_arm, metric, allow_unpaired, allow_mismatch,
                    skipped, eval_set=eval_set, n_targets=n_targets, unit=unit)
-    floor = _floor(noise_floor)
+    floor = floor_of(noise_floor)
     if len(pairs) > 1:  # the tasks of a suite
         result: object = compare_arms(pairs, alpha=1.0 - confidence_level, sesoi=sesoi, cluster=cluster, floor=floor,
                                       allow_mismatch=allow_mismatch)
@@ -174,7 +174,7 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
         result = compare_pair(pairs[0], n_resamples=settings.n_resamples, confidence_level=confidence_level,
                               rng_seed=settings.rng_seed, method=method or "percentile", cluster=cluster, sesoi=sesoi,
                               floor=floor, allow_mismatch=allow_mismatch, progress=progress)
-    return result_of(result, pairs, _skipped(skipped))
+    return result_of(result, pairs, skipped_once(skipped))
 
 
 def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None, variant: Side | None = None,
@@ -213,8 +213,8 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     result = analyze_pair(paired, n_resamples=settings.n_resamples, confidence_level=confidence_level,
                           rng_seed=settings.rng_seed, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
                           by=tuple(by or ()), bins=_or(bins, 4), min_docs=_or(min_docs, 5), cluster=cluster,
-                          sesoi=sesoi, floor=_floor(noise_floor), allow_mismatch=allow_mismatch, progress=progress)
-    return result_of(result, paired, _skipped(skipped))
+                          sesoi=sesoi, floor=floor_of(noise_floor), allow_mismatch=allow_mismatch, progress=progress)
+    return result_of(result, paired, skipped_once(skipped))
 
 
 @renamed_keyword("n_resamples", "n_permutations")
@@ -259,9 +259,9 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
         pairs = pair_with_reference(runs, chosen, allow_unpaired=allow_unpaired,  # type: ignore[arg-type]
                                     allow_mismatch=tuple(allow_mismatch), unit=unit or "auto")
     result = compare_arms(pairs, alpha=alpha, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
-                          rng_seed=settings.rng_seed, sesoi=sesoi, cluster=cluster, floor=_floor(noise_floor),
+                          rng_seed=settings.rng_seed, sesoi=sesoi, cluster=cluster, floor=floor_of(noise_floor),
                           allow_mismatch=allow_mismatch)
-    return result_of(result, pairs, _skipped(skipped))
+    return result_of(result, pairs, skipped_once(skipped))
 
 
 def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | None = None,
@@ -284,12 +284,12 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
     True
     """
     refuse_loss_options(metric, eval_set=eval_set, unit=unit)
-    floor = _floor(noise_floor)
+    floor = floor_of(noise_floor)
     if data is None:
         if floor is None:
             raise ParameterError("data", "give pilot runs, or a {noise_floor} to plan from", ("noise_floor",),
                                  leading=False)
-        return result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), _skipped(skipped))
+        return result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), skipped_once(skipped))
     if isinstance(data, Paired):
         paired = data
     else:
@@ -297,16 +297,17 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
         paired = pilot_of(data, metric, eval_set, allow_unpaired, allow_mismatch, unit, skipped, baseline_arm,
                         variant_arm)
     if floor is not None:
-        return result_of(floor_plan(floor, effect, paired=paired, alpha=alpha, power=power), paired, _skipped(skipped))
-    return result_of(plan_pair(paired, effect, alpha=alpha, power=power), paired, _skipped(skipped))
+        return result_of(floor_plan(floor, effect, paired=paired, alpha=alpha, power=power), paired,
+                         skipped_once(skipped))
+    return result_of(plan_pair(paired, effect, alpha=alpha, power=power), paired, skipped_once(skipped))
 
 
 def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *, fmt: str | None = None,
            reference: str | None = None, n_resamples: int = DEFAULTS.n_resamples, rng_seed: int = DEFAULTS.rng_seed,
            confidence_level: float = DEFAULTS.confidence_level, sesoi: float | None = None,
            cluster: str | None = None, metric: str | None = None, noise_floor: Floor | None = None,
-           skipped: list[SkippedFile] | None = None,
-           left_out: list[str] | None = None, workers: int | None = None) -> Path:
+           skipped: list[SkippedFile] | None = None, left_out: list[str] | None = None,
+           workers: int | None = None, ledger: PathLike | None = None) -> Path:
     """Write the paper-ready report (tables, figures, provenance) of whatever runs the inputs hold; returns the path
     written (`gatedv report`).
 
@@ -314,7 +315,8 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
     the single input directory, else here). The verdicts are the same as `compare`'s for one variant and as
     `arms`'s (Holm-adjusted) for several; `left_out` (a list) receives a line for each comparison the report leaves
     out; `metric`: the downstream tasks' metric of item-score inputs (default: acc_norm, acc, exact_match, whichever
-    every file has first); `workers`: processes for a large experiment's comparisons.
+    every file has first); `workers`: processes for a large experiment's comparisons; `ledger`: a research ledger
+    (`Ledger`) whose history the report shows, with the running best and the procedure's wealth.
 
     Examples
     --------
@@ -326,9 +328,9 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
 
     settings = AnalysisSettings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
                                 confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
-                                noise_floor=_floor(noise_floor))
+                                noise_floor=floor_of(noise_floor))
     return write_report([Path(path) for path in path_list(inputs)], None if out is None else os.fspath(out), fmt,
-                        settings, skipped=skipped, left_out=left_out, workers=workers)
+                        settings, skipped=skipped, left_out=left_out, workers=workers, ledger=ledger)
 
 
 def noise_floor(inputs: Inputs, *, metric: str | None = None, studies: bool = False, out: PathLike | None = None,
@@ -367,10 +369,10 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, studies: bool = Fa
         floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, unit=unit or "auto")
     if out is not None:
         write_floor_file(out, floor.to_dict())
-    return NoiseFloorResult(floor, None if out is None else os.fspath(out), _skipped(skipped))
+    return NoiseFloorResult(floor, None if out is None else os.fspath(out), skipped_once(skipped))
 
 
-def _floor(noise_floor: Floor | None) -> NoiseFloor | None:
+def floor_of(noise_floor: Floor | None) -> NoiseFloor | None:
     """A noise floor given as a file, a result or itself."""
     if noise_floor is None or isinstance(noise_floor, NoiseFloor):
         return noise_floor
@@ -392,5 +394,6 @@ def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def _skipped(skipped: list[SkippedFile] | None) -> tuple[SkippedFile, ...] | None:
+def skipped_once(skipped: list[SkippedFile] | None) -> tuple[SkippedFile, ...] | None:
+    """The unreadable files passed over, each once (None: none were allowed)."""
     return None if skipped is None else tuple(dict.fromkeys(skipped))

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gatedv_stats import __version__
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
+from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.pairing.selection import natural_key
 from gatedv_stats.reporting.model import ReportData, Section
 from gatedv_stats.reporting.sections.ablations import ablation_section
@@ -16,6 +17,7 @@ from gatedv_stats.reporting.sections.cost import cost_section
 from gatedv_stats.reporting.sections.curves import curves_section
 from gatedv_stats.reporting.sections.inference_swap import inference_swap_section
 from gatedv_stats.reporting.sections.learning_rates import learning_rates_section
+from gatedv_stats.reporting.sections.ledger import ledger_section
 from gatedv_stats.reporting.sections.lr_selection import lr_selection_section
 from gatedv_stats.reporting.sections.provenance import provenance_section
 from gatedv_stats.reporting.sections.reviewer import reviewer_section
@@ -38,8 +40,8 @@ SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
 )
 
 
-def build_report(analysis: ExperimentAnalysis) -> ReportData:
-    """Every section's plain data, in report order."""
+def build_report(analysis: ExperimentAnalysis, ledger: LedgerHistory | None = None) -> ReportData:
+    """Every section's plain data, in report order; with a research `ledger`, its section before the provenance."""
     arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
     subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
@@ -47,6 +49,9 @@ def build_report(analysis: ExperimentAnalysis) -> ReportData:
     if analysis.tasks is not None:  # only when the inputs hold item-score files: after the paired comparisons
         after = next(k for k, section in enumerate(sections) if section.key == COMPARISON_KEY) + 1
         sections = sections[:after] + (tasks_section(analysis),) + sections[after:]
+    if ledger is not None:  # only when asked for (gatedv report --ledger)
+        before = next(k for k, section in enumerate(sections) if section.key == "provenance")
+        sections = sections[:before] + (ledger_section(ledger),) + sections[before:]
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
                       reference=analysis.reference, sections=_with_unique_keys(sections))
 

@@ -189,3 +189,23 @@ def task_forest_chart(tasks: pd.DataFrame, *, title: str, x_title: str) -> alt.F
             .facet(row=alt.Row("arm:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
             .properties(title=title)
             .resolve_scale(y="independent"))
+
+
+# --- a research ledger's wealth ---
+
+
+def ledger_wealth_chart(steps: pd.DataFrame, *, title: str) -> alt.LayerChart:
+    """The wealth a ledger's online procedure has left after each step, each step's point marked keep or discard.
+
+    `steps`: columns step, wealth, level, decision, candidate.
+    """
+    x = alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1))
+    line = alt.Chart(steps).mark_line(color="#888", strokeWidth=1.5).encode(
+        x=x, y=alt.Y("wealth:Q", title="wealth left", scale=alt.Scale(zero=True)))
+    points = alt.Chart(steps).mark_point(filled=True, size=60).encode(
+        x=x, y="wealth:Q",
+        color=alt.Color("decision:N", title=None, sort=["keep", "discard"],
+                        scale=alt.Scale(domain=["keep", "discard"], range=["#2ca02c", "#d62728"])),
+        tooltip=["step:Q", "candidate:N", "decision:N", alt.Tooltip("level:Q", format=".3g"),
+                 alt.Tooltip("wealth:Q", format=".4g")])
+    return alt.layer(line, points).properties(width=WIDTH, height=HEIGHT, title=title)

@@ -16,6 +16,7 @@ from pathlib import Path
 import jinja2
 
 from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
+from gatedv_stats.analysis.ledger import read_history
 from gatedv_stats.core.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.outputs import check_not_an_input, check_output_file, check_path_given
@@ -202,12 +203,14 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
 
 def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
                  settings: AnalysisSettings = AnalysisSettings(), *, skipped: list[SkippedFile] | None = None,
-                 left_out: list[str] | None = None, workers: int | None = None) -> Path:
+                 left_out: list[str] | None = None, workers: int | None = None,
+                 ledger: str | os.PathLike[str] | None = None) -> Path:
     """Discover runs under `inputs`, analyze them once and write the report (`out` None: see `default_output`;
     a directory: report.<ext> inside it). `fmt` None: the format `out`'s name ends in (.html, .md, .tex), else
     html; a format other than the one `out` is named for is refused. `skipped`: see `discover_inputs`; `left_out`
     (a list) receives a line for each comparison with the reference the report leaves out, and why; `workers`:
-    see `analyze_experiment` (default: a large experiment's comparisons on one process per CPU)."""
+    see `analyze_experiment` (default: a large experiment's comparisons on one process per CPU); `ledger`: a research
+    ledger whose history the report shows (its chain checked)."""
     if fmt is not None and fmt not in FORMATS:
         raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
     inputs = [Path(path) for path in inputs]
@@ -227,8 +230,10 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
     check_output_file(out, "--out")
     found = discover_inputs(inputs, skipped=skipped)
     read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
+    read += [] if ledger is None else [Path(ledger)]
     check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars
+    history = None if ledger is None else read_history(ledger)
     analysis = analyze_experiment(found, settings, workers=workers)
     if left_out is not None:
         left_out += left_out_notes(analysis)
-    return render_report(build_report(analysis), out, fmt)
+    return render_report(build_report(analysis, history), out, fmt)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gatedv_stats.analysis.arms import ArmsComparison, TaskSuite
+from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.analysis.pair import PairAnalysis
 from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.analysis.plan import FloorPlan, TaskPlan
@@ -21,13 +22,16 @@ from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.results.base import Result
 from gatedv_stats.results.floors import FloorPlanResult, NoiseFloorResult
+from gatedv_stats.results.ledger import LedgerEntryResult, LedgerResult
 from gatedv_stats.results.perplexity import AnalysisResult, ArmsResult, ComparisonResult, PlanResult
 from gatedv_stats.results.runs import Runs
+from gatedv_stats.results.sequential import SequentialResult
 from gatedv_stats.results.tasks import TaskComparisonResult, TaskPlanResult, TaskSuiteResult
 from gatedv_stats.stats.planning import StudyPlan
 
-__all__ = ["AnalysisResult", "ArmsResult", "ComparisonResult", "FloorPlanResult", "NoiseFloorResult", "PlanResult",
-           "Result", "Runs", "TaskComparisonResult", "TaskPlanResult", "TaskSuiteResult", "result_of"]
+__all__ = ["AnalysisResult", "ArmsResult", "ComparisonResult", "FloorPlanResult", "LedgerEntryResult", "LedgerResult",
+           "NoiseFloorResult", "PlanResult", "Result", "Runs", "SequentialResult", "TaskComparisonResult",
+           "TaskPlanResult", "TaskSuiteResult", "result_of"]
 
 
 def result_of(result: object, paired: Paired | Sequence[Paired], skipped: tuple[SkippedFile, ...] | None) -> Result:
@@ -49,4 +53,6 @@ def result_of(result: object, paired: Paired | Sequence[Paired], skipped: tuple[
         return FloorPlanResult(result, skipped)
     if isinstance(result, TaskPlan):
         return TaskPlanResult(result, pairs[0], skipped)
+    if isinstance(result, LedgerHistory):
+        return LedgerResult(result)
     raise TypeError(f"no API result for {type(result).__name__}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scipy import stats
+from scipy import special, stats
 
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.stats.scale import PERPLEXITY, Scale
@@ -78,6 +78,19 @@ def tost_p(estimate: float, se: float, df: float, bounds: tuple[float, float]) -
     below = stats.t.sf((estimate - bounds[0]) / se, df)
     above = stats.t.cdf((estimate - bounds[1]) / se, df)
     return float(max(below, above))
+
+
+def one_sided_p(estimate: float, se: float, df: float, higher_is_better: bool) -> float:
+    """p of H0 "the variant is not better": t = estimate / se on `df` df, the tail that favours the variant (below
+    for a loss, where lower is better; above for a metric where higher is better)."""
+    t = estimate / se
+    return float(special.stdtr(df, -t if higher_is_better else t))  # scipy.stats.t.cdf without its checks
+
+
+def one_sided_p_value(result: SeedDocumentResult, scale: Scale = PERPLEXITY) -> float:
+    """The one-sided p of a seeds × units fit read on `scale` (H0: the variant is not better), with the SE and df of
+    its two-sided p and interval."""
+    return one_sided_p(result.nll_diff_mean, result.se, result.df, scale.higher_is_better)
 
 
 def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_value: float,

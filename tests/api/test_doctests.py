@@ -7,12 +7,12 @@ import doctest
 import pytest
 
 import gatedv_stats as gv
-from gatedv_stats import api
+from gatedv_stats import api, decide, ledger
 from gatedv_stats.testing import example_study
 
-PUBLIC = ["load", "pair", "compare", "analyze", "arms", "plan", "report", "noise_floor"]
-EXAMPLES = {test.name.rsplit(".", 1)[-1]: test for test in doctest.DocTestFinder().find(api)
-            if test.name.rsplit(".", 1)[-1] in PUBLIC}
+PUBLIC = ["load", "pair", "compare", "analyze", "arms", "plan", "report", "noise_floor", "sequential", "Ledger"]
+EXAMPLES = {test.name.rsplit(".", 1)[-1]: test for module in (api, decide, ledger)
+            for test in doctest.DocTestFinder().find(module) if test.name.rsplit(".", 1)[-1] in PUBLIC}
 
 
 def test_every_public_function_has_an_examples_section():

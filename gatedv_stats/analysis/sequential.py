@@ -1,0 +1,371 @@
+"""Group-sequential verdicts over seed pairs: one look per completed seed pair, up to the budget K.
+
+`create_design(paired, max_seeds=…)` fixes the design at the first look — K, α, the power, the smallest effect of
+interest, the spending function, the seed variance τ² (a noise floor's; without one the first look's, at 2 seed
+pairs) and the document term c of the first look's fit — and says before it starts when the documents cap the
+information below what the target power needs ("add documents, not seeds"). `look(design, paired)` decides at
+one look and returns the `Look`; `design.with_look(look)` records it, `save_design` writes it (sealed) and
+`load_design` reads it back, refusing a file edited by hand. A driver (a shell loop over `gatedv decide`, or a
+sweep) trains seed pair k + 1 while the last look says "continue":
+
+    design = create_design(paired, max_seeds=8, sesoi=0.01, floor=floor)   # or load_design(path)
+    result = look(design, paired)          # result.decision, result.stop, result.line
+    save_design(path, design.with_look(result))
+
+Loss files and item scores alike, through `Paired` and its `Scale` (docs/statistics.md, "Sequential seeds").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+
+from scipy import special
+
+from gatedv_stats.analysis.compare import seed_document_fit, with_floor
+from gatedv_stats.analysis.noise_floor import NoiseFloor
+from gatedv_stats.analysis.sequential_design import Look, SequentialDesign, sesoi_size
+from gatedv_stats.core.defaults import DEFAULTS
+from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import canonical_sha256
+from gatedv_stats.core.validation import check_at_least
+from gatedv_stats.io.designfiles import check_design_path, read_design_file, write_design_file
+from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.stats import sequential as gs
+from gatedv_stats.stats.seed_document import SeedDocumentResult
+
+SPENDING_NAMES = {"obf": "O'Brien–Fleming type", "pocock": "Pocock type"}
+
+
+def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alpha, power: float = DEFAULTS.power,
+                  sesoi: float | None = None, spending: str = "obf", floor: NoiseFloor | None = None,
+                  allow_mismatch: Sequence[str] = ()) -> SequentialDesign:
+    """The design of a sequential comparison of `paired.variant` against `paired.baseline`, from its first look.
+
+    `max_seeds`: K, the budget of seed pairs (the last look). `alpha`: two-sided, α/2 spent in each direction by
+    `spending` ("obf" or "pocock"). `sesoi`: the smallest effect of interest on the pair's scale; it gives the
+    futility boundary (β-spending at the drift SESOI·√I_K, β = 1 − `power` or less) and "equivalent". `floor`: the
+    setup's noise floor, whose τ² lets the first look be at one seed pair (refused for another setup unless the
+    differing field is in `allow_mismatch`); without one τ² is the first look's own spread (2 seed pairs or more).
+    """
+    gs.check_design(alpha, power, spending)
+    if sesoi is not None:
+        sesoi = paired.scale.check_sesoi(sesoi)
+    first = 1 if floor is not None else 2
+    max_seeds = check_at_least("max_seeds", max_seeds, first)
+    fit = _fit(with_floor(paired, floor, allow_mismatch), floor, first, max_seeds)
+    seed_variance, seed_df = _seed_part(fit)
+    document_term, document_high = _document_term(fit, seed_variance)
+    information = tuple(gs.information(n, seed_variance, document_term) for n in range(first, max_seeds + 1))
+    if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
+        raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
+                         "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
+    fractions = _fractions(information, floor is not None, first, max_seeds)
+    sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
+                     (document_term, document_high), max_seeds, floor is not None)
+    return SequentialDesign(
+        max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending, first_look=first,
+        seed_variance=seed_variance, seed_variance_df=seed_df,
+        seed_variance_source="noise floor" if floor is not None else "first look", document_term=document_term,
+        document_term_high=document_high,
+        information=information, fractions=fractions, **sizing, metric=paired.metric, unit=paired.unit,
+        higher_is_better=paired.higher_is_better, log_ratio=paired.scale.log_ratio, proportion=paired.proportion,
+        baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
+        n_units=paired.n_docs, units_sha256=_units_sha256(paired),
+        floor=None if floor is None else _floor_record(floor))
+
+
+def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
+    """The decision at the look `paired` holds (all its seed pairs, a superset of the last look's): the estimate,
+    this look's boundaries from the α (and β) spent at the information fractions of the looks taken, the repeated
+    confidence interval and one of better / worse / equivalent / no useful gain / continue / no detectable
+    difference (the last only at K). A look at the seed pairs of the last look returns that look as recorded.
+    Record it with `design.with_look`."""
+    _check_same_study(design, paired)
+    floor = None if design.floor is None else NoiseFloor.from_dict(design.floor)
+    paired = with_floor(paired, floor, allow_mismatch)
+    seeds = tuple(int(seed) for seed in paired.seeds)
+    repeated = _repeated(design, seeds)
+    if repeated is not None:
+        return repeated
+    fit = _fit(paired, floor, design.first_look, design.max_seeds)
+    n_pairs = fit.n_seeds
+    counts = [previous.n_pairs for previous in design.looks] + [n_pairs]
+    fractions = [design.fractions[n - design.first_look] for n in counts]
+    efficacy, alpha_spent = gs.efficacy_bounds(fractions, design.alpha / 2.0, design.spending)
+    futility, beta_spent = None, None
+    if design.drift is not None and design.futility_beta:
+        futility, beta_spent = gs.futility_bounds(fractions, efficacy, design.drift, design.futility_beta,
+                                                  design.spending)
+    final = n_pairs == design.max_seeds
+    bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
+    decided = gs.decide_look(fit.nll_diff_mean, fit.se, fit.df, efficacy=float(efficacy[-1]),
+                             futility=None if futility is None else float(futility[-1]), final=final,
+                             higher_is_better=design.higher_is_better, equivalence=bounds,
+                             futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]))
+    made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.nll_diff_mean, se=fit.se,
+                df=fit.df, information=design.planned_information(n_pairs), observed_information=fit.se ** -2,
+                fraction=fractions[-1], efficacy=float(efficacy[-1]),
+                futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
+                futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
+                beta_spent=None if beta_spent is None else float(beta_spent[-1]), interval=decided.interval,
+                decision=decided.decision, direction=decided.direction,
+                seed_variance_from=_seed_source(fit), line="", inputs=_inputs(paired),
+                notes=paired.notes + _look_notes(design, fit), design_sha256=design.sha256)
+    return _with_line(made, design)
+
+
+def check_unchanged(design: SequentialDesign, *, max_seeds: int | None = None, alpha: float | None = None,
+                    power: float | None = None, sesoi: float | None = None, spending: str | None = None,
+                    floor: NoiseFloor | None = None) -> None:
+    """Refuse, in one line naming the parameter, a setting given that differs from the design's: a design is fixed
+    before its first look, and its K, α, spending function, power, SESOI and noise floor cannot change."""
+    where = design.path or "the design"
+    given = {"max_seeds": max_seeds, "alpha": alpha, "power": power, "sesoi": sesoi, "spending": spending}
+    for name, value in given.items():
+        recorded = getattr(design, name)
+        if value is not None and not (value == recorded or (isinstance(value, float) and isinstance(recorded, float)
+                                                            and math.isclose(value, recorded, rel_tol=1e-12))):
+            raise ParameterError(name, f"{where} fixes {name} {recorded} ({_looks_taken(design)}); a design cannot "
+                                 f"change once it has started: start a new design file for {name} {value}")
+    if floor is not None and not _same_floor(design.floor, floor):
+        raise ParameterError("noise_floor", f"{where} was designed "
+                             f"{'without a noise floor' if design.floor is None else 'with another noise floor'} "
+                             f"({_looks_taken(design)}); a design cannot change once it has started")
+
+
+def load_design(path: str | os.PathLike[str]) -> SequentialDesign:
+    """A design file as written by `save_design`, its seal checked."""
+    return SequentialDesign.from_file(read_design_file(path))
+
+
+def save_design(path: str | os.PathLike[str], design: SequentialDesign) -> SequentialDesign:
+    """Write the design and its looks (atomically, sealed); returns it with its path."""
+    content = design.to_dict()
+    write_design_file(path, content["design"], content["looks"])
+    return replace(design, path=os.fspath(path))
+
+
+def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None = None,
+                alpha: float | None = None, power: float | None = None, sesoi: float | None = None,
+                spending: str | None = None, floor: NoiseFloor | None = None,
+                allow_mismatch: Sequence[str] = ()) -> tuple[SequentialDesign, Look, bool, bool]:
+    """One look of the design in the file at `path`, recorded there: the design is created from this look when the
+    file does not exist (`max_seeds` required), else read and every setting given checked against it. Returns the
+    design with its looks, the look, whether the design is new and whether the look was already recorded (the same
+    seed pairs as the last look: nothing is written)."""
+    check_design_path(path)
+    new = not os.path.exists(path)
+    if new:
+        if max_seeds is None:
+            raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the budget of "
+                                 "seed pairs, {max_seeds}", leading=False)
+        design = create_design(paired, max_seeds=max_seeds, alpha=DEFAULTS.alpha if alpha is None else alpha,
+                               power=DEFAULTS.power if power is None else power, sesoi=sesoi,
+                               spending=spending or "obf", floor=floor, allow_mismatch=allow_mismatch)
+    else:
+        design = load_design(path)
+        check_unchanged(design, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending,
+                        floor=floor)
+    taken = look(design, paired, allow_mismatch=allow_mismatch)
+    repeated = bool(design.looks) and taken is design.looks[-1]
+    if not repeated:
+        design = save_design(path, design.with_look(taken))
+    return design, taken, new, repeated
+
+
+# --- the parts ---
+
+
+def _fit(paired: Paired, floor: NoiseFloor | None, first: int, max_seeds: int) -> SeedDocumentResult:
+    if paired.n_pairs < first:
+        raise InputError(f"sequential design: a look needs {first} seed pairs without a noise floor (the first look "
+                         f"at one seed pair takes its seed variance from a floor: gatedv noise-floor), got "
+                         f"{paired.n_pairs}")
+    if paired.n_pairs > max_seeds:
+        raise InputError(f"sequential design: the budget is {max_seeds} seed pairs (max_seeds), the files hold "
+                         f"{paired.n_pairs}")
+    fit = seed_document_fit(paired, None, 1.0 - DEFAULTS.alpha, floor=floor)
+    if fit is None:
+        raise InputError("sequential design: the paired differences do not vary over seeds or units, so there is no "
+                         "spread to decide from")
+    return fit
+
+
+def _seed_part(fit: SeedDocumentResult) -> tuple[float, float]:
+    """τ̂² and its df as the fit uses them: the floor's (pooled with the study's, or the study's where the F test
+    refuses the floor), else the study's own spread on S − 1 df."""
+    if fit.floor_use is not None:
+        return fit.floor_use.seed.variance, fit.floor_use.seed.df
+    return fit.v_seed, fit.n_seeds - 1.0
+
+
+def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float, float | None]:
+    """c for the design's information, and where one seed pair cannot pin it down, the upper end of its range. From
+    two seed pairs on, the fit's document part (0 where the pre-test pools it). With one seed pair the units'
+    spread holds the seed × unit interaction as well, which τ² holds too, so Σw²σ²_doc lies between that spread's
+    part less τ² and the part itself: the design takes the lower end, since a c too large makes the looks seem more
+    correlated than they are and the boundaries too low (docs/statistics.md, "Sequential seeds")."""
+    part = max(fit.se ** 2 - seed_variance / fit.n_seeds, 0.0)
+    if fit.n_seeds > 1:
+        return part, None
+    return max(part - seed_variance, 0.0), part
+
+
+def _seed_source(fit: SeedDocumentResult) -> str:
+    if fit.floor_use is None:
+        return "study"
+    return {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study")
+
+
+def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int) -> tuple[float, ...]:
+    """The information fractions the looks spend α at: I_k / I_K with a floor; without one k / K (c = 0), since τ²
+    and c then rest on the first look's one df, and a c too large against τ² would both make the looks seem more
+    correlated than they are (boundaries too low) and spend α at looks of one or two df, where no t crosses."""
+    if floored:
+        return tuple(value / information[-1] for value in information)
+    return tuple(n / max_seeds for n in range(first, max_seeds + 1))
+
+
+def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha: float, power: float,
+            sesoi: float | None, spending: str, paired: Paired, seed_variance: float,
+            document_terms: tuple[float, float | None], max_seeds: int, floored: bool) -> dict:
+    """The drift at the SESOI, the futility boundary's β (with a noise floor only), the power and the notes on what
+    the budget and the documents allow."""
+    none = {"drift": None, "futility_beta": None, "power_at_sesoi": None, "fixed_power_at_sesoi": None,
+            "target_information": None, "notes": ()}
+    if sesoi is None:
+        return {**none, "notes": ("no smallest effect of interest: no futility boundary, no equivalence and no "
+                                  "power; the looks decide better or worse only",)}
+    size = sesoi_size(paired.scale, sesoi)
+    efficacy, _ = gs.efficacy_bounds(fractions, alpha / 2.0, spending)
+    drift = size * math.sqrt(information[-1])
+    beta = gs.futility_beta(fractions, efficacy, drift, 1.0 - power, spending) if floored else 0.0
+    futility = (gs.futility_bounds(fractions, efficacy, drift, beta, spending)[0] if beta
+                else [-math.inf] * len(fractions))
+    achieved = gs.power(fractions, efficacy, drift, [*futility[:-1], -math.inf])
+    target = (gs.drift_for_power(fractions, efficacy, power) / size) ** 2
+    fixed = float(special.ndtr(drift - special.ndtri(1.0 - alpha / 2.0)))
+    notes = _budget_notes(target, information[-1], seed_variance, document_terms, max_seeds, achieved, power)
+    if not floored:
+        notes += ("without a noise floor the first looks rest on one or two df: no futility boundary (there it "
+                  "would cost 4–7 points of power at the smallest effect of interest and save few seed pairs); a "
+                  "floor (gatedv noise-floor) lets the looks stop early for no useful gain",)
+    return {"drift": drift, "futility_beta": beta or None, "power_at_sesoi": achieved, "fixed_power_at_sesoi": fixed,
+            "target_information": target, "notes": notes}
+
+
+def _budget_notes(target: float, last: float, seed_variance: float, document_terms: tuple[float, float | None],
+                  max_seeds: int, achieved: float, power: float) -> tuple[str, ...]:
+    """"add documents, not seeds" when the target information exceeds the cap 1/c (or may, where one seed pair
+    leaves c within a range); else, when the budget falls short of it, the seed pairs that would reach it."""
+    document_term, high = document_terms
+    notes = []
+    if target >= gs.information_cap(document_term):
+        room = 1.0 / target - seed_variance / max_seeds
+        more = (f"; about {math.ceil(document_term / room)}× the documents would, with {max_seeds} seed pairs"
+                if room > 0.0 else "")
+        return (f"add documents, not seeds: the target power {power:g} needs information {target:.4g}, more than "
+                f"these documents allow with any number of seed pairs (1/c = {1.0 / document_term:.4g}){more}",)
+    if high is not None and target >= gs.information_cap(high):
+        notes.append(f"the documents may cap the information below the {target:.4g} the target power {power:g} needs "
+                     f"(1/c lies between {gs.information_cap(high):.4g} and {gs.information_cap(document_term):.4g}: "
+                     "one seed pair cannot tell the document term from the seed × document interaction): if so, add "
+                     "documents, not seeds")
+    if target > last:
+        room = 1.0 / target - document_term
+        needed = f"about {math.ceil(seed_variance / room)}" if room > 0.0 else "no number of"
+        notes.append(f"the budget of {max_seeds} seed pairs gives power {achieved:.2f} at the smallest effect of "
+                     f"interest, below the target {power:g}: {needed} seed pairs would reach it")
+    return tuple(notes)
+
+
+def _check_same_study(design: SequentialDesign, paired: Paired) -> None:
+    where = design.path or "the design"
+    ours = {"metric": paired.metric, "unit": paired.unit, "baseline arm": paired.baseline_arm,
+            "variant arm": paired.variant_arm, "task": paired.task}
+    theirs = {"metric": design.metric, "unit": design.unit, "baseline arm": design.baseline_arm,
+              "variant arm": design.variant_arm, "task": design.task}
+    for name, value in ours.items():
+        if value != theirs[name]:
+            raise InputError(f"{where} is a design of {name} {theirs[name]}, the files give {value}")
+    if _units_sha256(paired) != design.units_sha256:
+        raise InputError(f"{where}: the {paired.noun}s differ from the design's first look ({design.n_units:,} then, "
+                         f"{paired.n_docs:,} now): the {paired.noun}s stay fixed over the looks")
+    for name, value in design.setup.items():
+        if name in paired.setup and paired.setup[name] != value:
+            raise InputError(f"{where}: the design's runs record {name} {value}, these record {paired.setup[name]}")
+
+
+def _repeated(design: SequentialDesign, seeds: tuple[int, ...]) -> Look | None:
+    """The last look again (the same seed pairs), or None for a new look; refuse one that cannot follow."""
+    where = design.path or "the design"
+    if not design.looks:
+        return None
+    last = design.looks[-1]
+    if seeds == last.seeds:
+        return last
+    if not set(last.seeds) <= set(seeds) or len(seeds) <= len(last.seeds):
+        raise InputError(f"{where}: look {last.index} was at seed pairs {', '.join(map(str, last.seeds))}; the next "
+                         f"look needs those and more, the files hold {', '.join(map(str, seeds))}")
+    if last.stop and last.decision != "no useful gain":
+        raise InputError(f"{where}: the design stopped at look {last.index} ({last.decision}); start a new design "
+                         "file for another comparison")
+    return None
+
+
+def _with_line(made: Look, design: SequentialDesign) -> Look:
+    scale = design.scale
+    interval = f"the repeated {100 * (1 - design.alpha):g}% interval {scale.format_interval(made.interval)}"
+    where = f"look {made.index}, {made.n_pairs} seed pair{'s' if made.n_pairs > 1 else ''}"
+    reasons = {
+        "better": f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}",
+        "worse": f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}",
+        "equivalent": f"{interval} lies within {scale.format_sesoi(design.sesoi or 0.0)}",
+        "no useful gain": (f"futility, non-binding: T {made.statistic:.3g} ≤ {made.futility_critical or 0.0:.3g}; "
+                           "going on keeps the error rates"),
+        "no detectable difference": f"the last look: {interval} includes 0",
+    }
+    if made.decision == "continue":
+        line = f"continue: train seed pair {made.n_pairs + 1}"
+    else:
+        slight = (f"; the variant is slightly {made.direction}" if made.decision == "equivalent" and made.direction
+                  else "")
+        line = f"stop: {made.decision} ({where}: {reasons[made.decision]}{slight})"
+    return replace(made, line=line)
+
+
+def _look_notes(design: SequentialDesign, fit: SeedDocumentResult) -> tuple[str, ...]:
+    notes = []
+    if fit.floor_use is not None and fit.floor_use.how == "study":
+        notes.append("this study's seed spread is larger than the noise floor allows: the look uses the study's own")
+    if design.looks and design.looks[-1].decision == "no useful gain":
+        notes.append("the last look stopped for futility; the boundary is non-binding, so going on keeps the error "
+                     "rates")
+    return tuple(notes)
+
+
+def _inputs(paired: Paired) -> tuple[dict, ...]:
+    return tuple({"source": source, "sha256": sha} for side in ("baseline", "variant")
+                 for source, sha in zip(paired.sources.get(side, []),
+                                        paired.sources.get(f"{side}_sha256") or [None] * len(paired.sources[side])))
+
+
+def _units_sha256(paired: Paired) -> str:
+    return canonical_sha256([str(unit) for unit in paired.doc_ids] + [int(n) for n in paired.n_units])
+
+
+def _same_floor(recorded: dict | None, floor: NoiseFloor) -> bool:
+    return recorded is not None and recorded["seed_variance"] == floor.seed.variance and recorded["df"] == \
+        floor.seed.df and recorded.get("sha256") == floor.sha256
+
+
+def _floor_record(floor: NoiseFloor) -> dict:
+    return {**floor.to_dict(), "path": floor.path, "sha256": floor.sha256}
+
+
+def _looks_taken(design: SequentialDesign) -> str:
+    count = len(design.looks)
+    return f"{count} look{'s' if count != 1 else ''} taken"

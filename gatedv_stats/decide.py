@@ -1,0 +1,52 @@
+"""The Python API of sequential seeds (`gv.sequential`, `gatedv decide`): one look of a group-sequential comparison
+over seed pairs, recorded in its design file. Above `api`, whose pairing it uses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from gatedv_stats.analysis.sequential import record_look
+from gatedv_stats.api import Floor, floor_of, pair, skipped_once
+from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.pairing.inputs import Inputs, PathLike, Side
+from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.results import SequentialResult
+
+
+def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baseline: Side | None = None,
+               variant: Side | None = None, baseline_arm: str | None = None, variant_arm: str | None = None,
+               metric: str | None = None, task: str | None = None, max_seeds: int | None = None,
+               sesoi: float | None = None, alpha: float | None = None, power: float | None = None,
+               spending: str | None = None, noise_floor: Floor | None = None, eval_set: str | None = None,
+               unit: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
+               skipped: list[SkippedFile] | None = None) -> SequentialResult:
+    """One look of a group-sequential comparison over seed pairs, recorded in the `design` file (`gatedv decide`).
+
+    The first call fixes the design from its look and writes it, sealed: `max_seeds` (K, the budget of seed pairs),
+    `alpha` (two-sided, 0.05), `power` (0.8), `sesoi` (the smallest effect of interest, for futility and
+    "equivalent"), `spending` ("obf" or "pocock") and `noise_floor` (its seed variance lets the first look be at one
+    seed pair). Each later call, with every seed pair so far, records the next look; a setting that differs from the
+    design's, or a file edited by hand, is refused. `line` says "continue: train seed pair k+1" or "stop: <decision>
+    (…)"; `stop` and `decision` say it as values. The data as in `pair`.
+
+    Examples
+    --------
+    >>> runs = gv.load(example_study(tmp_dir))
+    >>> floor = gv.noise_floor([run for run in runs if run.arm == "baseline"], out=tmp_dir / "floor.json")
+    >>> first = [run for run in runs if run.seed == 0]
+    >>> result = gv.sequential(first, design=tmp_dir / "design.json", baseline_arm="baseline",
+    ...                        variant_arm="gatedv", max_seeds=3, sesoi=0.01, noise_floor=tmp_dir / "floor.json")
+    >>> result.line
+    'continue: train seed pair 2'
+    >>> result = gv.sequential(runs, design=tmp_dir / "design.json", baseline_arm="baseline", variant_arm="gatedv")
+    >>> result.look.index, result.stop, result.decision
+    (2, True, 'better')
+    """
+    paired = pair(data, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
+                  metric=metric, task=task, eval_set=eval_set, allow_unpaired=allow_unpaired,
+                  allow_mismatch=allow_mismatch, unit=unit, skipped=skipped)
+    made, taken, new, repeated = record_look(design, paired, max_seeds=max_seeds, alpha=alpha, power=power,
+                                             sesoi=sesoi, spending=spending, floor=floor_of(noise_floor),
+                                             allow_mismatch=allow_mismatch)
+    return SequentialResult(made, taken, None if repeated else os.fspath(design), new, repeated, skipped_once(skipped))

@@ -1,0 +1,58 @@
+"""Sequential design files (`gatedv decide --design design.json`): JSON holding a group-sequential design fixed
+before its first look and the record of every look, sealed with the SHA-256 of its own content so that a file edited
+by hand is refused; the design part carries its own hash too (`design_sha256`), which every look repeats."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gatedv_stats.core.atomic import write_text_atomic
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import canonical_sha256, read_json_object
+from gatedv_stats.core.outputs import check_output_file
+
+DESIGN_FORMAT = "gatedv-sequential-design/1"
+FLAG = "--design"
+
+
+def check_design_path(path: str | os.PathLike[str]) -> None:
+    """A design file can be written at `path` (checked before any work)."""
+    check_output_file(path, FLAG, suffix=".json")
+
+
+def write_design_file(path: str | os.PathLike[str], design: dict, looks: list[dict]) -> str:
+    """Write a design and its looks as JSON, atomically, with its format, the design's SHA-256 and the SHA-256 of
+    the whole canonical content; returns the design's hash. Every number must be finite (strict JSON)."""
+    check_design_path(path)
+    design_sha256 = canonical_sha256(design)
+    content = {"format": DESIGN_FORMAT, "design": design, "design_sha256": design_sha256, "looks": looks}
+    content["sha256"] = canonical_sha256(content)
+    try:
+        text = json.dumps(content, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as error:  # a bug: the writer must turn infinities into null
+        raise ValueError(f"design file {path}: {error}") from None
+    write_text_atomic(path, text + "\n")
+    return design_sha256
+
+
+def read_design_file(path: str | os.PathLike[str]) -> dict:
+    """A design file as written: its content checked against the SHA-256 it records; returns {"design", "looks",
+    "design_sha256", "path"}."""
+    where = Path(path)
+    content = read_json_object(path)
+    if content.get("format") != DESIGN_FORMAT:
+        raise InputError(f"{where}: not a sequential design file (format {content.get('format')!r}, expected "
+                         f"{DESIGN_FORMAT!r}); gatedv decide writes one on its first look")
+    recorded = content.pop("sha256", None)
+    if recorded != canonical_sha256(content):
+        raise InputError(f"{where}: its content does not match the sha256 it records (edited by hand, or damaged); "
+                         "a design is fixed before its first look: start a new design file")
+    design, looks = content.get("design"), content.get("looks")
+    if not isinstance(design, dict) or not isinstance(looks, list) or not all(isinstance(look, dict)
+                                                                              for look in looks):
+        raise InputError(f"{where}: a design file holds a 'design' object and a list of 'looks'")
+    if content.get("design_sha256") != canonical_sha256(design):
+        raise InputError(f"{where}: the design does not match its design_sha256")
+    return {"design": design, "looks": looks, "design_sha256": content["design_sha256"], "path": str(where)}

@@ -1,0 +1,241 @@
+"""The research ledger's file: an SQLite database (the standard library's `sqlite3`) whose entries are never edited or
+reordered, chained by their SHA-256 so that an altered history is refused.
+
+Tables: `settings` (key → JSON: `ledger` = the format, the procedure with its parameters and α, the creation time;
+`genesis` = the SHA-256 of `ledger`; `head` = the number of entries and the last entry's hash) and `entries`, one row
+per candidate (the columns of `COLUMNS`). Each entry's `hash` is the SHA-256 of its content (every column but `hash`,
+as canonical JSON), which holds its `step` and `prev_hash`, the hash of the entry before it (the genesis hash for
+the first): an entry edited, deleted or moved breaks the chain at that entry, and the head catches the last entry
+removed. The chain proves the history was not altered by anyone who did not also rewrite every later hash; the
+head hash that `gatedv ledger LEDGER show` prints, kept elsewhere (a lab notebook, a commit), anchors it.
+
+Writers serialise: each entry is one transaction begun with `BEGIN IMMEDIATE` (the database's write lock, waited
+for up to `BUSY_TIMEOUT` seconds), in which the writer reads and checks the whole history, decides and appends; the
+database is in WAL mode (readers never block the writer) with `synchronous=FULL` (a committed entry survives a crash).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.files import canonical_sha256
+from gatedv_stats.core.outputs import check_output_file
+
+LEDGER_FORMAT = "gatedv-ledger/1"
+BUSY_TIMEOUT = 60.0  # seconds a writer waits for another writer's transaction
+# Every column of an entry and its kind ("json": a JSON document stored as text).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("step", "integer"), ("time", "text"), ("candidate", "text"), ("reference", "text"), ("task", "text"),
+    ("unit", "text"), ("scale", "json"), ("n_pairs", "integer"), ("candidate_files", "json"),
+    ("reference_files", "json"), ("noise_floor", "text"), ("noise_floor_sha256", "text"), ("note", "text"),
+    ("estimate", "real"), ("low", "real"), ("high", "real"), ("confidence_level", "real"), ("se", "real"),
+    ("df", "real"), ("delta_p", "real"), ("delta_p_low", "real"), ("delta_p_high", "real"), ("p_value", "real"),
+    ("verdict", "text"), ("procedure", "text"), ("parameters", "json"), ("alpha", "real"), ("level", "real"),
+    ("decision", "text"), ("wealth", "real"), ("prev_hash", "text"), ("hash", "text"),
+)
+KINDS = dict(COLUMNS)
+_WRITTEN_HERE = ("step", "time", "prev_hash", "hash")  # what `append` adds to an entry's content
+
+
+def entry_hash(entry: dict) -> str:
+    """The SHA-256 of an entry's content: every column but `hash`, as canonical JSON."""
+    return canonical_sha256({name: value for name, value in entry.items() if name != "hash"})
+
+
+class LedgerWriter:
+    """One writer's transaction: the settings and the checked history as they stand, and `append`."""
+
+    def __init__(self, connection: sqlite3.Connection, where: str, settings: dict, entries: list[dict]) -> None:
+        self._connection = connection
+        self.where = where
+        self.settings = settings  # the ledger's settings (format, procedure, created)
+        self.entries = entries  # every entry so far, in order, chain checked
+
+    def append(self, content: dict) -> dict:
+        """Write the next entry (the columns of `COLUMNS` but step, time, prev_hash and hash, which are added here);
+        returns it as stored."""
+        unknown = set(content) - set(KINDS) | set(content) & set(_WRITTEN_HERE)
+        if unknown:
+            raise ValueError(f"not an entry's content: {sorted(unknown)}")
+        previous = self.entries[-1]["hash"] if self.entries else canonical_sha256(self.settings)
+        entry = _normalised({name: None for name in KINDS} | content | {
+            "step": len(self.entries) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            "prev_hash": previous, "hash": None})
+        entry["hash"] = entry_hash(entry)
+        names = [name for name, _ in COLUMNS]
+        self._connection.execute(f"INSERT INTO entries ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                                 [_stored(name, entry[name]) for name in names])
+        self._connection.execute("UPDATE settings SET value = ? WHERE key = 'head'",
+                                 (json.dumps({"entries": entry["step"], "hash": entry["hash"]}),))
+        self.entries.append(entry)
+        return entry
+
+
+@contextlib.contextmanager
+def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[LedgerWriter]:
+    """The ledger at `path` (created with `settings` when it does not exist yet), in one write transaction: every
+    entry appended inside the `with` block is committed together at its end, nothing if it raises."""
+    check_output_file(path, "ledger")
+    where = os.fspath(path)
+    with _connection(where) as connection:
+        _execute(connection, where, "PRAGMA journal_mode=WAL")
+        _execute(connection, where, "BEGIN IMMEDIATE")
+        try:
+            stored = _settings(connection, where)
+            if stored is None:
+                stored = _initialise(connection, settings)
+            writer = LedgerWriter(connection, where, stored["ledger"], _checked_entries(connection, where, stored))
+            yield writer
+        except BaseException:
+            connection.rollback()
+            raise
+        _execute(connection, where, "COMMIT")
+
+
+def read_ledger(path: str | os.PathLike[str]) -> tuple[dict, list[dict]]:
+    """The settings and every entry of the ledger at `path`, its chain checked (one consistent snapshot)."""
+    where = os.fspath(path)
+    if not Path(where).is_file():
+        raise InputError(f"{where}: no ledger there (`gatedv ledger {where} add` creates one)")
+    with _connection(where) as connection:
+        _execute(connection, where, "BEGIN")
+        try:
+            stored = _settings(connection, where)
+            if stored is None:
+                raise InputError(f"{where}: no ledger there yet (an empty database; `gatedv ledger {where} add` "
+                                 "creates one)")
+            return stored["ledger"], _checked_entries(connection, where, stored)
+        finally:
+            connection.rollback()
+
+
+def ledger_settings(path: str | os.PathLike[str]) -> dict | None:
+    """The settings of the ledger at `path`; None when there is none yet (no file, or one still being created by
+    another writer); a file that is not a ledger is refused."""
+    where = os.fspath(path)
+    if not Path(where).is_file():
+        return None
+    with _connection(where) as connection:
+        stored = _settings(connection, where)
+    return None if stored is None else stored["ledger"]
+
+
+@contextlib.contextmanager
+def _connection(where: str) -> Iterator[sqlite3.Connection]:
+    try:
+        connection = sqlite3.connect(where, timeout=BUSY_TIMEOUT, isolation_level=None)
+    except sqlite3.Error as error:
+        raise InputError(f"{where}: cannot open the ledger ({error})") from None
+    try:
+        _execute(connection, where, "PRAGMA synchronous=FULL")
+        yield connection
+    finally:
+        connection.close()
+
+
+def _execute(connection: sqlite3.Connection, where: str, sql: str, parameters: tuple = ()) -> sqlite3.Cursor:
+    """A statement; a file that is not an SQLite database, or a lock held past the timeout, is one `InputError`."""
+    try:
+        return connection.execute(sql, parameters)
+    except sqlite3.DatabaseError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            raise InputError(f"{where}: another writer held the ledger for {BUSY_TIMEOUT:g} s; try again") from None
+        raise InputError(f"{where}: not a gatedv ledger ({error})") from None
+
+
+def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
+    """The settings table's values (None when the database has no ledger yet); another database is refused."""
+    tables = {name for (name,) in _execute(connection, where, "SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return None
+    if not {"settings", "entries"} <= tables:
+        raise InputError(f"{where}: not a gatedv ledger (an SQLite database with other tables: "
+                         f"{', '.join(sorted(tables))})")
+    values = {key: json.loads(value) for key, value in _execute(connection, where, "SELECT key, value FROM settings")}
+    if not isinstance(values.get("ledger"), dict) or values["ledger"].get("format") != LEDGER_FORMAT:
+        raise InputError(f"{where}: not a gatedv ledger of format {LEDGER_FORMAT}")
+    return values
+
+
+def _initialise(connection: sqlite3.Connection, settings: dict) -> dict:
+    """Create the tables of a new ledger with these settings."""
+    ledger = {**settings, "format": LEDGER_FORMAT,
+              "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'step' else _SQL_TYPES[kind]}"
+                        for name, kind in COLUMNS)
+    connection.execute("CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    connection.execute(f"CREATE TABLE entries ({columns})")
+    values = {"ledger": ledger, "genesis": canonical_sha256(ledger), "head": {"entries": 0, "hash": None}}
+    connection.executemany("INSERT INTO settings (key, value) VALUES (?, ?)",
+                           [(key, json.dumps(value, sort_keys=True)) for key, value in values.items()])
+    return values
+
+
+_SQL_TYPES = {"integer": "INTEGER", "real": "REAL", "text": "TEXT", "json": "TEXT"}
+
+
+def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
+    """Every entry in step order, each checked against its hash and the one before it; the first that is not
+    what was written is refused by its step."""
+    refuse = "; the ledger's history was altered and cannot be trusted"
+    genesis = canonical_sha256(stored["ledger"])
+    if stored.get("genesis") != genesis:
+        raise InputError(f"{where}: the ledger's settings (procedure, α) were changed after it was created{refuse}")
+    names = [name for name, _ in COLUMNS]
+    rows = _execute(connection, where, f"SELECT {', '.join(names)} FROM entries ORDER BY step").fetchall()
+    entries, previous = [], genesis
+    for step, values in enumerate(rows, start=1):
+        entry = _normalised({name: _loaded(name, value) for name, value in zip(names, values)})
+        if entry["step"] != step:
+            raise InputError(f"{where}: entry {step} is missing (the row in its place is numbered {entry['step']})"
+                             f"{refuse}")
+        if entry["prev_hash"] != previous or entry["hash"] != entry_hash(entry):
+            raise InputError(f"{where}: entry {step} is not as it was written (edited, or moved from another "
+                             f"step){refuse}")
+        entries.append(entry)
+        previous = entry["hash"]
+    head = stored.get("head") or {}
+    if head.get("entries") != len(entries) or head.get("hash") != (entries[-1]["hash"] if entries else None):
+        recorded = head.get("entries")
+        if isinstance(recorded, int) and recorded > len(entries):
+            raise InputError(f"{where}: entry {len(entries) + 1} is missing (the ledger records {recorded} entries)"
+                             f"{refuse}")
+        raise InputError(f"{where}: entry {len(entries)} was not written by gatedv (the ledger records "
+                         f"{recorded} entries){refuse}")
+    return entries
+
+
+def _normalised(entry: dict) -> dict:
+    """Each value as its column's kind gives it back (2 → 2.0 in a real column, JSON through its text), so that an
+    entry hashes the same before it is written and after it is read."""
+    out: dict[str, object] = {}
+    for name, value in entry.items():
+        kind = KINDS[name]
+        if value is None:
+            out[name] = None
+        elif kind == "real":
+            number = float(value)
+            out[name] = None if math.isnan(number) else number
+        elif kind == "integer":
+            out[name] = int(value)
+        elif kind == "json":
+            out[name] = json.loads(json.dumps(value, sort_keys=True))
+        else:
+            out[name] = str(value)
+    return out
+
+
+def _stored(name: str, value: object) -> object:
+    return json.dumps(value, sort_keys=True) if KINDS[name] == "json" and value is not None else value
+
+
+def _loaded(name: str, value: object) -> object:
+    return json.loads(value) if KINDS[name] == "json" and isinstance(value, str) else value

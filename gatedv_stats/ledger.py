@@ -1,0 +1,137 @@
+"""`gv.Ledger`: a research ledger in the Python API (`gatedv ledger LEDGER add | show` on the command line).
+
+Above `gatedv_stats.api` (its own layer): each entry's comparison is `gv.compare`'s, so loss files and item scores
+alike; the ledger itself is `analysis.ledger` over the file of `io.ledgerfile`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerHistory, add_entry, check_ledger, read_history
+from gatedv_stats.analysis.noise_floor import NoiseFloor
+from gatedv_stats.api import Floor, compare
+from gatedv_stats.core.errors import ParameterError
+from gatedv_stats.core.files import canonical_sha256, file_sha256
+from gatedv_stats.pairing.inputs import Side
+from gatedv_stats.results import ComparisonResult, NoiseFloorResult, TaskComparisonResult
+from gatedv_stats.results.ledger import LedgerEntryResult, LedgerResult
+
+# A failure of the comparison named by the ledger's own parameters.
+_RENAMED = {"baseline": "against", "variant": "candidate"}
+
+
+class Ledger:
+    """A research ledger: every candidate compared, in order, each kept or discarded by an online procedure that
+    bounds the false keeps over the whole stream (`gatedv ledger`; docs/statistics.md, "A research ledger").
+
+    Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores;
+    with a `noise_floor`, one seed pair suffices), takes the one-sided p-value of "the candidate is not better", and
+    tests it at the level the procedure gives the next step; the entry, with the files' SHA-256, the estimate and its
+    interval, the level, keep or discard and the wealth left, is appended to an SQLite file whose entries are chained
+    by hash (an altered history is refused, naming the first bad entry). Writers serialise, so several processes
+    may add to one ledger at once.
+
+    Parameters
+    ----------
+    path
+        The ledger file, created by the first `add`.
+    procedure
+        "addis" (default), "lord++", "saffron" (the false discovery rate, for independent tests) or "alpha-spending"
+        (the family-wise error rate, under any dependence); fixed when the ledger is created, another is refused.
+    alpha
+        The level (default 0.05), fixed like the procedure.
+
+    Examples
+    --------
+    >>> study = example_study(tmp_dir)
+    >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+    >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+    ...                    note="gated values")
+    >>> entry.step, entry.decision, round(entry.level, 5)
+    (1, 'keep', 0.00273)
+    >>> ledger.to_frame()[["step", "candidate", "against", "decision", "best"]].values.tolist()
+    [[1, 'gatedv', 'baseline', 'keep', 'gatedv']]
+    >>> gv.Ledger(tmp_dir / "study.ledger", procedure="lord++")
+    Traceback (most recent call last):
+    ...
+    gatedv_stats.core.errors.ParameterError: procedure: ... was created with addis at α = 0.05; ...
+    """
+
+    def __init__(self, path: str | os.PathLike[str], procedure: str | None = None, alpha: float | None = None) -> None:
+        check_ledger(path, procedure, alpha)
+        self.path = Path(path)
+        self.procedure = procedure
+        self.alpha = alpha
+
+    def add(self, candidate: Side, against: Side, *, noise_floor: Floor | None = None, note: str | None = None,
+            metric: str | None = None) -> LedgerEntryResult:
+        """Compare `candidate` with `against` (paths, runs or arrays, as `compare`'s `variant` and `baseline`) and
+        enter the result: its one-sided p-value is tested at the next step's level (keep or discard)."""
+        try:
+            result = compare(baseline=against, variant=candidate, metric=metric, noise_floor=noise_floor)
+        except ParameterError as error:
+            raise ParameterError(_RENAMED.get(error.parameter, error.parameter), error.template,
+                                 tuple(_RENAMED.get(name, name) for name in error.mentions), error.leading) from None
+        if not isinstance(result, (ComparisonResult, TaskComparisonResult)):
+            tasks = ", ".join(str(paired.task) for paired in getattr(result, "pairs", ()))
+            raise ParameterError("candidate", f"the item scores hold several tasks ({tasks}); a ledger entry is one "
+                                 "comparison: give the files of one task")
+        floor_path, floor_sha256 = _floor_record(noise_floor)
+        entry = add_entry(self.path, result.comparison, result.paired, procedure=self.procedure, alpha=self.alpha,
+                          noise_floor=floor_path, noise_floor_sha256=floor_sha256, note=note)
+        return LedgerEntryResult(entry, read_history(self.path), tuple(result.warnings))
+
+    def history(self) -> LedgerResult:
+        """The whole history, its chain checked (`gatedv ledger LEDGER show`)."""
+        return LedgerResult(read_history(self.path, procedure=self.procedure, alpha=self.alpha))
+
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        """Every entry, in order."""
+        return self._history().entries
+
+    def summary(self) -> str:
+        """The history as a table: step, candidate, estimate and interval, p, level, keep / discard, wealth, best."""
+        return self._history().summary()
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per entry, with the running best (`best`, `best_step`)."""
+        return self._history().to_frame()
+
+    def to_dict(self) -> dict:
+        """The procedure, the head hash and every entry as stored (`gatedv ledger LEDGER show --json`)."""
+        return self._history().to_dict()
+
+    def _history(self) -> LedgerHistory:
+        return read_history(self.path, procedure=self.procedure, alpha=self.alpha)
+
+    def _repr_html_(self) -> str:
+        return self.history()._repr_html_()
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        if not self.path.is_file():
+            return f"Ledger({self.path}: no entries yet)"
+        return f"Ledger({self._history().headline()})"
+
+
+def _floor_record(noise_floor: Floor | None) -> tuple[str | None, str | None]:
+    """Where the noise floor came from and its SHA-256 (of the file's bytes, or of its content in memory)."""
+    if noise_floor is None:
+        return None, None
+    if isinstance(noise_floor, NoiseFloorResult):
+        noise_floor = noise_floor.written or noise_floor.floor
+    if isinstance(noise_floor, NoiseFloor):
+        if noise_floor.path is not None and Path(noise_floor.path).is_file():
+            return noise_floor.path, file_sha256(noise_floor.path)
+        return None, canonical_sha256(noise_floor.to_dict())
+    return os.fspath(noise_floor), file_sha256(noise_floor)
+
+
+__all__: Sequence[str] = ["Ledger"]

@@ -1,0 +1,93 @@
+"""A research ledger (`gatedv report … --ledger LEDGER`): every candidate in the order it was compared, kept or
+discarded by the ledger's online procedure, with the running best and its interval after each step and the wealth
+the procedure has left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerHistory
+from gatedv_stats.reporting import plots
+from gatedv_stats.reporting.cells import MISSING
+from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, row
+from gatedv_stats.stats.online_fdr import NAMES
+
+KEY, TITLE = "ledger", "Research ledger"
+ASSUMPTIONS = ("ADDIS, LORD++ and SAFFRON bound the false discovery rate when the p-values of candidates that are not "
+               "better are independent of each other and of the others'. Candidates compared with the same reference "
+               "runs on one evaluation set share that reference's seed noise, which makes their p-values dependent; "
+               "alpha-spending bounds the chance of any false keep under any dependence, at a cost in power, and is "
+               "the choice when that matters.")
+ADVICE = ("Compare each candidate with fresh seeds of the current best, not with the runs it won with (they carry "
+          "the luck that made it win: the winner's curse), and anchor equivalence decisions to one fixed reference: "
+          "a chain of \"no worse\" keeps can drift by up to one smallest effect of interest per step (bio-creep).")
+
+
+def ledger_section(history: LedgerHistory) -> Section:
+    procedure = history.procedure
+    bound = ("the expected share of false keeps among the keeps (the false discovery rate)" if
+             procedure.error_rate == "FDR" else "the chance of any false keep (the family-wise error rate)")
+    count = len(history.entries)
+    name = Path(history.path).name  # the full path is in the settings table, which fits the page
+    intro = (f"{name}: {count} {'candidate' if count == 1 else 'candidates'} in the order compared, each kept or "
+             f"discarded by {procedure.describe()} from its one-sided p-value (H0: the candidate is not better "
+             "than what it was compared with). Each test's level depends only on the tests before it, so over the "
+             f"whole stream {bound} stays at most {procedure.alpha:g}.", ASSUMPTIONS, ADVICE,
+             "The entries are chained by SHA-256 and checked when read; the last entry's hash (the head, below) "
+             "anchors the whole history.")
+    if not history.entries:
+        return Section(KEY, TITLE, intro=intro + ("The ledger has no entries yet.",), tables=(settings_table(history),))
+    figure = Figure("ledger-wealth", "Wealth of the ledger's procedure",
+                    f"The wealth {procedure.describe()} has left after each step (points: keep or discard); a keep "
+                    "earns wealth back, and at zero no further candidate could be kept.",
+                    plots.chart_spec(plots.ledger_wealth_chart(_steps(history), title="Wealth left per step")))
+    return Section(KEY, TITLE, intro=intro, tables=(settings_table(history), ledger_table(history)),
+                   figures=(figure,))
+
+
+def settings_table(history: LedgerHistory) -> Table:
+    """The ledger's procedure, fixed when it was created, and where its history stands."""
+    procedure = history.procedure
+    parameters = ", ".join(f"{name} = {value:g}" for name, value in (("W0", procedure.w0), ("λ", procedure.lambda_),
+                                                                       ("τ", procedure.tau)) if value is not None)
+    rows = (row("File", history.path), row("Procedure", NAMES[procedure.procedure]),
+            row("Controls", procedure.error_rate), row("Level α", f"{procedure.alpha:g}"),
+            row("Parameters", f"{parameters}{'; ' if parameters else ''}{procedure.gamma}"),
+            row("Created", history.created), row("Entries", str(len(history.entries))), row("Kept", str(history.kept)),
+            row("Head (last entry's SHA-256)", Cell(history.head or MISSING, mono=True)))
+    caption = f"Ledger {Path(history.path).name}: its procedure and α, fixed when it was created."
+    return Table("ledger-settings", caption, ("Setting", "Value"), "ll", (RowGroup(None, rows),))
+
+
+def ledger_table(history: LedgerHistory, step: int | None = None) -> Table:
+    """The history, one row per step (only `step`, when given), with the running best and its interval."""
+    rows = []
+    for entry, best in zip(history.entries, history.running_best()):
+        if step is not None and entry.row["step"] != step:
+            continue
+        kept = entry.keep
+        rows.append(row(str(entry.row["step"]), entry.row["candidate"], entry.row["reference"], entry.estimate_text(),
+                        f"{entry.row['p_value']:.3g}", f"{entry.row['level']:.3g}",
+                        Cell(entry.row["decision"], bold=kept), f"{entry.row['wealth']:.4g}", _best_text(best)))
+    notes = tuple(f"Step {entry.row['step']}: {entry.row['note']}" for entry in history.entries
+                  if entry.row["note"] and step in (None, entry.row["step"]))
+    level = history.entries[0].row["confidence_level"] if history.entries else 0.95
+    caption = (f"Ledger history ({history.procedure.describe()}). Estimates with their {level:.0%} seeds × units "
+               "interval against the arm compared with; the one-sided p is tested at the step's level.")
+    return Table("ledger", caption, ("Step", "Candidate", "Against", "Estimate [interval]", "One-sided p", "Level",
+                                     "Decision", "Wealth left", "Running best [interval]"), "rlllrrlrl",
+                 (RowGroup(None, tuple(rows)),), notes)
+
+
+def _best_text(best: LedgerEntry | None) -> str:
+    if best is None:
+        return MISSING
+    return f"{best.row['candidate']} (step {best.row['step']}): {best.estimate_text()} vs {best.row['reference']}"
+
+
+def _steps(history: LedgerHistory) -> pd.DataFrame:
+    return pd.DataFrame([{"step": entry.row["step"], "wealth": entry.row["wealth"], "level": entry.row["level"],
+                          "decision": entry.row["decision"], "candidate": entry.row["candidate"]}
+                         for entry in history.entries])
