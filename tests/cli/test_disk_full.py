@@ -164,3 +164,17 @@ def test_a_full_disk_past_the_atomic_writes_is_exit_4_too(tmp_path, monkeypatch)
         assert result.stderr == (f"error: {tmp_path / 'cache.bin'}: could not be written: {os.strerror(number)}; the "
                                  "outputs written before are kept whole (none is left half written): free space on "
                                  "its file system, then run the same command again\n")
+
+
+def test_noise_floor_and_decide_write_nothing_and_keep_the_files_before(tmp_path, full_disk):
+    aa, study = tmp_path / "aa", tmp_path / "study"
+    write_runs(aa, {"baseline": [30.0, 30.3, 29.8, 30.1]}, eval_set="heldout", lr=0.001)
+    write_runs(study, {"baseline": [30.0], "gatedv": [29.0]}, eval_set="heldout", lr=0.001)
+    assert invoke("noise-floor", aa, "--out", tmp_path / "floor.json").exit_code == 0
+    before = tree(tmp_path)
+    full_disk(after=0)
+    full_disk_line(invoke("noise-floor", aa, "--out", tmp_path / "floor.json"), "could not be written", "is kept")
+    decided = invoke("decide", study, "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--design",
+                     tmp_path / "design.json", "--max-seeds", "4", "--noise-floor", tmp_path / "floor.json")
+    full_disk_line(decided, "could not be written")
+    assert tree(tmp_path) == before
