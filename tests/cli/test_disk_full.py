@@ -67,6 +67,7 @@ def run_copy(trained, tmp_path):
     return copy
 
 
+@pytest.mark.slow  # trains, evaluates or prepares data
 def test_train_keeps_its_checkpoint_and_says_how_to_go_on(run_copy, prepared_data, full_disk):
     before = tree(run_copy)
     full_disk(after=0)
@@ -76,6 +77,7 @@ def test_train_keeps_its_checkpoint_and_says_how_to_go_on(run_copy, prepared_dat
     assert tree(run_copy) == before
 
 
+@pytest.mark.slow  # trains, evaluates or prepares data
 def test_train_stopped_at_a_later_checkpoint_keeps_the_earlier_one_verifiable(run_copy, prepared_data, full_disk):
     """The disk fills while the checkpoint of update 4 is written: the one of update 2 stays, verified against
     run.json, and the run resumes from it once there is room."""
@@ -91,6 +93,7 @@ def test_train_stopped_at_a_later_checkpoint_keeps_the_earlier_one_verifiable(ru
     assert read_run_record(run_copy)["status"] == "finished"
 
 
+@pytest.mark.slow  # trains, evaluates or prepares data
 def test_a_new_run_writes_nothing(prepared_data, tmp_path, full_disk):
     full_disk(after=0)
     result = invoke("train", "--data", prepared_data, *TRAIN, "--out", tmp_path / "new")
@@ -98,6 +101,7 @@ def test_a_new_run_writes_nothing(prepared_data, tmp_path, full_disk):
     assert tree(tmp_path) == {}
 
 
+@pytest.mark.slow  # trains, evaluates or prepares data
 def test_evaluate_keeps_the_loss_file_written_before(run_copy, full_disk):
     before = tree(run_copy)
     full_disk(after=0)
@@ -106,6 +110,7 @@ def test_evaluate_keeps_the_loss_file_written_before(run_copy, full_disk):
     assert tree(run_copy) == before
 
 
+@pytest.mark.slow  # trains, evaluates or prepares data
 def test_sweep_names_the_run_and_what_is_kept(prepared_data, tmp_path, full_disk):
     grid = tmp_path / "grid.toml"
     grid.write_text(GRID.format(data=prepared_data))
@@ -116,6 +121,7 @@ def test_sweep_names_the_run_and_what_is_kept(prepared_data, tmp_path, full_disk
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow  # trains, evaluates or prepares data
 def test_prepare_leaves_the_data_directory_as_it_was(prepared_data, tmp_path, full_disk):
     data = tmp_path / "data"
     shutil.copytree(prepared_data, data)

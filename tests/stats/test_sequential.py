@@ -83,6 +83,7 @@ def test_under_h0_each_look_spends_its_increment_by_the_multivariate_normal(alph
     np.testing.assert_allclose(theirs, increments, atol=2e-7)
 
 
+@pytest.mark.slow  # 15 numerical integrations against scipy's: the H0 ones above are the fast check
 @pytest.mark.parametrize("alpha, function, fractions", [DESIGNS[i] for i in (0, 1, 2, 4, 6)])
 @pytest.mark.parametrize("drift", [3.0, 1.2, -2.0])
 def test_under_a_drift_with_futility_the_crossings_match_the_multivariate_normal(alpha, function, fractions, drift):
@@ -190,6 +191,7 @@ def _rpact_designs(rscript):
     return values
 
 
+@pytest.mark.slow  # starts R
 def test_the_boundaries_agree_with_rpact(rscript):
     """rpact::getDesignGroupSequential(sided = 1, typeOfDesign = "asOF" / "asP", informationRates = …): its
     criticalValues against ours to 1e-3; with β-spending (typeBetaSpending "bsOF" / "bsP", non-binding) its

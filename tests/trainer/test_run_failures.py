@@ -231,6 +231,7 @@ def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(prepared_data
     assert read_run_record(run_dir)["status"] == "finished" and read_run_record(run_dir)["update"] == 4
 
 
+@pytest.mark.slow  # trains
 @pytest.mark.parametrize("error, cause", [
     (torch.OutOfMemoryError(OUT_OF_MEMORY), "CUDA out of memory. Tried to allocate 2.00 GiB"),
     (MemoryError("Unable to allocate 7.63 TiB for an array"), "host memory: Unable to allocate 7.63 TiB for an array"),
