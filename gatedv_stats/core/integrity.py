@@ -34,10 +34,10 @@ def sealed(record: dict, key: str) -> dict:
     return {**content, key: canonical_sha256(content)}
 
 
-def check_seal(record: dict, key: str, path: str | os.PathLike[str], advice: str) -> dict:
-    """`record` (read from `path`) when it records no `key`, or when `key` is the SHA-256 of the rest of it; else a
-    `damaged` error (edited by hand, or damaged)."""
-    if key not in record:
+def check_seal(record: dict, key: str, path: str | os.PathLike[str], advice: str, *, required: bool = False) -> dict:
+    """`record` (read from `path`) when it records no `key` (unless `required`), or when `key` is the SHA-256 of the
+    rest of it; else a `damaged` error (edited by hand, or damaged)."""
+    if key not in record and not required:
         return record
     content = {name: value for name, value in record.items() if name != key}
     if record[key] != canonical_sha256(content):

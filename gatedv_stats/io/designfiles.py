@@ -11,6 +11,7 @@ from pathlib import Path
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import canonical_sha256, read_json_object
+from gatedv_stats.core.integrity import check_seal, sealed
 from gatedv_stats.core.outputs import check_output_file
 
 DESIGN_FORMAT = "gatedv-sequential-design/1"
@@ -27,8 +28,8 @@ def write_design_file(path: str | os.PathLike[str], design: dict, looks: list[di
     the whole canonical content; returns the design's hash. Every number must be finite (strict JSON)."""
     check_design_path(path)
     design_sha256 = canonical_sha256(design)
-    content = {"format": DESIGN_FORMAT, "design": design, "design_sha256": design_sha256, "looks": looks}
-    content["sha256"] = canonical_sha256(content)
+    content = sealed({"format": DESIGN_FORMAT, "design": design, "design_sha256": design_sha256, "looks": looks},
+                     "sha256")
     try:
         text = json.dumps(content, indent=2, ensure_ascii=False, allow_nan=False)
     except ValueError as error:  # a bug: the writer must turn infinities into null
@@ -45,10 +46,8 @@ def read_design_file(path: str | os.PathLike[str]) -> dict:
     if content.get("format") != DESIGN_FORMAT:
         raise InputError(f"{where}: not a sequential design file (format {content.get('format')!r}, expected "
                          f"{DESIGN_FORMAT!r}); gatedv decide writes one on its first look")
-    recorded = content.pop("sha256", None)
-    if recorded != canonical_sha256(content):
-        raise InputError(f"{where}: its content does not match the sha256 it records (edited by hand, or damaged); "
-                         "a design is fixed before its first look: start a new design file")
+    check_seal(content, "sha256", where, "a design is fixed before its first look: start a new design file",
+               required=True)
     design, looks = content.get("design"), content.get("looks")
     if not isinstance(design, dict) or not isinstance(looks, list) or not all(isinstance(look, dict)
                                                                               for look in looks):

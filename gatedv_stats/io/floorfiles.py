@@ -10,7 +10,8 @@ from pathlib import Path
 
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import canonical_sha256, read_json_object
+from gatedv_stats.core.files import read_json_object
+from gatedv_stats.core.integrity import check_seal, sealed
 from gatedv_stats.core.outputs import check_output_file
 
 FLOOR_FORMAT = "gatedv-noise-floor/1"
@@ -20,8 +21,7 @@ REQUIRED = ("seed_variance", "df", "metric", "unit", "setup", "source")
 def write_floor_file(path: str | os.PathLike[str], floor: dict) -> None:
     """Write a noise floor as JSON, atomically, with its format and the SHA-256 of its canonical content."""
     check_output_file(path, "noise-floor file", suffix=".json")
-    content = {"format": FLOOR_FORMAT, **floor}
-    content["sha256"] = canonical_sha256(content)
+    content = sealed({"format": FLOOR_FORMAT, **floor}, "sha256")
     write_text_atomic(path, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -32,10 +32,7 @@ def read_floor_file(path: str | os.PathLike[str]) -> dict:
     if content.get("format") != FLOOR_FORMAT:
         raise InputError(f"{where}: not a noise-floor file (format {content.get('format')!r}, expected "
                          f"{FLOOR_FORMAT!r}); write one with gatedv noise-floor")
-    recorded = content.pop("sha256", None)
-    if recorded != canonical_sha256(content):
-        raise InputError(f"{where}: its content does not match the sha256 it records (edited by hand, or damaged); "
-                         "measure the floor again with gatedv noise-floor")
+    check_seal(content, "sha256", where, "measure the floor again with gatedv noise-floor", required=True)
     missing = [field for field in REQUIRED if field not in content]
     if missing:
         raise InputError(f"{where}: field {missing[0]!r} is missing")
@@ -45,4 +42,4 @@ def read_floor_file(path: str | os.PathLike[str]) -> dict:
             raise InputError(f"{where}: field {field!r} must be a positive number (got {value!r})")
     if not isinstance(content["setup"], dict):
         raise InputError(f"{where}: field 'setup' must be a JSON object")
-    return {**content, "sha256": recorded, "path": str(where)}
+    return {**content, "path": str(where)}

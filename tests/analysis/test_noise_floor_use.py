@@ -47,7 +47,7 @@ def test_a_floor_edited_by_hand_or_of_another_format_is_refused(floor_file, tmp_
     content["df"] = 99
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(content))
-    with pytest.raises(InputError, match="edited.json: its content does not match the sha256 it records"):
+    with pytest.raises(InputError, match="edited.json: damaged: its content does not match the sha256 it records"):
         read_floor_file(edited)
     (tmp_path / "other.json").write_text(json.dumps({"format": "something"}))
     with pytest.raises(InputError, match="not a noise-floor file"):

@@ -99,7 +99,7 @@ def test_the_same_seed_pairs_again_return_the_recorded_look_and_a_design_cannot_
     edited = json.loads(before)
     edited["design"]["max_seeds"] = 5
     design.write_text(json.dumps(edited))
-    with pytest.raises(InputError, match="does not match the sha256 it records \\(edited by hand"):
+    with pytest.raises(InputError, match="does not match the sha256 it records \\(sha256\\)"):
         gv.sequential(seed_files(folder, [0, 1]), design=design, baseline_arm="baseline", variant_arm="gatedv")
 
 
