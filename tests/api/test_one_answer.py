@@ -100,7 +100,7 @@ def test_many_arms_get_the_holm_adjusted_verdict_from_arms_the_report_and_the_ap
     arms = {arm["arm"]: arm for arm in payload["arms"]}
     adjusted = {arm: entry["verdict"] for arm, entry in arms.items()}
     assert report_verdicts(root, tmp_path / "report.md") == adjusted
-    api = gv.arms(root, reference="baseline", n_resamples=200)
+    api = gv.arms(root, reference="baseline", n_permutations=200)
     assert {test.arm: test.verdict for test in api.arms.arms} == adjusted
     assert adjusted["a1"] == "better" and adjusted["a2"] == "no detectable difference"
     # one pair alone is judged at its own p: a2's 0.02 is "worse" there, 0.12 after Holm's adjustment over six arms
