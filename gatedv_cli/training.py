@@ -213,8 +213,8 @@ def bench_command(
     as_json: bool = JSON,
 ) -> None:
     """Cost benchmark (paper Table 6, docs/method.md §7): forward and training-step time ratios and peak memory."""
-    from gatedv_stats.core.atomic import write_text_atomic
     from gatedv_stats.core.outputs import check_not_an_input, check_output_file
+    from gatedv_stats.io.benchfiles import write_bench_result
     from gatedv_stats.io.jsonout import strict_json
     from trainer.run.bench import run_bench
 
@@ -223,8 +223,7 @@ def bench_command(
         check_not_an_input(out, [*baseline, *variant], "--out")
     result = run_bench(baseline, variant, rounds=rounds, warmup=warmup, calls=calls, batch_size=batch_size,
                        device=device)
-    text = strict_json(result.to_dict())
     if out is not None:
-        write_text_atomic(out, text + "\n")
-    typer.echo(text if as_json else result.summary())
+        write_bench_result(out, result.to_dict())
+    typer.echo(strict_json(result.to_dict()) if as_json else result.summary())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -58,6 +59,28 @@ def assert_refused(result: Result, out: Path, *messages: str) -> None:
     for message in messages:
         assert message in result.stderr, result.stderr
     assert not out.exists()
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under `root` (temporary files and locks too) and the SHA-256 of its bytes."""
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def final_files(root: Path) -> dict[str, str]:
+    """`tree` without the hidden files: what lies under final names, not a write's `.NAME.*.tmp` or a `.NAME.lock`."""
+    return {name: sha for name, sha in tree(root).items() if not Path(name).name.startswith(".")}
+
+
+def full_disk_line(result: Result, *fragments: str) -> str:
+    """A full disk: exit 4 and one `error:` line (after any progress bars) holding every fragment; no traceback."""
+    assert result.exit_code == 4, result.output
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], result.stderr
+    assert "Traceback" not in result.output
+    for fragment in ("No space left on device", *fragments):
+        assert fragment in lines[-1], (fragment, lines[-1])
+    return lines[-1]
 
 
 def ratio(d: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:

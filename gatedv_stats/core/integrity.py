@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import canonical_sha256, file_sha256
+from gatedv_stats.core.files import canonical_sha256, file_sha256, read_json_object
 
 
 def damaged(path: str | os.PathLike[str], detail: str, advice: str) -> InputError:
@@ -42,4 +42,17 @@ def check_seal(record: dict, key: str, path: str | os.PathLike[str], advice: str
     content = {name: value for name, value in record.items() if name != key}
     if record[key] != canonical_sha256(content):
         raise damaged(path, f"its content does not match the sha256 it records ({key})", advice)
+    return record
+
+
+def read_sealed_json(path: str | os.PathLike[str], key: str, advice: str) -> dict:
+    """The JSON object in `path` without its seal `key`, checked against it (`check_seal`; a file written before its
+    kind was sealed has none and is read as it is). A file that is not JSON, truncated or emptied, is one line
+    naming it and `advice` too."""
+    try:
+        record = read_json_object(path)
+    except InputError as error:
+        raise InputError(f"{error}; {advice}") from None
+    check_seal(record, key, path, advice)
+    record.pop(key, None)
     return record

@@ -1,25 +1,39 @@
-"""Cost-benchmark results (`gatedv bench --out EXP/bench.json`): the format tag and the checked reader."""
+"""Cost-benchmark results (`gatedv bench --out EXP/bench.json`): the format tag, the writer, which seals a result with
+the SHA-256 of its content, and the checked reader."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
+from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import read_json_object
+from gatedv_stats.core.integrity import read_sealed_json, sealed
+from gatedv_stats.io.jsonout import strict_json
 
 BENCH_FORMAT = "gatedv-bench-1"
 BENCH_GLOB = "bench*.json"
 SUMMARY_KEYS = ("forward_ratio", "step_ratio", "peak_memory_baseline_bytes", "peak_memory_variant_bytes")
 SETTING_KEYS = ("baseline_arm", "variant_arm", "rounds", "warmup", "calls", "batch_size", "seq_len", "device_name",
                 "memory_kind", "pairs")
+# A result is sealed under this key (one written before results were sealed records none and is read as it is).
+BENCH_SEAL = "sha256"
+BENCH_AGAIN = "run gatedv bench again (… --out FILE) or restore an intact copy"
+
+
+def write_bench_result(path: str | os.PathLike[str], result: dict) -> None:
+    """Write a bench result as strict JSON (`strict_json`), atomically, sealed with the SHA-256 of the content a
+    reader gets back."""
+    content = json.loads(strict_json(result))  # non-finite numbers as null, as they will be read
+    write_text_atomic(path, strict_json(sealed(content, BENCH_SEAL)) + "\n")
 
 
 def read_bench_result(path: str | Path) -> dict:
     """One bench result with its `source`; a wrong format, or a field missing or out of its range (a ratio that is not
     a finite positive number, a round count of 0, an empty arm name, no seed pairs), is an `InputError` naming it."""
-    result = read_json_object(path)
+    result = read_sealed_json(path, BENCH_SEAL, BENCH_AGAIN)
     if result.get("format") != BENCH_FORMAT:
         raise InputError(f"{path}: not a gatedv bench result (format {result.get('format')!r}, expected "
                          f"{BENCH_FORMAT!r})")

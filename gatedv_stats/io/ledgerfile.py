@@ -12,11 +12,14 @@ head hash that `gatedv ledger LEDGER show` prints, kept elsewhere (a lab noteboo
 Writers serialise: each entry is one transaction begun with `BEGIN IMMEDIATE` (the database's write lock, waited
 for up to `BUSY_TIMEOUT` seconds), in which the writer reads and checks the whole history, decides and appends; the
 database is in WAL mode (readers never block the writer) with `synchronous=FULL` (a committed entry survives a crash).
+A file system that fills up during a transaction (SQLite's "database or disk is full") rolls it back: the ledger is
+left as it was and the writer ends with one `NoSpaceError`, as a full disk does everywhere else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -25,12 +28,13 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.errors import InputError, NoSpaceError
 from gatedv_stats.core.files import canonical_sha256
 from gatedv_stats.core.outputs import check_output_file
 
 LEDGER_FORMAT = "gatedv-ledger/1"
 BUSY_TIMEOUT = 60.0  # seconds a writer waits for another writer's transaction
+_SQLITE_FULL = 13  # SQLite's result code for a full file system (sqlite3.SQLITE_FULL from Python 3.11)
 # Every column of an entry and its kind ("json": a JSON document stored as text).
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("step", "integer"), ("time", "text"), ("candidate", "text"), ("reference", "text"), ("task", "text"),
@@ -71,10 +75,11 @@ class LedgerWriter:
             "prev_hash": previous, "hash": None})
         entry["hash"] = entry_hash(entry)
         names = [name for name, _ in COLUMNS]
-        self._connection.execute(f"INSERT INTO entries ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                                 [_stored(name, entry[name]) for name in names])
-        self._connection.execute("UPDATE settings SET value = ? WHERE key = 'head'",
-                                 (json.dumps({"entries": entry["step"], "hash": entry["hash"]}),))
+        _execute(self._connection, self.where,
+                 f"INSERT INTO entries ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                 tuple(_stored(name, entry[name]) for name in names))
+        _execute(self._connection, self.where, "UPDATE settings SET value = ? WHERE key = 'head'",
+                 (json.dumps({"entries": entry["step"], "hash": entry["hash"]}),))
         self.entries.append(entry)
         return entry
 
@@ -91,7 +96,7 @@ def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[Ledg
         try:
             stored = _settings(connection, where)
             if stored is None:
-                stored = _initialise(connection, settings)
+                stored = _initialise(connection, where, settings)
             writer = LedgerWriter(connection, where, stored["ledger"], _checked_entries(connection, where, stored))
             yield writer
         except BaseException:
@@ -142,13 +147,25 @@ def _connection(where: str) -> Iterator[sqlite3.Connection]:
 
 
 def _execute(connection: sqlite3.Connection, where: str, sql: str, parameters: tuple = ()) -> sqlite3.Cursor:
-    """A statement; a file that is not an SQLite database, or a lock held past the timeout, is one `InputError`."""
+    """A statement; a file that is not an SQLite database, or a lock held past the timeout, is one `InputError`, a
+    full file system one `NoSpaceError`."""
     try:
         return connection.execute(sql, parameters)
     except sqlite3.DatabaseError as error:
+        if _is_full(error):
+            reason = os.strerror(errno.ENOSPC)
+            raise NoSpaceError(f"{where}: could not be written: {reason} (SQLite: {error}); the entry was not added "
+                               "and the ledger's earlier entries are kept as they were: free space on its file "
+                               "system, then run the same command again", where, reason) from None
         if "locked" in str(error) or "busy" in str(error):
             raise InputError(f"{where}: another writer held the ledger for {BUSY_TIMEOUT:g} s; try again") from None
         raise InputError(f"{where}: not a gatedv ledger ({error})") from None
+
+
+def _is_full(error: sqlite3.DatabaseError) -> bool:
+    """SQLite's SQLITE_FULL: the file system (or a quota) had no room for the pages a write needs."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+; before, only the message tells
+    return code == _SQLITE_FULL if code is not None else "database or disk is full" in str(error)
 
 
 def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
@@ -165,17 +182,18 @@ def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
     return values
 
 
-def _initialise(connection: sqlite3.Connection, settings: dict) -> dict:
+def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> dict:
     """Create the tables of a new ledger with these settings."""
     ledger = {**settings, "format": LEDGER_FORMAT,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'step' else _SQL_TYPES[kind]}"
                         for name, kind in COLUMNS)
-    connection.execute("CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    connection.execute(f"CREATE TABLE entries ({columns})")
+    _execute(connection, where, "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    _execute(connection, where, f"CREATE TABLE entries ({columns})")
     values = {"ledger": ledger, "genesis": canonical_sha256(ledger), "head": {"entries": 0, "hash": None}}
-    connection.executemany("INSERT INTO settings (key, value) VALUES (?, ?)",
-                           [(key, json.dumps(value, sort_keys=True)) for key, value in values.items()])
+    for key, value in values.items():
+        _execute(connection, where, "INSERT INTO settings (key, value) VALUES (?, ?)",
+                 (key, json.dumps(value, sort_keys=True)))
     return values
 
 

@@ -286,14 +286,23 @@ def _has_loss_column(path: Path) -> bool:
 
 @contextlib.contextmanager
 def reading(path: Path) -> Iterator[None]:
-    """Any reader failure inside becomes one `UnreadableFileError` naming `path`."""
+    """Any reader failure inside becomes one `UnreadableFileError` naming `path`; a file whose bytes do not decode
+    (truncated, emptied, damaged) says how to get it back (`REWRITE`)."""
     try:
         yield
     except pd.errors.EmptyDataError:
-        raise UnreadableFileError(path, "empty file") from None
+        raise UnreadableFileError(path, f"empty file; {REWRITE}") from None
     except Exception as error:  # noqa: BLE001 - any reader failure is bad input, reported in one line
         reason = " ".join(str(error).split())[:200] or type(error).__name__
+        if _undecodable(path, error):
+            reason = f"{reason.rstrip('.')}; {REWRITE}"
         raise UnreadableFileError(path, f"cannot read: {reason}") from None
+
+
+def _undecodable(path: Path, error: Exception) -> bool:
+    """Whether a read failed on the file's bytes (truncated, emptied, damaged), not on reaching them (permission
+    denied, a directory): the system's errors carry an errno, the decoders' none."""
+    return path.is_file() and getattr(error, "errno", None) is None
 
 
 def read_table(path: Path) -> tuple[pd.DataFrame, dict]:

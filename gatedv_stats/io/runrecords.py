@@ -10,8 +10,8 @@ from pathlib import Path
 
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import read_count, read_json_object, read_model_config, read_seed
-from gatedv_stats.core.integrity import check_seal, sealed
+from gatedv_stats.core.files import read_count, read_model_config, read_seed
+from gatedv_stats.core.integrity import read_sealed_json, sealed
 
 RUN_FILE_NAME = "run.json"
 JOB_FILE_NAME = "job.json"
@@ -19,6 +19,10 @@ JOB_FILE_NAME = "job.json"
 RECORD_SEAL = "record_sha256"
 RESTORE_RECORD = ("restore an intact copy, or move the run directory away and train the run again (a record "
                   "edited by hand is refused too)")
+# job.json is sealed the same way under this key (a record written before it was sealed is read as it is).
+JOB_SEAL = "sha256"
+RESTORE_JOB = ("restore an intact copy, or move it away: the run then counts as never submitted, so check the "
+               "scheduler (squeue) for its job before submitting it again")
 
 
 def run_record_path(run_dir: str | Path) -> Path:
@@ -34,13 +38,7 @@ def read_run_record(run_dir: str | Path) -> dict | None:
 def read_sealed_record(path: str | Path) -> dict:
     """A run.json as written, checked against the SHA-256 it records (a record written before run.json was sealed
     has none and is read as it is); the seal itself is left out."""
-    try:
-        record = read_json_object(path)
-    except InputError as error:  # truncated, emptied, a byte that broke its JSON
-        raise InputError(f"{error}; {RESTORE_RECORD}") from None
-    record = check_seal(record, RECORD_SEAL, path, RESTORE_RECORD)
-    record.pop(RECORD_SEAL, None)
-    return record
+    return read_sealed_json(path, RECORD_SEAL, RESTORE_RECORD)
 
 
 def read_run_file(path: str | Path) -> dict:
@@ -79,14 +77,15 @@ def update_run_record(run_dir: str | Path, fields: dict, *, drop: tuple[str, ...
 
 
 def read_job_record(run_dir: str | Path) -> dict | None:
-    """RUN_DIR/job.json, or None when no job was submitted for the run."""
+    """RUN_DIR/job.json, checked against its seal, or None when no job was submitted for the run."""
     path = Path(run_dir) / JOB_FILE_NAME
-    return read_json_object(path) if path.is_file() else None
+    return read_sealed_json(path, JOB_SEAL, RESTORE_JOB) if path.is_file() else None
 
 
 def write_job_record(run_dir: str | Path, record: dict) -> None:
+    """Write RUN_DIR/job.json atomically, sealed with the SHA-256 of its content."""
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    write_text_atomic(Path(run_dir) / JOB_FILE_NAME, json.dumps(record, indent=2) + "\n")
+    write_text_atomic(Path(run_dir) / JOB_FILE_NAME, json.dumps(sealed(record, JOB_SEAL), indent=2) + "\n")
 
 
 def record_arm(record: dict) -> str | None:

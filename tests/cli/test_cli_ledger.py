@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from gatedv_stats.io.ledgerfile import read_ledger
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.testing import synthetic_runs
-from helpers import assert_input_error, invoke, invoke_json
+from helpers import assert_input_error, full_disk_line, invoke, invoke_json, tree
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = {"baseline": [30.0, 30.5, 29.8], "good": [29.1, 29.6, 28.9], "bad": [31.0, 31.4, 30.9]}
@@ -128,3 +129,38 @@ def test_a_report_with_a_ledger_compiles_with_pdflatex(runs, tmp_path, pdflatex)
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Overfull \\hbox" not in done.stdout, "a table or paragraph runs off the page"
+
+
+@pytest.fixture
+def full_ledger(monkeypatch):
+    """A file system that fills up under the ledger: once called, every connection SQLite opens may not grow its
+    database (SQLite's `max_page_count`), so a write that needs a new page fails with SQLite's own "database or disk
+    is full"; `monkeypatch.undo()` frees the space. Returns the monkeypatch."""
+    connect = sqlite3.connect
+
+    def full(*args, **kwargs):
+        connection = connect(*args, **kwargs)
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {max(pages, 1)}")
+        return connection
+
+    def fill():
+        monkeypatch.setattr(sqlite3, "connect", full)
+        return monkeypatch
+
+    return fill
+
+
+def test_a_full_disk_during_add_keeps_the_ledger_as_it_was(runs, tmp_path, full_ledger):
+    ledger = tmp_path / "study.ledger"
+    assert add(ledger, runs, "good", "baseline").exit_code == 0
+    before, history = tree(tmp_path), read_ledger(ledger)
+    filled = full_ledger()
+    line = full_disk_line(add(ledger, runs, "bad", "good", "--note", "a long note " * 2000),
+                          f"{ledger}: could not be written", "database or disk is full",
+                          "the entry was not added and the ledger's earlier entries are kept as they were")
+    assert line.endswith("free space on its file system, then run the same command again")
+    assert tree(tmp_path) == before and read_ledger(ledger) == history
+    filled.undo()  # space freed
+    entry = invoke_json("ledger", ledger, "add", "--candidate", *arm(runs, "bad"), "--against", *arm(runs, "good"))
+    assert entry["step"] == 2 and entry["prev_hash"] == history[1][-1]["hash"]

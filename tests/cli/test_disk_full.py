@@ -5,16 +5,15 @@ under its final name and every earlier output is intact. A real small file syste
 
 from __future__ import annotations
 
-import hashlib
 import shutil
-from pathlib import Path
 
 import pytest
 
 from experiments import write_runs
 from gatedv_stats.io.runrecords import read_run_record
 from gatedv_stats.testing import ppls_with_moments
-from helpers import invoke
+from harness_logs import MC_LINES, many_tasks_run, write_log
+from helpers import full_disk_line, invoke, tree
 from trainer.run.checkpoint import load_checkpoint
 
 TRAIN = ("--config", "tiny", "--seed", "1", "--batch-size", "2", "--updates", "4", "--eval-every", "2",
@@ -31,23 +30,6 @@ eval_every = 2
 batch_size = 2
 out = "runs"
 """
-
-
-def tree(root: Path) -> dict[str, str]:
-    """Every file under `root` (temporary files too) and the SHA-256 of its bytes."""
-    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(root.rglob("*")) if path.is_file()}
-
-
-def full_disk_line(result, *fragments: str) -> str:
-    """Exit 4 and one `error:` line (after any progress bars) holding every fragment; no traceback."""
-    assert result.exit_code == 4, result.output
-    lines = result.stderr.strip().splitlines()
-    assert [line for line in lines if line.startswith("error")] == lines[-1:], result.stderr
-    assert "Traceback" not in result.output
-    for fragment in ("No space left on device", *fragments):
-        assert fragment in lines[-1], (fragment, lines[-1])
-    return lines[-1]
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +132,31 @@ def test_report_keeps_the_report_written_before(tmp_path, full_disk):
     full_disk(after=0)
     full_disk_line(invoke("report", runs, "--out", out, "--samples", "100"), "could not be written", "is kept")
     assert tree(tmp_path) == before
+
+
+def test_import_lm_eval_keeps_the_files_imported_before(tmp_path, full_disk):
+    harness = many_tasks_run(tmp_path / "harness", n_tasks=3, n_items=20)
+    out = tmp_path / "imported"
+    assert invoke("import", "lm-eval", harness, "--arm", "a", "--out", out).exit_code == 0
+    before = tree(tmp_path)
+    full_disk(after=0)
+    full_disk_line(invoke("import", "lm-eval", harness, "--arm", "a", "--out", out),
+                   f"{out / 'task00.parquet'}: could not be written", "the previous task00.parquet is kept")
+    assert tree(tmp_path) == before
+
+
+def test_import_lm_eval_filling_the_disk_half_way_removes_what_it_added(tmp_path, full_disk):
+    """The disk fills after the first task's file: the import removes the file it added, the earlier one stays."""
+    harness = many_tasks_run(tmp_path / "harness", n_tasks=3, n_items=20)
+    assert invoke("import", "lm-eval", harness, "--arm", "a", "--out", tmp_path / "whole").exit_code == 0
+    out = tmp_path / "imported"
+    earlier = write_log(tmp_path / "mc.jsonl", MC_LINES)
+    assert invoke("import", "lm-eval", earlier, "--arm", "a", "--out", out / "earlier.parquet").exit_code == 0
+    before = tree(out)
+    state = full_disk(after=(tmp_path / "whole" / "task00.parquet").stat().st_size)  # room for one file
+    full_disk_line(invoke("import", "lm-eval", harness, "--arm", "a", "--out", out),
+                   f"{out / 'task01.parquet'}: could not be written", "nothing is left under its name")
+    assert state.writes == 1 and tree(out) == before
 
 
 def test_a_full_disk_past_the_atomic_writes_is_exit_4_too(tmp_path, monkeypatch):

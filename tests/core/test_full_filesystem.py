@@ -18,7 +18,7 @@ from gatedv_stats.core.atomic import write_bytes_atomic
 from gatedv_stats.core.errors import NoSpaceError
 from gatedv_stats.io.runrecords import read_run_record
 from gatedv_stats.testing import ppls_with_moments
-from helpers import invoke
+from helpers import full_disk_line, invoke
 from trainer.run.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -60,14 +60,6 @@ def small_filesystem(tmp_path):
         subprocess.run(["umount", "-l", str(point)], check=False)
 
 
-def _full_disk_line(result) -> str:
-    assert result.exit_code == 4, result.output
-    lines = result.stderr.strip().splitlines()
-    assert [line for line in lines if line.startswith("error")] == lines[-1:], result.stderr
-    assert "No space left on device" in lines[-1] and "Traceback" not in result.output
-    return lines[-1]
-
-
 def _no_temporary_files(root: Path) -> None:
     assert not [path for path in root.rglob("*") if path.name.endswith(".tmp")]
 
@@ -87,7 +79,7 @@ def test_training_on_a_full_disk_keeps_its_checkpoint_and_resumes_once_there_is_
     # has any) fits, a second one beside it does not.
     disk = small_filesystem("12m")
     run_dir = disk / "run"
-    line = _full_disk_line(invoke("train", "--data", prepared_data, *TRAIN, "--out", run_dir))
+    line = full_disk_line(invoke("train", "--data", prepared_data, *TRAIN, "--out", run_dir))
     assert line.startswith(f"error: {run_dir}: no space left on the device writing {run_dir / 'checkpoint.pt'} "
                            "after update 4") and "its checkpoint of update 2 is kept" in line
     assert load_checkpoint(run_dir / "checkpoint.pt").extra["update"] == 2  # verified against run.json
@@ -109,14 +101,14 @@ def test_evaluate_report_and_export_on_a_full_disk(small_filesystem, prepared_da
     assert invoke("report", runs, "--out", report, "--samples", "100").exit_code == 0
     before = report.read_bytes()
     _fill(disk)
-    line = _full_disk_line(invoke("report", runs, "--out", report, "--samples", "100"))
+    line = full_disk_line(invoke("report", runs, "--out", report, "--samples", "100"))
     assert f"{disk}/report" in line and "could not be written" in line  # the report or one of its figures
     assert report.read_bytes() == before
     out = disk / "dev.parquet"
-    assert f"{out}: could not be written" in _full_disk_line(invoke("evaluate", run_dir / "checkpoint.pt", "--out",
+    assert f"{out}: could not be written" in full_disk_line(invoke("evaluate", run_dir / "checkpoint.pt", "--out",
                                                                    out, "--device", "cpu"))
     assert not out.exists()
-    assert f"{disk / 'hf'}: could not be written" in _full_disk_line(invoke("export-hf", run_dir / "checkpoint.pt",
+    assert f"{disk / 'hf'}: could not be written" in full_disk_line(invoke("export-hf", run_dir / "checkpoint.pt",
                                                                            disk / "hf"))
     assert sorted(path.name for path in disk.iterdir()) == ["filler", "report.md", "report_figures"]
 

@@ -15,6 +15,7 @@ import pytest
 
 from gatedv_stats.io.itemfiles import read_item_inputs
 from gatedv_stats.io.lossfiles import read_loss_file
+from harness_logs import DATE, MC_LINES, gen_line, harness_run, ll_line, mc_line, rolling_line, write_log
 from helpers import assert_refused, invoke
 from tiny_hf import run_harness, save_byte_gpt2, save_random_llama, train_and_export
 from trainer.data.prepared import PreparedData
@@ -181,19 +182,12 @@ def test_bootstrap_across_tokenizers_compares_bits_per_byte_with_a_verdict(three
     assert refused.exit_code == 2 and "not comparable" in refused.stderr
 
 
-def _rolling_line(**changes) -> str:
-    """One rolling-loglikelihood sample line: document "a", 2 words, 11 bytes, log-likelihood -12.5."""
-    sample = {"doc_id": 0, "doc": {"id": "a"}, "arguments": {"gen_args_0": {"arg_0": "hello world"}},
-              "word_perplexity": [-12.5, 2], "byte_perplexity": [-12.5, 11], "bits_per_byte": [-12.5, 11]}
-    return json.dumps({**sample, **changes})
-
-
 @pytest.mark.parametrize(("line", "message"), [
-    (_rolling_line(word_perplexity=[-10**400, 2]), ":1: word_perplexity: log-likelihood -1000"),
-    (_rolling_line(doc={"id": {"x": 1}}), ':1: doc.id must be a string or an integer, got {"x": 1}'),
-    (_rolling_line(doc={"id": False}), ":1: doc.id must be a string or an integer, got false"),
-    (_rolling_line(bits_per_byte=[-12.5, 99]), ":1: byte_perplexity and bits_per_byte record different byte counts"),
-    (_rolling_line(word_perplexity=[-5000.0, 2], byte_perplexity=[-5000.0, 11], bits_per_byte=[-5000.0, 11]),
+    (rolling_line(word_perplexity=[-10**400, 2]), ":1: word_perplexity: log-likelihood -1000"),
+    (rolling_line(doc={"id": {"x": 1}}), ':1: doc.id must be a string or an integer, got {"x": 1}'),
+    (rolling_line(doc={"id": False}), ":1: doc.id must be a string or an integer, got false"),
+    (rolling_line(bits_per_byte=[-12.5, 99]), ":1: byte_perplexity and bits_per_byte record different byte counts"),
+    (rolling_line(word_perplexity=[-5000.0, 2], byte_perplexity=[-5000.0, 11], bits_per_byte=[-5000.0, 11]),
      ":1: loss_sum is more than 300 nats per target"),
     (json.dumps({"arguments": {"gen_args_0": {}}, "metrics": "acc"}), ':1: metrics must be a list or an object'),
     (json.dumps({"metrics": []}), ":1: a sample of an unknown task (metrics: none)"),
@@ -213,7 +207,7 @@ def test_a_directory_without_a_results_file_is_refused(tmp_path):
 
 def test_a_boolean_is_not_a_log_likelihood(tmp_path):
     log = tmp_path / "log.jsonl"
-    log.write_text(_rolling_line(word_perplexity=[False, 2]) + "\n", encoding="utf-8")
+    log.write_text(rolling_line(word_perplexity=[False, 2]) + "\n", encoding="utf-8")
     out = tmp_path / "x.parquet"
     _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", out], out,
                     f"{log}:1: word_perplexity must be [log-likelihood, count], got [false, 2]")
@@ -221,9 +215,9 @@ def test_a_boolean_is_not_a_log_likelihood(tmp_path):
 
 def test_samples_without_a_word_count_make_the_file_per_byte_with_a_warning(tmp_path):
     log = tmp_path / "log.jsonl"
-    wordless = json.loads(_rolling_line(doc={"id": "b"}))
+    wordless = json.loads(rolling_line(doc={"id": "b"}))
     del wordless["word_perplexity"]
-    log.write_text(_rolling_line() + "\n" + json.dumps(wordless) + "\n", encoding="utf-8")
+    log.write_text(rolling_line() + "\n" + json.dumps(wordless) + "\n", encoding="utf-8")
     out = tmp_path / "x.parquet"
     result = _ok("import", "lm-eval", log, "--arm", "a", "--out", out)
     assert result.stderr == (f"warning: 1 of 2 samples log no word count (word_perplexity; the first at {log}:2): "
@@ -240,7 +234,7 @@ def test_a_comparison_of_word_level_files_is_per_word(tmp_path):
             scores = [likelihood - i - (0.3 * ((i * seed) % 4) if arm == "b" else 0.2 * ((i + seed) % 3))
                       for i in range(8)]
             arm_scores[arm, seed] = scores
-            lines = [_rolling_line(doc={"id": f"d{i}"}, word_perplexity=[score, 2], byte_perplexity=[score, 11],
+            lines = [rolling_line(doc={"id": f"d{i}"}, word_perplexity=[score, 2], byte_perplexity=[score, 11],
                                    bits_per_byte=[score, 11]) for i, score in enumerate(scores)]
             log = tmp_path / f"{arm}{seed}.jsonl"
             log.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -263,79 +257,8 @@ def test_a_comparison_of_word_level_files_is_per_word(tmp_path):
 
 # --- downstream tasks: hand-made logs of each output type, checked against hand-computed values ---
 
-DATE = "2026-01-02T03-04-05.678901"
-
-
-def _hashes(doc_id: int) -> dict:
-    return {"doc_hash": f"d{doc_id}", "prompt_hash": f"p{doc_id}", "target_hash": f"t{doc_id}"}
-
-
-def _mc_line(doc_id: int, lls: list[float], target: int | str, **changes) -> dict:
-    """A multiple-choice sample as the harness writes it (responses as text); acc from the log-likelihoods."""
-    acc = float(int(np.argmax(lls)) == int(target))
-    return {"doc_id": doc_id, "doc": {"q": f"question {doc_id}"}, "target": str(target),
-            "arguments": {f"gen_args_{i}": {"arg_0": "Q:", "arg_1": f" c{i}"} for i in range(len(lls))},
-            "resps": [[[str(ll), "False"]] for ll in lls], "filtered_resps": [[str(ll), "False"] for ll in lls],
-            "filter": "none", "metrics": ["acc", "acc_norm"], **_hashes(doc_id), "acc": acc, "acc_norm": 1.0,
-            **changes}
-
-
-def _ll_line(doc_id: int, ll: float, greedy: bool, **changes) -> dict:
-    return {"doc_id": doc_id, "doc": {"context": "c"}, "target": " sun",
-            "arguments": {"gen_args_0": {"arg_0": "c", "arg_1": " sun"}}, "resps": [[[str(ll), str(greedy)]]],
-            "filtered_resps": [[str(ll), str(greedy)]], "filter": "none", "metrics": ["perplexity", "acc"],
-            **_hashes(doc_id), "perplexity": ll, "acc": int(greedy), **changes}
-
-
-def _gen_line(doc_id: int, name: str, match: float, **changes) -> dict:
-    return {"doc_id": doc_id, "doc": {"question": "1 plus 1 is"}, "target": "2",
-            "arguments": {"gen_args_0": {"arg_0": "1 plus 1 is", "arg_1": {"until": ["\n"], "max_gen_toks": 3}}},
-            "resps": [[" 2"]], "filtered_resps": ["2"], "filter": name, "metrics": ["exact_match"],
-            **_hashes(doc_id), "exact_match": match, **changes}
-
-
-MC_LINES = [_mc_line(0, [-3.5, -1.25, -2.0], 2), _mc_line(1, [-3.5, -1.25, -2.0], 1),
-            _mc_line(2, [-0.5, -4.0, -2.5], 0)]
-
-
-def _write_log(path, lines) -> object:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
-def _results(tasks: dict, groups: dict | None = None, **extra) -> dict:
-    """A results file of `tasks` {name: (output_type, lines)}: each mean metric reported as sum/len, the task hash
-    as the harness computes it."""
-    results, configs, hashes = {}, {}, {}
-    for task, (output_type, lines) in tasks.items():
-        reported = {}
-        for line in lines:
-            for metric in line.get("metrics", []):
-                if metric != "perplexity":
-                    reported.setdefault(f"{metric},{line['filter']}", []).append(float(line[metric]))
-        results[task] = {key: sum(values) / len(values) for key, values in reported.items()}
-        configs[task] = {"task": task, "output_type": output_type, "num_fewshot": 0, "target_delimiter": " ",
-                         "metadata": {"version": 1.0, "pretrained": "m"}}
-        hashes[task] = hashlib.sha256("".join(f"{s.get('doc_hash')}{s.get('prompt_hash')}{s.get('target_hash')}"
-                                              for s in lines).encode()).hexdigest()
-    for group, subtasks in (groups or {}).items():
-        values = [line["acc"] for task in subtasks for line in tasks[task][1]]
-        results[group] = {"acc,none": sum(values) / len(values)}
-    return {"results": results, "configs": configs, "task_hashes": hashes, "group_subtasks": groups or {},
-            "n-shot": {task: 0 for task in [*tasks, *(groups or {})]}, "config": {"model": "hf",
-            "model_args": {"pretrained": "m"}}, "lm_eval_version": "0.4.13", **extra}
-
-
-def _run_dir(root, tasks: dict, groups: dict | None = None, **extra):
-    for task, (_, lines) in tasks.items():
-        _write_log(root / f"samples_{task}_{DATE}.jsonl", lines)
-    (root / f"results_{DATE}.json").write_text(json.dumps(_results(tasks, groups, **extra)), encoding="utf-8")
-    return root
-
-
 def test_a_multiple_choice_log_gives_acc_and_the_gold_choice_loglikelihood_and_margin(tmp_path):
-    log = _write_log(tmp_path / "mc.jsonl", MC_LINES)
+    log = write_log(tmp_path / "mc.jsonl", MC_LINES)
     result = _ok("import", "lm-eval", log, "--arm", "a", "--seed", "2", "--out", tmp_path / "mc.parquet")
     assert "no results file beside it" in result.stderr
     (run,) = read_item_inputs([tmp_path / "mc.parquet"])
@@ -350,7 +273,7 @@ def test_a_multiple_choice_log_gives_acc_and_the_gold_choice_loglikelihood_and_m
 
 
 def test_a_loglikelihood_log_gives_is_greedy_and_the_loglikelihood(tmp_path):
-    log = _write_log(tmp_path / "ll.jsonl", [_ll_line(0, -4.5, True), _ll_line(1, -9.25, False)])
+    log = write_log(tmp_path / "ll.jsonl", [ll_line(0, -4.5, True), ll_line(1, -9.25, False)])
     _ok("import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "ll.parquet")
     (run,) = read_item_inputs([tmp_path / "ll.parquet"])
     assert run.metrics == ("acc", "loglik")
@@ -358,9 +281,9 @@ def test_a_loglikelihood_log_gives_is_greedy_and_the_loglikelihood(tmp_path):
 
 
 def test_a_generation_log_of_two_filters_names_metrics_by_filter(tmp_path):
-    lines = [_gen_line(0, "raw", 0.0), _gen_line(0, "strip", 1.0), _gen_line(1, "raw", 1.0),
-             _gen_line(1, "strip", 1.0)]
-    _ok("import", "lm-eval", _write_log(tmp_path / "g.jsonl", lines), "--arm", "a", "--out", tmp_path / "g.parquet")
+    lines = [gen_line(0, "raw", 0.0), gen_line(0, "strip", 1.0), gen_line(1, "raw", 1.0),
+             gen_line(1, "strip", 1.0)]
+    _ok("import", "lm-eval", write_log(tmp_path / "g.jsonl", lines), "--arm", "a", "--out", tmp_path / "g.parquet")
     (run,) = read_item_inputs([tmp_path / "g.parquet"])
     assert run.metrics == ("exact_match,raw", "exact_match,strip")
     assert run.items["exact_match,raw"].tolist() == [0.0, 1.0] and run.items["exact_match,strip"].tolist() == [1, 1]
@@ -368,11 +291,11 @@ def test_a_generation_log_of_two_filters_names_metrics_by_filter(tmp_path):
 
 
 def test_a_results_directory_imports_every_task_and_a_group_in_one_call(tmp_path):
-    sub_a, sub_b = MC_LINES[:2], [_mc_line(0, [-1.0, -2.0], 0), _mc_line(1, [-1.0, -2.0], 1)]
-    tasks = {"mc": ("multiple_choice", MC_LINES), "ll": ("loglikelihood", [_ll_line(0, -4.5, True)]),
+    sub_a, sub_b = MC_LINES[:2], [mc_line(0, [-1.0, -2.0], 0), mc_line(1, [-1.0, -2.0], 1)]
+    tasks = {"mc": ("multiple_choice", MC_LINES), "ll": ("loglikelihood", [ll_line(0, -4.5, True)]),
              "sub_a": ("multiple_choice", sub_a), "sub_b": ("multiple_choice", sub_b),
-             "roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])}
-    run_dir = _run_dir(tmp_path / "out" / "model", tasks, {"grp": ["sub_a", "sub_b"]})
+             "roll": ("loglikelihood_rolling", [json.loads(rolling_line())])}
+    run_dir = harness_run(tmp_path / "out" / "model", tasks, {"grp": ["sub_a", "sub_b"]})
     summary = json.loads(_ok("import", "lm-eval", tmp_path / "out", "--arm", "a", "--seed", "1", "--out",
                              tmp_path / "imported", "--json").stdout)
     assert [f["task"] for f in summary["files"]] == ["ll", "mc", "roll", "grp"]
@@ -394,7 +317,7 @@ def test_a_results_directory_imports_every_task_and_a_group_in_one_call(tmp_path
 
 
 def _refused_dir(tmp_path, tasks, *messages, groups=None, edit=None):
-    run_dir = _run_dir(tmp_path / "run", tasks, groups)
+    run_dir = harness_run(tmp_path / "run", tasks, groups)
     if edit is not None:
         path = run_dir / f"results_{DATE}.json"
         data = json.loads(path.read_text())
@@ -429,40 +352,40 @@ def test_a_results_file_without_its_sample_logs_is_refused(tmp_path):
 
 
 def test_a_directory_of_two_runs_is_refused(tmp_path):
-    _run_dir(tmp_path / "out" / "m1", {"mc": ("multiple_choice", MC_LINES)})
-    _run_dir(tmp_path / "out" / "m2", {"mc": ("multiple_choice", MC_LINES)})
+    harness_run(tmp_path / "out" / "m1", {"mc": ("multiple_choice", MC_LINES)})
+    harness_run(tmp_path / "out" / "m2", {"mc": ("multiple_choice", MC_LINES)})
     _assert_refused(["import", "lm-eval", tmp_path / "out", "--arm", "a", "--out", tmp_path / "o"], tmp_path / "o",
                     "2 lm-evaluation-harness results files", "give the directory of one run, or its results file")
 
 
 @pytest.mark.parametrize(("lines", "message"), [
-    ([_mc_line(0, [-3.5, -1.25, -2.0], 2, acc=1.0)], ":1: acc 1 disagrees with target 2"),
-    ([{**_mc_line(0, [-3.5, -1.25, -2.0], 2), "target": "7"}], ":1: target 7 is not one of the 3 choices"),
-    ([{**_mc_line(0, [-3.5, -1.25, -2.0], 2), "target": "zebra"}], ':1: target "zebra" is neither'),
-    ([_mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["-1.0", "False"], ["x", "False"]])],
+    ([mc_line(0, [-3.5, -1.25, -2.0], 2, acc=1.0)], ":1: acc 1 disagrees with target 2"),
+    ([{**mc_line(0, [-3.5, -1.25, -2.0], 2), "target": "7"}], ":1: target 7 is not one of the 3 choices"),
+    ([{**mc_line(0, [-3.5, -1.25, -2.0], 2), "target": "zebra"}], ':1: target "zebra" is neither'),
+    ([mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["-1.0", "False"], ["x", "False"]])],
      ':1: filtered_resps: log-likelihood "x" is not a number'),
-    ([_mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["2.5", "False"], ["-1", "False"]])],
+    ([mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["2.5", "False"], ["-1", "False"]])],
      ":1: filtered_resps: log-likelihood 2.5 is not a finite number <= 0"),
-    ([_mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["-2.5"]])], ":1: filtered_resps must be a list of"),
-    ([_ll_line(0, -4.5, True, acc=0)], ":1: acc 0 disagrees with is_greedy True"),
-    ([_ll_line(0, -4.5, True), _ll_line(0, -4.5, True)], ":2: document '0' appears again under filter 'none'"),
-    ([_gen_line(0, "raw", 1.0, metrics="exact_match")], ":1: metrics must be a list of metric names"),
-    ([_gen_line(0, "raw", 1.0), _gen_line(0, "strip", 1.0, doc_hash="other")],
+    ([mc_line(0, [-3.5, -1.25], 0, filtered_resps=[["-2.5"]])], ":1: filtered_resps must be a list of"),
+    ([ll_line(0, -4.5, True, acc=0)], ":1: acc 0 disagrees with is_greedy True"),
+    ([ll_line(0, -4.5, True), ll_line(0, -4.5, True)], ":2: document '0' appears again under filter 'none'"),
+    ([gen_line(0, "raw", 1.0, metrics="exact_match")], ":1: metrics must be a list of metric names"),
+    ([gen_line(0, "raw", 1.0), gen_line(0, "strip", 1.0, doc_hash="other")],
      ":2: doc_hash of document '0' differs from its line at"),
-    ([_gen_line(0, "raw", 1.0), _gen_line(1, "raw", 1.0), _gen_line(0, "strip", 1.0)],
+    ([gen_line(0, "raw", 1.0), gen_line(1, "raw", 1.0), gen_line(0, "strip", 1.0)],
      ": filter 'strip' has 1 of the 2 documents"),
-    ([_gen_line(0, "raw", 1.0), _gen_line(1, "raw", 1.0, exact_match=None)], ":2: exact_match is missing or NaN"),
-    ([_gen_line(0, "raw", 1.0, filter=3)], ":1: filter must be a filter's name"),
+    ([gen_line(0, "raw", 1.0), gen_line(1, "raw", 1.0, exact_match=None)], ":2: exact_match is missing or NaN"),
+    ([gen_line(0, "raw", 1.0, filter=3)], ":1: filter must be a filter's name"),
 ])
 def test_bad_item_samples_are_refused_naming_the_log_line_and_field(tmp_path, lines, message):
-    log = _write_log(tmp_path / "log.jsonl", lines)
+    log = write_log(tmp_path / "log.jsonl", lines)
     out = tmp_path / "x.parquet"
     _assert_refused(["import", "lm-eval", log, "--arm", "a", "--out", out], out, f"{log}{message}")
 
 
 def test_logs_of_several_item_tasks_or_types_are_refused_in_single_file_form(tmp_path, prepared_data):
-    mc = _write_log(tmp_path / "mc.jsonl", MC_LINES)
-    roll = _write_log(tmp_path / "roll.jsonl", [json.loads(_rolling_line())])
+    mc = write_log(tmp_path / "mc.jsonl", MC_LINES)
+    roll = write_log(tmp_path / "roll.jsonl", [json.loads(rolling_line())])
     out = tmp_path / "x.parquet"
     _assert_refused(["import", "lm-eval", mc, roll, "--arm", "a", "--out", out], out,
                     "2 logs (mc.jsonl: multiple-choice, roll.jsonl: rolling loglikelihood): an item-score file holds "
@@ -479,7 +402,7 @@ def test_a_doubled_bos_in_a_rolling_log_is_warned_with_what_to_pass(tmp_path):
     (model / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True}))
     for name, args in (("given", {"pretrained": "m", "add_bos_token": True}), ("tokenizer", {"pretrained": str(model)}),
                        ("off", {"pretrained": str(model), "add_bos_token": False})):
-        run_dir = _run_dir(tmp_path / name, {"roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])})
+        run_dir = harness_run(tmp_path / name, {"roll": ("loglikelihood_rolling", [json.loads(rolling_line())])})
         path = run_dir / f"results_{DATE}.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "config": {"model_args": args}}))
         result = _ok("import", "lm-eval", run_dir / f"samples_roll_{DATE}.jsonl", "--arm", "a", "--out",
@@ -496,11 +419,11 @@ def test_a_rolling_log_of_a_prepared_set_records_it_and_arms_accepts_the_files(p
     heldout = PreparedData.open(prepared_data).eval_set("heldout")
     for arm, shift in (("a", 0.0), ("b", 0.5)):
         for seed in (1, 2):
-            lines = [json.loads(_rolling_line(doc={"id": doc_id}, word_perplexity=[-1.0 * n - shift * seed, int(n)],
+            lines = [json.loads(rolling_line(doc={"id": doc_id}, word_perplexity=[-1.0 * n - shift * seed, int(n)],
                                               byte_perplexity=[-1.0 * n - shift * seed, int(n)],
                                               bits_per_byte=[-1.0 * n - shift * seed, int(n)]))
                      for doc_id, n in zip(heldout.doc_ids, heldout.n_bytes)]
-            log = _write_log(tmp_path / f"{arm}{seed}.jsonl", lines)
+            log = write_log(tmp_path / f"{arm}{seed}.jsonl", lines)
             _ok("import", "lm-eval", log, "--arm", arm, "--seed", seed, "--out", tmp_path / "files" /
                 f"{arm}{seed}.parquet", "--eval-set", f"{prepared_data}:heldout")
     run = read_loss_file(tmp_path / "files" / "a1.parquet")
@@ -509,14 +432,14 @@ def test_a_rolling_log_of_a_prepared_set_records_it_and_arms_accepts_the_files(p
         "--eval-set", "heldout")
     arms = json.loads(_ok("arms", tmp_path / "files", "--reference", "a", "--eval-set", "heldout", "--json").stdout)
     assert [row["eval_set"] for row in arms["inputs"]] == ["heldout"]
-    wrong = _write_log(tmp_path / "wrong.jsonl", lines[1:])
+    wrong = write_log(tmp_path / "wrong.jsonl", lines[1:])
     _assert_refused(["import", "lm-eval", wrong, "--arm", "a", "--out", tmp_path / "w.parquet", "--eval-set",
                      f"{prepared_data}:heldout"], tmp_path / "w.parquet",
                     "the documents are not those of eval set 'heldout' (1 of its 8 missing")
 
 
 def test_a_task_exported_from_a_set_records_the_set_it_declares(tmp_path):
-    run_dir = _run_dir(tmp_path / "run", {"roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])})
+    run_dir = harness_run(tmp_path / "run", {"roll": ("loglikelihood_rolling", [json.loads(rolling_line())])})
     path = run_dir / f"results_{DATE}.json"
     data = json.loads(path.read_text())
     data["configs"]["roll"]["metadata"].update(gatedv_eval_set="heldout", gatedv_eval_set_sha256="f" * 64)
@@ -529,9 +452,9 @@ def test_a_task_exported_from_a_set_records_the_set_it_declares(tmp_path):
 def test_a_task_exported_from_another_set_than_the_one_given_is_refused(prepared_data, tmp_path):
     heldout = PreparedData.open(prepared_data).eval_set("heldout")
     metrics = ("word_perplexity", "byte_perplexity", "bits_per_byte")
-    lines = [json.loads(_rolling_line(doc={"id": doc_id}, **{metric: [-1.0, int(n)] for metric in metrics}))
+    lines = [json.loads(rolling_line(doc={"id": doc_id}, **{metric: [-1.0, int(n)] for metric in metrics}))
              for doc_id, n in zip(heldout.doc_ids, heldout.n_bytes)]
-    run_dir = _run_dir(tmp_path / "run", {"roll": ("loglikelihood_rolling", lines)})
+    run_dir = harness_run(tmp_path / "run", {"roll": ("loglikelihood_rolling", lines)})
     path = run_dir / f"results_{DATE}.json"
     data = json.loads(path.read_text())
     data["configs"]["roll"]["metadata"].update(gatedv_eval_set="dev", gatedv_eval_set_sha256="f" * 64)
@@ -551,15 +474,15 @@ def test_the_weights_of_a_local_model_are_hashed_into_every_file(tmp_path):
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"the weights")
     weights_sha256 = hashlib.sha256(b"the weights").hexdigest()
-    tasks = {"mc": ("multiple_choice", MC_LINES), "roll": ("loglikelihood_rolling", [json.loads(_rolling_line())])}
-    run_dir = _run_dir(tmp_path / "run", tasks, config={"model": "hf",
+    tasks = {"mc": ("multiple_choice", MC_LINES), "roll": ("loglikelihood_rolling", [json.loads(rolling_line())])}
+    run_dir = harness_run(tmp_path / "run", tasks, config={"model": "hf",
                                                         "model_args": f"pretrained={model},dtype=float32"})
     _ok("import", "lm-eval", run_dir, "--arm", "a", "--out", tmp_path / "imported")
     (run,) = read_item_inputs([tmp_path / "imported" / "mc.parquet"])
     assert run.meta["model"] == str(model) and run.meta["model_sha256"] == weights_sha256
     assert read_loss_file(tmp_path / "imported" / "roll.parquet").meta["model_sha256"] == weights_sha256
 
-    log = _write_log(tmp_path / "mc.jsonl", MC_LINES)  # no results file: nothing names the model
+    log = write_log(tmp_path / "mc.jsonl", MC_LINES)  # no results file: nothing names the model
     _ok("import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "unnamed.parquet")
     (run,) = read_item_inputs([tmp_path / "unnamed.parquet"])
     assert "model_sha256" not in run.meta

@@ -82,6 +82,23 @@ def test_an_item_file_whose_scores_changed_is_refused(tmp_path):
         read_item_file(path)
 
 
+@pytest.mark.parametrize("damage", [lambda data: data[:len(data) // 2], lambda data: b""], ids=["truncated", "emptied"])
+def test_a_truncated_loss_or_item_file_says_how_to_get_it_back(tmp_path, damage):
+    loss, items = tmp_path / "run.parquet", tmp_path / "task.parquet"
+    write_loss_file(loss, docs_frame(), {"arm": "a", "seed": 1})
+    write_item_file(items, pd.DataFrame({"doc_id": ["0", "1"], "acc": [1.0, 0.0]}), {"arm": "a", "seed": 1,
+                                                                                     "task": "toy"})
+    for path, read in ((loss, read_loss_file), (items, read_item_file)):
+        path.write_bytes(damage(path.read_bytes()))
+        with pytest.raises(InputError, match=rf"^{path}: cannot read: Parquet .*[^.]; evaluate the run again "
+                                             r"\(gatedv evaluate, gatedv import lm-eval\) or restore an intact copy$"):
+            read(path)
+    other = tmp_path / "other.parquet"
+    write_loss_file(other, docs_frame(), {"arm": "b", "seed": 1})
+    assert_input_error(invoke("bootstrap", "--baseline", loss, "--variant", other), f"error: {loss}: cannot read: ",
+                       "; evaluate the run again")
+
+
 def test_files_of_another_tool_record_no_hash_and_are_read_as_before(tmp_path):
     docs = docs_frame()
     plain = tmp_path / "plain.parquet"

@@ -9,6 +9,7 @@ import pytest
 
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.stats.lr_selection import select_lr
+from helpers import full_disk_line, tree
 
 RATES = [1e-5, 1e-4, 3e-4, 6e-4]
 TABLE2 = {"baseline": [36.853, 20.938, 20.558, 21.558], "gatedv": [37.451, 20.632, 20.062, 21.005]}
@@ -152,6 +153,17 @@ def test_select_lr_refuses_a_confirmation_seed_given_twice_and_writes_nothing(tm
     from trainer.grid.experiment import load_experiment
 
     assert load_experiment(out).seeds == (2, 1) and load_experiment(out).lrs == {"baseline": (0.004,)}
+
+
+def test_select_lr_on_a_full_disk_keeps_the_confirmation_grid_written_before(tmp_path, full_disk):
+    path, _ = _finished_grid(tmp_path)
+    out = tmp_path / "confirm.toml"
+    assert _select(path, "--out", str(out)).exit_code == 0
+    before = tree(tmp_path)
+    full_disk(after=0)
+    full_disk_line(_select(path, "--out", str(out)), f"{out}: could not be written",
+                   "the previous confirm.toml is kept")
+    assert tree(tmp_path) == before
 
 
 def _grid_curves(runs: dict, updates: float | None = 500) -> pd.DataFrame:

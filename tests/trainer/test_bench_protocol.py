@@ -11,7 +11,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import trainer.run.bench
 from cli import app
+from experiments import write_runs
+from gatedv_stats.core.integrity import check_seal
+from gatedv_stats.io.benchfiles import read_bench_result
+from helpers import assert_input_error, full_disk_line, invoke, tree
 from trainer.model.transformer import build_model, model_config
 from trainer.run.bench import BenchResult, ModeResult, PairResult, time_calls
 from trainer.run.checkpoint import save_checkpoint
@@ -134,6 +139,41 @@ def test_bench_cli_on_tiny_checkpoints_writes_table6_json(checkpoints, tmp_path)
         statistics.median(pair["modes"]["forward"]["ratios"]))
     # Peak RSS of a process that imported torch and ran a model: well above 50 MiB, below 8 GiB.
     assert 50 * 2**20 < pair["peak_memory_bytes"]["baseline"] < 8 * 2**30
+
+
+@pytest.fixture
+def quick_bench(checkpoints, monkeypatch):
+    """`gatedv bench` of one seed pair, one round of one call, with `ARGS`; peak memory as measured elsewhere (it
+    takes a fresh process per model, seconds each)."""
+    monkeypatch.setattr(trainer.run.bench, "peak_memory_bytes",
+                        lambda paths, device, batch_size: {arm: 100 * 2**20 for arm in paths})
+    return lambda *args: invoke("bench", checkpoints["baseline", 1], "--variant", checkpoints["gatedv", 1],
+                                "--rounds", "1", "--warmup", "0", "--calls", "1", "--batch", "1", "--device", "cpu",
+                                *args)
+
+
+def test_a_bench_result_is_sealed_and_a_damaged_one_is_refused_in_one_line(quick_bench, tmp_path):
+    out = tmp_path / "bench.json"
+    assert quick_bench("--out", out).exit_code == 0
+    check_seal(json.loads(out.read_text()), "sha256", out, "", required=True)
+    assert read_bench_result(out)["pairs"][0]["seed"] == 1  # read back whole, its seal checked
+    write_runs(tmp_path / "runs", {"baseline": [30.0, 30.3], "gatedv": [29.0, 29.4]}, eval_set="heldout", lr=0.001)
+    report = ("report", out, tmp_path / "runs", "--out", tmp_path / "report.md", "--samples", "100")
+    out.write_text(out.read_text().replace('"rounds": 1', '"rounds": 2'))
+    assert_input_error(invoke(*report), f"{out}: damaged: its content does not match the sha256 it records (sha256); "
+                                        "run gatedv bench again")
+    out.write_text(out.read_text()[:100])
+    assert_input_error(invoke(*report), f"{out}: cannot read JSON: ", "run gatedv bench again")
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_bench_on_a_full_disk_keeps_the_result_written_before(quick_bench, tmp_path, full_disk):
+    out = tmp_path / "bench.json"
+    assert quick_bench("--out", out).exit_code == 0
+    before = tree(tmp_path)
+    full_disk(after=0)
+    full_disk_line(quick_bench("--out", out), f"{out}: could not be written", "the previous bench.json is kept")
+    assert tree(tmp_path) == before
 
 
 @pytest.mark.parametrize("case,message", [

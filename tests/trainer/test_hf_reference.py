@@ -11,6 +11,7 @@ from transformers import LlamaForCausalLM
 from typer.testing import CliRunner
 
 from cli import app
+from helpers import full_disk_line, invoke, tree
 from trainer.hf.export import to_llama
 from trainer.model.sizes import parse_size_knob_options, size_config
 from trainer.model.transformer import build_model, model_config
@@ -104,3 +105,23 @@ def test_export_hf_refuses_what_llama_cannot_express(tmp_path):
     result = runner.invoke(app, ["export-hf", str(tmp_path / "nan.pt"), str(tmp_path / "nan")])
     assert result.exit_code == 2 and "nan.pt: embed.weight holds non-finite values" in result.output
     assert not (tmp_path / "nan").exists()
+
+
+def test_export_hf_on_a_full_disk_leaves_no_directory(tmp_path, monkeypatch):
+    """safetensors' own write fills the disk half way through the weights (its error as it reports ENOSPC): one
+    line, exit 4, and neither the directory nor its temporary sibling is left."""
+    import transformers.modeling_utils
+    from safetensors import SafetensorError
+
+    def half_written(tensors, filename, metadata=None):
+        with open(filename, "wb") as handle:
+            handle.write(b"\0" * 1000)
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    save_checkpoint(tmp_path / "baseline.pt", build_model(model_config("tiny", vocab_size=256, seq_len=16), seed=0),
+                    extra={})
+    before = tree(tmp_path)
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", half_written)
+    full_disk_line(invoke("export-hf", tmp_path / "baseline.pt", tmp_path / "hf"),
+                   f"{tmp_path / 'hf'}: could not be written", "nothing is left under its name")
+    assert tree(tmp_path) == before

@@ -9,8 +9,10 @@ import torch
 from typer.testing import CliRunner
 
 import cli
+from gatedv_stats.core.integrity import check_seal
+from helpers import full_disk_line, invoke, tree
 from trainer.data.prepared import PreparedData
-from trainer.model.moments import N_WINDOWS, compute_moments
+from trainer.model.moments import MOMENTS_SEAL, N_WINDOWS, compute_moments
 from trainer.model.transformer import build_model, model_config
 from trainer.run.checkpoint import load_checkpoint
 from trainer.run.recipe import RunSpec, Runtime
@@ -49,7 +51,8 @@ def test_moments_command_prints_and_writes_json(prepared_data, tmp_path):
                                           "--json"])
     assert result.exit_code == 0, result.stderr
     printed = json.loads(result.stdout)
-    assert printed == json.loads((tmp_path / "m.json").read_text())
+    written = json.loads((tmp_path / "m.json").read_text())
+    assert printed == {key: value for key, value in written.items() if key != MOMENTS_SEAL}
     expected = _independent_moments(PreparedData.open(prepared_data), 11, 6)
     np.testing.assert_allclose(printed["coefficients"], expected, rtol=1e-5, atol=1e-7)
     assert printed["columns"] == ["mu_v", "sigma_v", "mu_phi", "sigma_phi"] and printed["n_windows"] == 6
@@ -67,7 +70,8 @@ def test_moments_command_prints_and_writes_json(prepared_data, tmp_path):
 def test_affine_match_run_stores_its_seed_coefficients(prepared_data, tmp_path):
     spec = RunSpec.make(prepared_data, "tiny", "affine-match", 4, lr=0.01, updates=1, eval_every=1, batch_size=2)
     train(spec, tmp_path, runtime=Runtime(device="cpu", progress=False))
-    stored = json.loads((tmp_path / "moments.json").read_text())
+    stored = check_seal(json.loads((tmp_path / "moments.json").read_text()), MOMENTS_SEAL, tmp_path / "moments.json",
+                        "", required=True)
     assert stored["seed"] == 4 and stored["n_windows"] == 128 and stored["size"] == "tiny"
     expected = _independent_moments(PreparedData.open(prepared_data), 4, 128)
     np.testing.assert_allclose(stored["coefficients"], expected, rtol=1e-5, atol=1e-7)
@@ -82,3 +86,15 @@ def test_an_unknown_size_is_named_by_its_flag(prepared_data):
     result = CliRunner().invoke(cli.app, ["moments", "--data", str(prepared_data), "--config", "huge", "--seed", "1"])
     assert result.exit_code == 2
     assert result.stderr == "error: --config: unknown size 'huge' (choose from tiny, small, medium)\n"
+
+
+def test_moments_json_is_sealed_and_a_full_disk_keeps_the_file_before(prepared_data, tmp_path, full_disk):
+    out = tmp_path / "m.json"
+    args = ("moments", "--data", prepared_data, "--config", "tiny", "--seed", "11", "--windows", "2", "--device",
+            "cpu", "--out", out)
+    assert invoke(*args).exit_code == 0
+    check_seal(json.loads(out.read_text()), MOMENTS_SEAL, out, "", required=True)
+    before = tree(tmp_path)
+    full_disk(after=0)
+    full_disk_line(invoke(*args), f"{out}: could not be written", "the previous m.json is kept")
+    assert tree(tmp_path) == before

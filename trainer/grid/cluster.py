@@ -27,11 +27,12 @@ from submitit.core.utils import DelayedSubmission, FailedJobError, FailedSubmiss
 from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
 from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.locks import LockBusy
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
 from trainer.grid import launch, slurm
 from trainer.grid.experiment import Experiment
-from trainer.grid.grid_run import GridRun, grid_columns, run_one, stale_loss_files
+from trainer.grid.grid_run import HELD_EXIT_CODE, GridRun, grid_columns, left_to_holder, run_one, stale_loss_files
 from trainer.run.recipe import Runtime
 
 STATES = ("not started", "pending", "running", "interrupted", "failed", "unknown", "finished", "diverged")
@@ -108,7 +109,11 @@ class RunJob(Checkpointable):
         if submitit.JobEnvironment().num_tasks > 1:
             TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         self.started_at = checkpoint_update(run.run_dir)
-        return run_one(run, self.runtime)
+        try:
+            return run_one(run, self.runtime)
+        except LockBusy as busy:  # one line in the job's log instead of submitit's traceback
+            print(f"error: {left_to_holder(run.run_dir, busy)}", file=sys.stderr, flush=True)
+            raise SystemExit(HELD_EXIT_CODE) from None
 
     def checkpoint(self, run: GridRun, environment: dict) -> DelayedSubmission | None:  # type: ignore[override]
         """submitit's hook when the job is asked to requeue (USR2: its time limit near, or preemption), called on

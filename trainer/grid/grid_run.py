@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gatedv_stats.core.errors import InputError, RunFailure
-from gatedv_stats.core.locks import describe, run_lock
+from gatedv_stats.core.locks import LockBusy, describe, run_lock
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record
@@ -18,6 +18,8 @@ from trainer.run.checkpoint import CHECKPOINT_FILE_NAME
 from trainer.run.evaluate import evaluate_checkpoint
 from trainer.run.recipe import RunSpec, Runtime, spec_differences
 from trainer.run.train import DivergenceError, train
+
+HELD_EXIT_CODE = 2  # a job whose run another process holds: as `gatedv train` of a run being trained exits
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,14 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
         return outcome
     return replace(outcome, note=f"{run.run_dir}: took over the lock of {describe(lock.stale)}, which ended "
                                  "without releasing it")
+
+
+def left_to_holder(run_dir: Path, busy: LockBusy) -> str:
+    """The one line of a cluster job that finds its run held by another process (a job still running it, a sweep, a
+    `gatedv train`): the job leaves the run to that process and ends (`HELD_EXIT_CODE`) without touching it."""
+    return (f"{run_dir}: is being trained or evaluated by {describe(busy.holder)}; this job leaves the run to it and "
+            "ends: see the run's state with gatedv sweep EXPERIMENT --status, and submit it again if that process "
+            "ends without finishing it")
 
 
 def _bring_to_finished(run: GridRun, runtime: Runtime) -> RunOutcome:

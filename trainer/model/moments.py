@@ -1,5 +1,6 @@
 """Moment-matching coefficients (docs/method.md §6): per-layer mean and population SD of the values V and of SiLU(V)
-of the baseline-initialised model on 128 training windows of the run's seed."""
+of the baseline-initialised model on 128 training windows of the run's seed. Written as JSON (`gatedv moments
+--out`, RUN_DIR/moments.json of a run that uses them) sealed with the SHA-256 of its content (`MOMENTS_SEAL`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.integrity import sealed
 from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.core.validation import check_seed
 from trainer.data.prepared import PreparedData
@@ -21,6 +23,7 @@ from trainer.run.device import select_device
 
 N_WINDOWS = 128
 COLUMNS = ("mu_v", "sigma_v", "mu_phi", "sigma_phi")
+MOMENTS_SEAL = "sha256"  # core.integrity's seal, as a floor or bench file has
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Moments:
         return "\n".join(lines)
 
     def write(self, path: str | Path) -> None:
-        write_text_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
+        """Write the coefficients as JSON, atomically, sealed with the SHA-256 of their content."""
+        write_text_atomic(path, json.dumps(sealed(self.to_dict(), MOMENTS_SEAL), indent=2) + "\n")
 
 
 def check_moment_options(n_windows: int, seed: int) -> None:
