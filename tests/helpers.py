@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -91,3 +92,19 @@ def ratio(d: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
 def small_vocab_model(variant: str = "baseline", seed: int = 0, size: str = "tiny") -> Transformer:
     """A `size` model of `variant` over SMALL_VOCAB, initialised from `seed`."""
     return build_model(model_config(size, variant, **SMALL_VOCAB), seed)
+
+
+def tiny_grid(data: object, *, variants: Sequence[str] | dict[str, dict] = ("baseline",), seeds: Sequence[int] = (1,),
+              lrs: Sequence[float] = (0.001,), name: str = "grid", **fields: object) -> str:
+    """An experiment file of the tiny size on `data`: `variants` presets, or a mapping of new variants to their
+    knobs (`[variants.NAME]` tables); `fields` the other keys (updates, eval_every, batch_size, eval_sets, out:
+    "runs" unless given)."""
+    keys = {"name": name, "data": str(data), "config": "tiny", "seeds": list(seeds), "lrs": list(lrs),
+            "out": "runs", **fields}
+    lines = [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
+    if isinstance(variants, dict):
+        for variant, knobs in variants.items():
+            lines += [f"[variants.{variant}]", *(f"{knob} = {json.dumps(value)}" for knob, value in knobs.items())]
+    else:
+        lines.insert(3, f"variants = {json.dumps(list(variants))}")
+    return "\n".join(lines) + "\n"

@@ -67,7 +67,8 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("name", SETTINGS)
+@pytest.mark.parametrize("name", [name if name == "defaults" else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in SETTINGS])  # each setting runs every command: the defaults daily
 def test_two_arms_get_one_verdict_from_every_command_and_the_api(tmp_path, name):
     root = clustered_runs(tmp_path / "runs")
     options, arms_options, keywords = SETTINGS[name]

@@ -13,23 +13,11 @@ from experiments import write_runs
 from gatedv_stats.io.runrecords import read_run_record
 from gatedv_stats.testing import ppls_with_moments
 from harness_logs import MC_LINES, many_tasks_run, write_log
-from helpers import full_disk_line, invoke, tree
+from helpers import full_disk_line, invoke, tiny_grid, tree
 from trainer.run.checkpoint import load_checkpoint
 
 TRAIN = ("--config", "tiny", "--seed", "1", "--batch-size", "2", "--updates", "4", "--eval-every", "2",
          "--device", "cpu")
-GRID = """
-name = "grid"
-data = "{data}"
-config = "tiny"
-variants = ["baseline"]
-seeds = [1]
-lrs = [0.001]
-updates = 2
-eval_every = 2
-batch_size = 2
-out = "runs"
-"""
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +83,7 @@ def test_evaluate_keeps_the_loss_file_written_before(run_copy, full_disk):
 @pytest.mark.slow  # trains, evaluates or prepares data
 def test_sweep_names_the_run_and_what_is_kept(prepared_data, tmp_path, full_disk):
     grid = tmp_path / "grid.toml"
-    grid.write_text(GRID.format(data=prepared_data))
+    grid.write_text(tiny_grid(prepared_data, updates=2, eval_every=2, batch_size=2))
     before = tree(tmp_path)
     full_disk(after=0)
     result = invoke("sweep", grid, "--device", "cpu", "--jobs", "1")

@@ -143,6 +143,7 @@ def test_medium_lr_selection_table3_and_inference_swap(medium):
     assert md_row(md, "Peak memory, CUDA peak allocated (GiB)", "1.7525", "1.8569")
 
 
+@pytest.mark.slow
 def test_default_output_inside_the_experiment_and_curves(tmp_path):
     root = small_experiment(tmp_path / "exp")
     write_curves(root / "runs" / "curve.csv", {"baseline": 59.0, "gatedv": 57.9}, [0, 1, 2, 3, 4], 0.0048)

@@ -44,6 +44,7 @@ def test_markdown_report_matches_the_golden_file(tmp_path):
     assert text == GOLDEN.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_every_figure_of_the_golden_and_the_task_reports_is_valid_vega_lite(tmp_path):
     """Reports skip altair's schema check for speed; every kind of figure they draw is checked here instead."""
     from gatedv_stats.analysis.experiment import analyze_experiment

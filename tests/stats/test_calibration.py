@@ -10,6 +10,7 @@ it should have. `bench/calibration.py` repeats these with many more replications
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from gatedv_stats.stats import metrics
@@ -53,12 +54,14 @@ def test_t_interval_covers_the_evaluation_set_effect_at_95_percent_with_three_se
     assert accepts(covered, REPLICATIONS, 0.95), covered
 
 
+@pytest.mark.slow
 def test_two_level_interval_covers_the_population_delta_p_when_documents_dominate():
     model = PopulationModel(log_ratio=-0.02, seed_sd=0.002, doc_sd=0.05, residual_sd=0.02)
     covered = coverage_count(model, 5, np.random.default_rng(200), two_level_interval, lambda _: model.delta_p)
     assert accepts(covered, REPLICATIONS, 0.95), covered
 
 
+@pytest.mark.slow
 def test_two_level_interval_undercovers_with_five_seeds_as_its_note_states():
     """When seed variation dominates, five seeds give about 85% coverage — the limit `few_seed_limits` states."""
     model = PopulationModel(log_ratio=-0.02, seed_sd=0.02, doc_sd=0.001, residual_sd=0.01)

@@ -83,6 +83,7 @@ def test_false_positive_rate_under_seed_only_differences():
         assert claims == (high < 0 or low > 0)
 
 
+@pytest.mark.slow
 def test_the_bootstraps_reject_far_too_often_under_seed_only_differences():
     """Same population of models for both arms, 3 seeds, 200 documents, 200 studies: the document bootstrap
     (models fixed) and the two-level bootstrap exclude 0 far more often than 5%; ours does not."""

@@ -18,7 +18,7 @@ from experiments import write_bench, write_runs
 from gatedv_stats.io.benchfiles import write_bench_result
 from gatedv_stats.io.runrecords import JOB_FILE_NAME, write_job_record
 from gatedv_stats.testing import ppls_with_moments
-from helpers import invoke
+from helpers import invoke, tiny_grid
 from item_runs import write_tasks
 from trainer.grid.experiment import load_experiment
 
@@ -27,18 +27,6 @@ pytestmark = pytest.mark.slow
 TRAIN = ("--config", "tiny", "--seed", "1", "--batch-size", "2", "--updates", "4", "--eval-every", "2",
          "--device", "cpu")
 PAIR = ("--baseline-arm", "baseline", "--variant-arm", "gatedv")
-GRID = """
-name = "grid"
-data = "data"
-config = "tiny"
-variants = ["baseline"]
-seeds = [1]
-lrs = [0.001]
-updates = 4
-eval_every = 2
-batch_size = 2
-out = "runs"
-"""
 
 
 def flip(path: Path) -> None:
@@ -129,7 +117,7 @@ def world(prepared_data, tmp_path_factory) -> Path:
     write_tasks(root / "items", tasks={"arc_easy": 0.25})
     write_bench(root / "study" / "bench.json")
     write_bench_result(root / "study" / "bench.json", json.loads((root / "study" / "bench.json").read_text()))
-    (root / "grid.toml").write_text(GRID)
+    (root / "grid.toml").write_text(tiny_grid("data", updates=4, eval_every=2, batch_size=2))
     write_job_record(load_experiment(root / "grid.toml").runs()[0].run_dir,
                      {"executor": "local", "job_id": "999999999", "stderr": str(root / "job.err")})
     return root

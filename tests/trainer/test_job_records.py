@@ -15,24 +15,11 @@ import pytest
 
 from gatedv_stats.core.locks import RUN_LOCK_NAME
 from gatedv_stats.io.runrecords import JOB_FILE_NAME, JOB_SEAL, read_job_record, write_job_record
-from helpers import assert_input_error, invoke, invoke_json, tree
+from helpers import assert_input_error, invoke, invoke_json, tiny_grid, tree
 from trainer.grid.cluster import RunJob
 from trainer.grid.experiment import load_experiment
 from trainer.run.recipe import Runtime
 
-GRID = """
-name = "jobs"
-data = "{data}"
-config = "tiny"
-variants = ["baseline"]
-seeds = [1]
-lrs = [0.004]
-updates = 2
-eval_every = 2
-batch_size = 2
-eval_sets = ["dev"]
-out = "runs"
-"""
 HOLDER = {"pid": 4242, "host": "node-7", "since": "2026-01-02 03:04:05"}
 LEFT = ("is being trained or evaluated by pid 4242 on node-7 (since 2026-01-02 03:04:05); this job leaves the run to "
         "it and ends")
@@ -41,7 +28,8 @@ LEFT = ("is being trained or evaluated by pid 4242 on node-7 (since 2026-01-02 0
 @pytest.fixture
 def grid(prepared_data, tmp_path) -> Path:
     path = tmp_path / "jobs.toml"
-    path.write_text(GRID.format(data=prepared_data))
+    path.write_text(tiny_grid(prepared_data, name="jobs", lrs=[0.004], updates=2, eval_every=2, batch_size=2,
+                                  eval_sets=["dev"]))
     return path
 
 
