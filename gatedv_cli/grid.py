@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import TYPE_CHECKING
+
 import typer
+
+from gatedv_stats.core.errors import InputError, RunFailure
+
+if TYPE_CHECKING:  # the trainer (torch, submitit) is imported by the commands that train, not by `gatedv --help`
+    from gatedv_cli.until_decided import SequentialSettings
+    from trainer.grid.cluster import ClusterOptions, ExperimentStatus
+    from trainer.grid.experiment import Experiment
+    from trainer.grid.sweep import SweepResult
+    from trainer.run.recipe import Runtime
 
 from gatedv_cli.options import (
     BF16,
@@ -36,7 +48,28 @@ def sweep_command(
                                             "option, repeatable (e.g. account=ml, cpus-per-task=8, exclusive).",
                                             show_default=False),
     status: bool = typer.Option(False, "--status", help="Only show each run's state: not started, pending, "
-                                "running, interrupted, failed (with its log), unknown, finished or diverged."),
+                                "running, interrupted, failed (with its log), unknown, finished or diverged (with "
+                                "--until-decided: each variant's sequential state)."),
+    until_decided: bool = typer.Option(False, "--until-decided", help="Train seed pairs in rounds, one look per "
+                                       "variant after each (group-sequential, design files in GRID-design/), and "
+                                       "stop each variant once decided."),
+    max_seeds: int = typer.Option(None, "--max-seeds", metavar="K", show_default=False, help="With --until-decided: "
+                                  "the budget of seed pairs (default: the grid's seeds)."),
+    sesoi: float = typer.Option(None, "--sesoi", show_default=False, help="With --until-decided: the smallest effect "
+                                "of interest (a relative ΔP, 0.01 = 1%): futility and 'equivalent'."),
+    noise_floor: str = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_default=False, help="With "
+                                    "--until-decided: the setup's noise floor; the first look is then at one seed "
+                                    "pair, and looks may stop for no useful gain."),
+    alpha: float = typer.Option(None, "--alpha", show_default=False, help="With --until-decided: the two-sided level "
+                                "of each variant's design (default 0.05)."),
+    power: float = typer.Option(None, "--power", show_default=False, help="With --until-decided: the target power at "
+                                "--sesoi (default 0.8)."),
+    spending: str = typer.Option(None, "--spending", show_default=False, help="With --until-decided: obf (the "
+                                 "default) or pocock."),
+    eval_set: str = typer.Option(None, "--eval-set", show_default=False, help="With --until-decided: the set the "
+                                 "looks compare on (default: heldout)."),
+    baseline_arm: str = typer.Option("baseline", "--baseline-arm", help="With --until-decided: the variant every "
+                                     "other is compared with."),
     device: str = DEVICE,
     tf32: bool = TF32,
     bf16: bool = BF16,
@@ -48,32 +81,62 @@ def sweep_command(
 ) -> None:
     """Train and evaluate a grid of variants x learning rates x seeds, here or as cluster jobs; finished runs are
     skipped, interrupted ones resumed from their checkpoint."""
+    from gatedv_cli.until_decided import SequentialSettings, sweep_until_decided, until_decided_status
     from gatedv_stats.core.outputs import check_output_dir
+    from trainer.grid.cluster import ClusterOptions, experiment_status, submit_experiment
     from trainer.grid.experiment import load_experiment
-    from trainer.grid.sweep import check_executor_options, run_experiment
+    from trainer.grid.sweep import check_executor_options
     from trainer.model.sizes import parse_size_knob_options
 
     grid = load_experiment(experiment, parse_size_knob_options(size_knobs or []))
     if not status:
         check_output_dir(grid.out, f"{experiment}: out")
     how = runtime(device, tf32, bf16, compile_model, grad_accum, checkpoint_activations)
+    sequential = SequentialSettings(max_seeds, sesoi, alpha, power, spending, noise_floor, eval_set, baseline_arm)
+    if not until_decided:
+        _no_sequential_options(sequential)
     if status:
-        from trainer.grid.cluster import experiment_status
-
-        emit(experiment_status(grid), as_json)
+        emit(until_decided_status(grid, experiment, sequential) if until_decided else experiment_status(grid),
+             as_json)
         return
     check_executor_options(executor, jobs=jobs, partition=partition, array_parallelism=array_parallelism,
                            slurm_options=slurm_options or ())
-    if executor != "pool":
-        from trainer.grid.cluster import ClusterOptions, submit_experiment
-
-        options = ClusterOptions(executor, partition, time_limit, gpus_per_run, array_parallelism,
-                                 tuple(slurm_options or ()))
+    options = ClusterOptions(executor, partition, time_limit, gpus_per_run, array_parallelism,
+                             tuple(slurm_options or ()))
+    if until_decided:
+        emit(sweep_until_decided(grid, experiment, sequential, partial(_train, options, jobs, how, rounds=True)),
+             as_json)
+    elif executor != "pool":
         emit(submit_experiment(grid, options, how), as_json)
-        return
-    result = run_experiment(grid, jobs=jobs, gpus_per_run=gpus_per_run, runtime=how)
+    else:
+        emit(_train(options, jobs, how, grid), as_json)
+
+
+def _train(options: ClusterOptions, jobs: int | None, how: Runtime, grid: Experiment, *,
+           rounds: bool = False) -> SweepResult | ExperimentStatus:
+    """Every run of `grid` brought to finished: here in a pool of processes, or as cluster jobs waited for. A run
+    another process holds is left to it, except in a round of sequential looks, which need its loss files now."""
+    from trainer.grid.cluster import finish_on_cluster
+    from trainer.grid.sweep import run_experiment
+
+    if options.executor != "pool":
+        return finish_on_cluster(grid, options, how)
+    result = run_experiment(grid, jobs=jobs, gpus_per_run=options.gpus_per_run, runtime=how)
+    held = [outcome for outcome in result.outcomes if outcome.action == "held"]
+    if rounds and held:
+        raise RunFailure(f"{held[0].note}: the looks of this round need its loss files; run the same command again "
+                         "once it has finished")
     warn(result.warnings)
-    emit(result, as_json)
+    return result
+
+
+def _no_sequential_options(settings: SequentialSettings) -> None:
+    given = {"--max-seeds": settings.max_seeds, "--sesoi": settings.sesoi, "--noise-floor": settings.noise_floor,
+             "--alpha": settings.alpha, "--power": settings.power, "--spending": settings.spending,
+             "--eval-set": settings.eval_set}
+    named = [flag for flag, value in given.items() if value is not None]
+    if named or settings.baseline != "baseline":
+        raise InputError(f"{', '.join(named or ['--baseline-arm'])}: only with --until-decided")
 
 
 def select_lr_command(

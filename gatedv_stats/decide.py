@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from gatedv_stats.analysis.sequential import record_look
+from gatedv_stats.analysis.sequential import check_unchanged, load_design, record_look
+from gatedv_stats.analysis.sequential_design import SequentialDesign
 from gatedv_stats.api import Floor, floor_of, pair, skipped_once
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.pairing.inputs import Inputs, PathLike, Side
@@ -50,3 +51,14 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
                                              sesoi=sesoi, spending=spending, floor=floor_of(noise_floor),
                                              allow_mismatch=allow_mismatch)
     return SequentialResult(made, taken, None if repeated else os.fspath(design), new, repeated, skipped_once(skipped))
+
+
+def read_design(design: PathLike, *, max_seeds: int | None = None, sesoi: float | None = None,
+                alpha: float | None = None, power: float | None = None, spending: str | None = None,
+                noise_floor: Floor | None = None) -> SequentialDesign:
+    """The design file written by `sequential`, its seal checked, with every look so far; a setting given that
+    differs from the design's is refused in one line naming it, as `sequential` would refuse it."""
+    made = load_design(design)
+    check_unchanged(made, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending,
+                    floor=floor_of(noise_floor))
+    return made

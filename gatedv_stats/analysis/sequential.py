@@ -22,6 +22,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 from scipy import special
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
@@ -30,10 +31,12 @@ from gatedv_stats.analysis.sequential_design import Look, SequentialDesign, seso
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import canonical_sha256
+from gatedv_stats.core.locks import output_lock
 from gatedv_stats.core.validation import check_at_least
 from gatedv_stats.io.designfiles import check_design_path, read_design_file, write_design_file
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import sequential as gs
+from gatedv_stats.stats import sequential_t as gst
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 SPENDING_NAMES = {"obf": "O'Brien–Fleming type", "pocock": "Pocock type"}
@@ -62,7 +65,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
         raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
                          "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
-    fractions = _fractions(information, floor is not None, first, max_seeds)
+    fractions = _fractions(information, floor is not None, first, max_seeds, alpha, spending)
     sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
                      (document_term, document_high), max_seeds, floor is not None)
     return SequentialDesign(
@@ -79,7 +82,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
 
 def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
     """The decision at the look `paired` holds (all its seed pairs, a superset of the last look's): the estimate,
-    this look's boundaries from the α (and β) spent at the information fractions of the looks taken, the repeated
+    this look's boundaries from the α (and β) spent at the fractions of the looks taken (`_efficacy`), the repeated
     confidence interval and one of better / worse / equivalent / no useful gain / continue / no detectable
     difference (the last only at K). A look at the seed pairs of the last look returns that look as recorded.
     Record it with `design.with_look`."""
@@ -94,19 +97,22 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     n_pairs = fit.n_seeds
     counts = [previous.n_pairs for previous in design.looks] + [n_pairs]
     fractions = [design.fractions[n - design.first_look] for n in counts]
-    efficacy, alpha_spent = gs.efficacy_bounds(fractions, design.alpha / 2.0, design.spending)
+    efficacy, alpha_spent = _efficacy(design, counts, fractions)
     futility, beta_spent = None, None
     if design.drift is not None and design.futility_beta:
         futility, beta_spent = gs.futility_bounds(fractions, efficacy, design.drift, design.futility_beta,
                                                   design.spending)
     final = n_pairs == design.max_seeds
+    # Without a floor the boundaries hold for the t on n − 1 df (c = 0); read on the fit's df, which is largest where
+    # the few seeds happen to agree, they would overspend α.
+    df = fit.df if design.floor is not None else n_pairs - 1.0
     bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
-    decided = gs.decide_look(fit.nll_diff_mean, fit.se, fit.df, efficacy=float(efficacy[-1]),
+    decided = gs.decide_look(fit.nll_diff_mean, fit.se, df, efficacy=float(efficacy[-1]),
                              futility=None if futility is None else float(futility[-1]), final=final,
                              higher_is_better=design.higher_is_better, equivalence=bounds,
                              futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.nll_diff_mean, se=fit.se,
-                df=fit.df, information=design.planned_information(n_pairs), observed_information=fit.se ** -2,
+                df=df, information=design.planned_information(n_pairs), observed_information=fit.se ** -2,
                 fraction=fractions[-1], efficacy=float(efficacy[-1]),
                 futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
                 futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
@@ -157,6 +163,14 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
     design with its looks, the look, whether the design is new and whether the look was already recorded (the same
     seed pairs as the last look: nothing is written)."""
     check_design_path(path)
+    with output_lock(path):  # two looks at once (two shells, or two sweeps) take turns: the second finds the first's
+        return _record_look(path, paired, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi,
+                            spending=spending, floor=floor, allow_mismatch=allow_mismatch)
+
+
+def _record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
+                 power: float | None, sesoi: float | None, spending: str | None, floor: NoiseFloor | None,
+                 allow_mismatch: Sequence[str]) -> tuple[SequentialDesign, Look, bool, bool]:
     new = not os.path.exists(path)
     if new:
         if max_seeds is None:
@@ -220,13 +234,25 @@ def _seed_source(fit: SeedDocumentResult) -> str:
     return {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study")
 
 
-def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int) -> tuple[float, ...]:
-    """The information fractions the looks spend α at: I_k / I_K with a floor; without one k / K (c = 0), since τ²
-    and c then rest on the first look's one df, and a c too large against τ² would both make the looks seem more
-    correlated than they are (boundaries too low) and spend α at looks of one or two df, where no t crosses."""
+def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int, alpha: float,
+               spending: str) -> tuple[float, ...]:
+    """The fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
+    large would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df
+    makes of it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`)."""
     if floored:
         return tuple(value / information[-1] for value in information)
-    return tuple(n / max_seeds for n in range(first, max_seeds + 1))
+    return tuple(float(value) for value in gst.effective_fractions(range(first, max_seeds + 1), alpha / 2.0,
+                                                                       spending))
+
+
+def _efficacy(design: SequentialDesign, counts: Sequence[int],
+              fractions: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The looks' z boundaries and the cumulative α spent: with a noise floor by the recursion (read marginally on
+    t), without one calibrated to the joint law of t's that share their seeds (`stats.sequential_t`)."""
+    if design.floor is not None:
+        return gs.efficacy_bounds(fractions, design.alpha / 2.0, design.spending)
+    spent = np.array([gs.spending(value, design.alpha / 2.0, design.spending) for value in fractions])
+    return gst.joint_t_bounds(counts, spent), spent
 
 
 def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha: float, power: float,

@@ -23,11 +23,11 @@ class Look:
     seeds: tuple[int, ...]
     estimate: float  # D̂: the mean difference variant − baseline (per token, byte or item)
     se: float
-    df: float
+    df: float  # the t's df the boundaries are read on: the interval's with a noise floor, n_pairs − 1 without
     information: float  # the design's planned I at these seed pairs
     observed_information: float  # 1 / se²
-    fraction: float  # t_k = I_k / I_K
-    efficacy: float  # e_k (z; +∞ where the look spends nothing)
+    fraction: float  # the fraction α is spent at: I_k / I_K with a noise floor, the t's effective one without
+    efficacy: float  # e_k (z; +∞ where the look spends nothing); without a floor calibrated to the joint t law
     futility: float | None  # f_k (z, oriented to the variant's benefit); None without a futility boundary here
     critical: float  # c_k = t_{ν_k, 1 − p_k}, p_k = 1 − Φ(e_k)
     futility_critical: float | None  # the futility boundary on the look's t
@@ -85,7 +85,7 @@ class SequentialDesign:
     document_term: float  # c, the design's (with one seed pair, the lower end of its range)
     document_term_high: float | None  # with one seed pair, the upper end of c's range (holds the interaction)
     information: tuple[float, ...]  # planned I at first_look … max_seeds seed pairs
-    fractions: tuple[float, ...]  # the information fractions α is spent at (k / K without a floor)
+    fractions: tuple[float, ...]  # the fractions α is spent at (without a floor, k / K weighed by the looks' t)
     drift: float | None  # θ = SESOI·√I_K on the z scale (None without a SESOI)
     futility_beta: float | None  # the β the futility boundary spends (None: no futility boundary)
     power_at_sesoi: float | None  # of this design at the SESOI, the futility boundary obeyed (normal approximation)

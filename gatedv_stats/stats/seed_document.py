@@ -137,13 +137,13 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     else:
         fit = crossed_moments(y, n / n.sum()) if clusters is None else clustered_moments(y, n, clusters)
     n_sampled = n_docs if clusters is None else int(np.unique(np.asarray(clusters)).size)
-    if not float(fit.var_d) > 0.0:
-        raise NoSpreadError("seed-and-document interval: the paired differences do not vary over seeds or units, "
-                            "so there is no spread to form an interval from")
     use = None if floor is None else use_floor(floor, fit.per_seed)
     var_d, df = float(fit.var_d), float(fit.df)
     if use is not None and use.how == "pooled":
         var_d, df = _pooled_variance(fit, n_seeds, use.seed)
+    if not var_d > 0.0:  # with a floor only where the floor's own τ² is 0
+        raise NoSpreadError("seed-and-document interval: the paired differences do not vary over seeds or units, "
+                            "so there is no spread to form an interval from")
     se = math.sqrt(var_d)
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
@@ -189,7 +189,9 @@ def _pooled_variance(fit: CrossedMoments, n_seeds: int, seed: SeedVariance) -> t
     the document part and its noise stay the fit's, recovered from its Satterthwaite df."""
     var_d, seed_part = float(fit.var_d), float(fit.v_seed) / n_seeds
     doc_part = var_d - seed_part
-    doc_noise = max(var_d ** 2 / float(fit.satterthwaite_df) - seed_part ** 2 / (n_seeds - 1), 0.0)
+    # no spread at all (a candidate that trains to the baseline's weights): the floor's τ² is the whole variance
+    doc_noise = (max(var_d ** 2 / float(fit.satterthwaite_df) - seed_part ** 2 / (n_seeds - 1), 0.0) if var_d > 0.0
+                 else 0.0)
     pooled_part = seed.variance / n_seeds
     variance = pooled_part + doc_part
     return variance, variance ** 2 / (pooled_part ** 2 / seed.df + doc_noise)

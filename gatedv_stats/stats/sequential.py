@@ -6,8 +6,9 @@ one-sided efficacy boundaries); the boundaries come from the recursive numerical
 distribution (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19): Z_k ~ N(θ√I_k, 1) with
 Corr(Z_k, Z_l) = √(I_k / I_l). A non-binding futility boundary comes from β-spending with the same function at the
 drift θ√I_K of the smallest effect of interest. Each look's z boundary is read as a t critical value on the look's df
-(the same tail probability), the repeated confidence interval is D̂_k ± c_k·se_k, and the decision at a look is read
-off both. Pure functions over numbers; docs/statistics.md ("Sequential seeds") derives and calibrates them.
+(the same tail probability; without a noise floor the z's are first calibrated to the looks' joint t law by
+`stats.sequential_t`), the repeated confidence interval is D̂_k ± c_k·se_k, and the decision at a look is read off
+both. Pure functions over numbers; docs/statistics.md ("Sequential seeds") derives and calibrates them.
 """
 
 from __future__ import annotations
@@ -253,7 +254,9 @@ def information_cap(document_term: float) -> float:
 
 
 def t_critical(z: float, df: float) -> float:
-    """The t critical value on `df` with the upper tail of the z boundary: t_{ν, 1−p}, p = 1 − Φ(z)."""
+    """The t critical value on `df` with the upper tail of the z boundary: t_{ν, 1−p}, p = 1 − Φ(z). A marginal
+    reading, close enough on a noise floor's many df; on the few df of looks without one it overspends α, and
+    `stats.sequential_t.joint_t_bounds` gives the z's to read instead."""
     if z == math.inf:
         return math.inf
     return float(-special.stdtrit(df, special.ndtr(-z)))

@@ -18,6 +18,8 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.io.floorfiles import read_floor_file
 from gatedv_stats.io.itemfiles import write_item_file
 from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.stats import sequential as gs
+from gatedv_stats.stats import sequential_t as gst
 from gatedv_stats.stats.sequential import DECISIONS
 from gatedv_stats.testing import synthetic_runs
 from helpers import assert_input_error, invoke
@@ -162,6 +164,26 @@ def test_item_scores_are_decided_on_their_metric(tmp_path):
     assert result.design.metric == "acc" and result.design.higher_is_better and result.design.unit == "item"
     assert result.decision == "better" and result.look.interval.low > 0.0 and "points" in result.line
     assert any("no futility boundary" in note for note in result.design.notes)  # no floor
+
+
+def test_without_a_floor_the_looks_read_boundaries_calibrated_to_their_joint_t_law(study, tmp_path):
+    folder, _ = study
+    design = tmp_path / "design.json"
+    for n_seeds in range(2, 7):
+        result = gv.sequential(seed_files(folder, range(n_seeds)), design=design, baseline_arm="baseline",
+                               variant_arm="gatedv", **({"max_seeds": 6, "sesoi": 0.005} if n_seeds == 2 else {}))
+        if result.stop:
+            break
+    recorded = load_design(design)
+    assert recorded.fractions == tuple(gst.effective_fractions(range(2, 7), 0.025, "obf"))
+    counts = [taken.n_pairs for taken in recorded.looks]
+    assert len(counts) >= 3 and recorded.looks[-1].stop
+    spent = [gs.spending(recorded.fractions[n - 2], 0.025, "obf") for n in counts]
+    critical = [gs.t_critical(bound, n - 1.0) for bound, n in zip(gst.joint_t_bounds(counts, spent), counts)]
+    for taken, expected in zip(recorded.looks, critical):
+        assert taken.df == taken.n_pairs - 1.0 and taken.alpha_spent == spent[taken.index - 1]
+        assert taken.critical == pytest.approx(expected, rel=1e-9)
+        assert taken.interval.high - taken.estimate == pytest.approx(expected * taken.se, rel=1e-9)
 
 
 # --- gatedv decide ---

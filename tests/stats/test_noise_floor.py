@@ -94,3 +94,17 @@ def test_without_a_floor_few_seeds_get_at_most_s_minus_1_df():
     assert np.any(fit.satterthwaite_df > 1.5)  # the rule binds: Satterthwaite alone would have said more
     y4 = rng.normal(0, 1, (200, 4, 50)) * 0.3 + rng.normal(0, 0.3, (200, 1, 50))
     assert np.any(crossed_moments(y4, np.full(50, 1 / 50)).df > 3.0)  # from FEW_SEEDS + 1 on, not capped
+
+
+@pytest.mark.parametrize("n_seeds", [1, 2, 3])
+def test_a_variant_with_the_baseline_s_own_losses_gets_the_floor_s_interval_not_no_spread(n_seeds):
+    # a change that trains to the baseline's weights: D = 0 on every seed and unit; the floor alone gives the spread
+    rng = np.random.default_rng(5)
+    baseline = rng.normal(200.0, 10.0, (n_seeds, 40))
+    floor = SeedVariance(0.01, 4.0)
+    fit = seed_document_interval(baseline, baseline.copy(), np.full(40, 50.0), floor=floor)
+    pooled_df = floor.df + n_seeds - 1.0  # the study's spread, 0 on S − 1 df, pooled with the floor's
+    se = math.sqrt(floor.df * floor.variance / pooled_df / n_seeds)
+    assert fit.nll_diff_mean == 0.0 and fit.df == pytest.approx(pooled_df if n_seeds > 1 else floor.df)
+    assert fit.se == pytest.approx(se if n_seeds > 1 else math.sqrt(floor.variance))
+    assert fit.confidence_interval.high == pytest.approx(stats.t.ppf(0.975, fit.df) * fit.se)

@@ -484,3 +484,21 @@ def test_status_counts_a_finished_run_with_a_corrupt_loss_file_as_not_finished(p
     loss_file = run.run_dir / "dev.parquet"
     loss_file.write_bytes(loss_file.read_bytes()[:100])
     assert _status(path)["baseline"]["state"] == "interrupted"  # submittable again: its job evaluates it
+
+
+def test_a_round_on_a_cluster_waits_while_its_jobs_are_pending_or_running_and_names_a_run_that_failed(monkeypatch):
+    def runs(*states):
+        return cluster.ExperimentStatus("g", tuple(
+            cluster.RunStatus("v", 0.1, seed, f"runs/v/seed{seed}", state, None, 4, str(seed),
+                              "log.err" if state == "failed" else None) for seed, state in enumerate(states)))
+
+    polled = iter([runs("pending", "running"), runs("finished", "unknown"), runs("finished", "finished")])
+    monkeypatch.setattr(cluster, "submit_experiment", lambda *args: None)
+    monkeypatch.setattr(cluster, "experiment_status", lambda experiment: next(polled))
+    slept = []
+    done = cluster.finish_on_cluster(None, cluster.ClusterOptions("local"), sleep=slept.append, poll_seconds=7.0)
+    assert [run.state for run in done.runs] == ["finished", "finished"] and slept == [7.0, 7.0]
+
+    polled = iter([runs("running", "finished"), runs("failed", "diverged")])
+    with pytest.raises(cluster.RunFailure, match=r"runs/v/seed0: failed \(log: log.err\); 1 run"):
+        cluster.finish_on_cluster(None, cluster.ClusterOptions("local"), sleep=lambda seconds: None)

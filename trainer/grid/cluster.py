@@ -26,7 +26,7 @@ import torch
 from submitit.core.utils import DelayedSubmission, FailedJobError, FailedSubmissionError
 from submitit.helpers import Checkpointable, TorchDistributedEnvironment
 
-from gatedv_stats.core.errors import InputError
+from gatedv_stats.core.errors import InputError, RunFailure
 from gatedv_stats.core.locks import LockBusy
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.runrecords import read_job_record, read_run_record, write_job_record
@@ -37,6 +37,7 @@ from trainer.run.recipe import Runtime
 
 STATES = ("not started", "pending", "running", "interrupted", "failed", "unknown", "finished", "diverged")
 SUBMITTABLE = ("not started", "interrupted", "failed")
+WAITING = ("pending", "running", "unknown")  # a job that may still finish its run
 # A run longer than --time goes on from its last checkpoint in a requeued job, as often as it takes while it makes
 # progress. submitit counts every requeue signal (USR2) of a job under 50 minutes as a timeout and ends the job after
 # `max_num_timeout` of them, however far each start got: its count is set out of reach, and `RunJob.checkpoint`
@@ -189,6 +190,24 @@ def submit_experiment(experiment: Experiment, options: ClusterOptions, runtime: 
     return SubmitResult(experiment.name, options.executor, tuple(
         Submission(run.variant, run.lr, run.seed, str(run.run_dir), state, job_ids.get(run.run_dir))
         for run, state in zip(runs, states)))
+
+
+def finish_on_cluster(experiment: Experiment, options: ClusterOptions, runtime: Runtime = Runtime(), *,
+                      poll_seconds: float = 30.0, sleep: Callable[[float], None] = time.sleep) -> ExperimentStatus:
+    """Submit the runs of the grid that are not finished and wait until none is pending or running (one round of a
+    sequential sweep); a run that did not finish then is a `RunFailure` naming it and its log."""
+    submit_experiment(experiment, options, runtime)
+    status = experiment_status(experiment)
+    while any(run.state in WAITING for run in status.runs):
+        sleep(poll_seconds)
+        status = experiment_status(experiment)
+    unfinished = [run for run in status.runs if run.state not in ("finished", "diverged")]
+    if unfinished:
+        first = unfinished[0]
+        raise RunFailure(f"{first.run_dir}: {first.state}" + (f" (log: {first.log})" if first.log else "")
+                         + f"; {len(unfinished)} run(s) of the round did not finish: run the same command again to "
+                         "submit them again")
+    return status
 
 
 def _submit(experiment: Experiment, options: ClusterOptions, runtime: Runtime, runs: list[GridRun]) -> list[str]:

@@ -47,7 +47,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gatedv_stats.core.atomic import write_text_atomic
@@ -99,6 +100,12 @@ class Experiment:
         return [GridRun(variant, lr, seed, run_directory(self.out, variant, lr, seed), self.spec(variant, lr, seed),
                         self.eval_sets)
                 for variant in self.variants for lr in self.lrs[variant] for seed in self.seeds]
+
+    def restricted(self, variants: Sequence[str], seeds: Sequence[int]) -> Experiment:
+        """The same grid over some of its variants and seeds (their runs keep their directories): one round of a
+        sequential sweep."""
+        return replace(self, variants=tuple(variants), seeds=tuple(seeds),
+                       lrs={variant: self.lrs[variant] for variant in variants})
 
     def spec(self, variant: str, lr: float, seed: int) -> RunSpec:
         optional = {key: getattr(self, key) for key in ("updates", "warmup", "eval_every", "batch_size")

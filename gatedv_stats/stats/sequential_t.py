@@ -1,0 +1,103 @@
+"""t boundaries for group-sequential looks whose variance comes from the looks' own seed pairs (no noise floor).
+
+At look k after n_k seed pairs the statistic is the one-sample t of the per-seed differences on n_k − 1 df. The
+looks share their seeds, in the mean and in the variance estimate, so the joint law of T_1, T_2, … is not that of
+the z's: read marginally on t (the same tail probability), z boundaries spend more than α on so few df, because an
+extreme t on one or two df comes from a small variance estimate that the next seed pairs no longer share. Here the
+critical values are calibrated to the joint law itself: P₀(T_j < c_j for j < k, T_k ≥ c_k) = α(s_k) − α(s_{k−1})
+under independent normal seed pairs, by a seeded Monte Carlo of the looks' sufficient statistics. α is spent at
+the fractions of the looks' effective information, which give little of it to looks where a t on one or two df
+cannot use it. Pure functions over numbers; docs/statistics.md ("Sequential seeds") derives and calibrates them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator
+
+import numpy as np
+from scipy import special
+
+from gatedv_stats.core.errors import ParameterError
+from gatedv_stats.stats.sequential import Numbers, efficacy_bounds, t_critical
+
+# Simulated paths of seed pairs, each used with its mirror image (−D): the one-sided α a design spends then lies
+# within about ±1e-4 of the spending function's (two SD; docs/statistics.md, "Sequential seeds").
+T_PATHS = 2**21
+T_SEED = 20_250_601  # fixed, so that the same looks always give bit-identical boundaries
+
+
+def effective_fractions(counts: Numbers, alpha: float, function: str = "obf") -> np.ndarray:
+    """The fractions α is spent at when the look after n_k of n_K seed pairs is a t on n_k − 1 df: n_k·w_k / (n_K·w_K),
+    w_k = (e_k / c_k)² with e_k the z boundary of one-sided `alpha` spent by `function` at n_k / n_K and c_k its t
+    reading with the same tail. A z statistic crosses e_k with probability one half at drift e_k, the t crosses c_k at
+    about noncentrality c_k: at its boundary the t has the power of the z at information I_k·w_k. A look whose z
+    boundary spends nothing keeps a vanishing fraction."""
+    n = _check_counts(counts)
+    bounds, _ = efficacy_bounds(n / n[-1], alpha, function)
+    readings = np.array([t_critical(bound, size - 1.0) for bound, size in zip(bounds, n)])
+    with np.errstate(invalid="ignore"):
+        weights = np.where(np.isfinite(bounds), (bounds / readings) ** 2, 0.0)
+    effective = n * np.maximum(weights, np.finfo(np.float64).tiny)
+    return effective / effective[-1]
+
+
+def joint_t_bounds(counts: Numbers, spent: Numbers) -> np.ndarray:
+    """The z boundaries e_k whose reading on t with n_k − 1 df, c_k = t_{n_k−1, 1−p_k} with p_k = 1 − Φ(e_k), spends
+    the cumulative one-sided α `spent` under the joint law of the looks' t statistics (after `counts` seed pairs),
+    with the other direction and any futility boundary left out (non-binding). +∞ where a look spends nothing."""
+    n = _check_counts(counts)
+    total = np.asarray(spent, dtype=np.float64)
+    if total.shape != n.shape or np.any(np.diff(total) < 0.0) or total[0] < 0.0:
+        raise ParameterError("spent", "the cumulative α spent must be one non-decreasing value per look")
+    critical = np.array(_calibrated_critical(tuple(int(v) for v in n), tuple(float(v) for v in total)))
+    return -special.ndtri(special.stdtr(n - 1.0, -critical))
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated_critical(counts: tuple[int, ...], spent: tuple[float, ...]) -> tuple[float, ...]:
+    """c_k look by look from α(s_k) − α(s_{k−1}) = P(T_k ≥ c_k) − P(T_j ≥ c_j for some j < k, T_k ≥ c_k): the first
+    term exact (T_k is t on n_k − 1 df), only the second, the overlap with the earlier crossings, from the simulated
+    paths, so that the Monte Carlo error is that of the small overlap. c_k is the fixed point of c ↦
+    t_{n_k−1, 1−(increment + overlap(c))}, reached from the marginal value (overlap 0) in a few steps."""
+    increments = np.diff(spent, prepend=0.0)
+    crossed = np.zeros(2 * T_PATHS, dtype=bool)
+    critical = []
+    for k, statistic in enumerate(_null_t_paths(counts)):
+        bound, overlap = np.inf, 0
+        while increments[k] > 0.0:
+            bound = float(-special.stdtrit(counts[k] - 1.0, increments[k] + overlap / crossed.size))
+            previous, overlap = overlap, int(np.count_nonzero(crossed & (statistic >= bound)))
+            if overlap == previous:
+                break
+        critical.append(bound)
+        crossed |= statistic >= bound
+    return tuple(critical)
+
+
+def _null_t_paths(counts: tuple[int, ...]) -> Iterator[np.ndarray]:
+    """T_k, look by look, of `T_PATHS` paths of independent N(0, 1) seed-pair differences and of their mirror
+    images: each block of new seed pairs adds its sum (normal) and its within sum of squares (χ² on its size − 1
+    df), so the draws per look do not grow with the seed pairs."""
+    rng = np.random.default_rng(T_SEED)
+    total, squares, previous = np.zeros(T_PATHS), np.zeros(T_PATHS), 0
+    for n in counts:
+        block = n - previous
+        block_sum = math.sqrt(block) * rng.standard_normal(T_PATHS)
+        if block > 1:
+            squares += rng.chisquare(block - 1, T_PATHS)
+        if previous:
+            squares += previous * block / n * (total / previous - block_sum / block) ** 2
+        total += block_sum
+        statistic = total / math.sqrt(n) / np.sqrt(squares / (n - 1))
+        yield np.concatenate((statistic, -statistic))
+        previous = n
+
+
+def _check_counts(counts: Numbers) -> np.ndarray:
+    n = np.asarray(counts, dtype=np.float64)
+    if n.ndim != 1 or n.size == 0 or n[0] < 2 or np.any(np.diff(n) <= 0) or np.any(n != np.round(n)):
+        raise ParameterError("counts", f"the looks' seed pairs must be integers of at least 2 that increase strictly, "
+                             f"got {n.tolist()}")
+    return n
