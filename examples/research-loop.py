@@ -16,7 +16,7 @@ Everything goes through the `gatedv` commands an automated loop would call:
 
 It prints each decision, what was kept, the runs trained against a fixed design of K seed pairs per candidate,
 and the ledger's section of the report (`gatedv report --ledger`). docs/statistics.md ("Sequential seeds", "A
-research ledger: online FDR") says what each step computes; examples/research-loop.md shows one run's output.
+research ledger: online FDR") says what each step computes; docs/research-loop.md shows one run's output.
 """
 
 from __future__ import annotations
