@@ -56,12 +56,14 @@ def weight_files(model_dir: str | os.PathLike[str]) -> list[Path]:
                   and (path.suffix == ".safetensors" or re.fullmatch(r"pytorch_model.*\.bin", path.name)))
 
 
-def read_json_object(path: str | os.PathLike[str]) -> dict:
-    """A JSON file holding one object; anything else is an `InputError` naming the file."""
+def read_json_object(path: str | os.PathLike[str], advice: str | None = None) -> dict:
+    """A JSON file holding one object; anything else is an `InputError` naming the file (and, for a file that is
+    not JSON, truncated or emptied, `advice`: what to do)."""
     try:
         value = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: cannot read JSON: {' '.join(str(error).split())}") from None
+        reason = " ".join(str(error).split())
+        raise InputError(f"{path}: cannot read JSON: {reason}" + (f"; {advice}" if advice else "")) from None
     if not isinstance(value, dict):
         raise InputError(f"{path}: expected a JSON object")
     return value

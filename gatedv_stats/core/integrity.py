@@ -49,10 +49,7 @@ def read_sealed_json(path: str | os.PathLike[str], key: str, advice: str) -> dic
     """The JSON object in `path` without its seal `key`, checked against it (`check_seal`; a file written before its
     kind was sealed has none and is read as it is). A file that is not JSON, truncated or emptied, is one line
     naming it and `advice` too."""
-    try:
-        record = read_json_object(path)
-    except InputError as error:
-        raise InputError(f"{error}; {advice}") from None
+    record = read_json_object(path, advice)
     check_seal(record, key, path, advice)
     record.pop(key, None)
     return record

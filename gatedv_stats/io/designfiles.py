@@ -16,6 +16,8 @@ from gatedv_stats.core.outputs import check_output_file
 
 DESIGN_FORMAT = "gatedv-sequential-design/1"
 FLAG = "--design"
+# a damaged design file: its looks cannot be trusted, and a design is fixed before its first look
+RESTART = "restore an intact copy, or start a new design file (a design is fixed before its first look)"
 
 
 def check_design_path(path: str | os.PathLike[str]) -> None:
@@ -42,12 +44,11 @@ def read_design_file(path: str | os.PathLike[str]) -> dict:
     """A design file as written: its content checked against the SHA-256 it records; returns {"design", "looks",
     "design_sha256", "path"}."""
     where = Path(path)
-    content = read_json_object(path)
+    content = read_json_object(path, RESTART)
     if content.get("format") != DESIGN_FORMAT:
         raise InputError(f"{where}: not a sequential design file (format {content.get('format')!r}, expected "
                          f"{DESIGN_FORMAT!r}); gatedv decide writes one on its first look")
-    check_seal(content, "sha256", where, "a design is fixed before its first look: start a new design file",
-               required=True)
+    check_seal(content, "sha256", where, RESTART, required=True)
     design, looks = content.get("design"), content.get("looks")
     if not isinstance(design, dict) or not isinstance(looks, list) or not all(isinstance(look, dict)
                                                                               for look in looks):

@@ -16,6 +16,7 @@ from gatedv_stats.core.outputs import check_output_file
 
 FLOOR_FORMAT = "gatedv-noise-floor/1"
 REQUIRED = ("seed_variance", "df", "metric", "unit", "setup", "source")
+REMEASURE = "measure the floor again with gatedv noise-floor, or restore an intact copy"  # a damaged floor file
 
 
 def write_floor_file(path: str | os.PathLike[str], floor: dict) -> None:
@@ -27,12 +28,12 @@ def write_floor_file(path: str | os.PathLike[str], floor: dict) -> None:
 
 def read_floor_file(path: str | os.PathLike[str]) -> dict:
     """A noise floor as written, its content checked against its recorded SHA-256 and its fields checked."""
-    content = read_json_object(path)
+    content = read_json_object(path, REMEASURE)
     where = Path(path)
     if content.get("format") != FLOOR_FORMAT:
         raise InputError(f"{where}: not a noise-floor file (format {content.get('format')!r}, expected "
                          f"{FLOOR_FORMAT!r}); write one with gatedv noise-floor")
-    check_seal(content, "sha256", where, "measure the floor again with gatedv noise-floor", required=True)
+    check_seal(content, "sha256", where, REMEASURE, required=True)
     missing = [field for field in REQUIRED if field not in content]
     if missing:
         raise InputError(f"{where}: field {missing[0]!r} is missing")

@@ -34,6 +34,7 @@ from gatedv_stats.core.outputs import check_output_file
 
 LEDGER_FORMAT = "gatedv-ledger/1"
 BUSY_TIMEOUT = 60.0  # seconds a writer waits for another writer's transaction
+ALTERED = "; the ledger's history was altered and cannot be trusted"  # ends every refusal of a changed ledger
 _SQLITE_FULL = 13  # SQLite's result code for a full file system (sqlite3.SQLITE_FULL from Python 3.11)
 # Every column of an entry and its kind ("json": a JSON document stored as text).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -116,7 +117,7 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[dict, list[dict]]:
             stored = _settings(connection, where)
             if stored is None:
                 raise InputError(f"{where}: no ledger there yet (an empty database; `gatedv ledger {where} add` "
-                                 "creates one)")
+                                 "creates one); a ledger that held entries was emptied: restore an intact copy")
             return stored["ledger"], _checked_entries(connection, where, stored)
         finally:
             connection.rollback()
@@ -152,14 +153,26 @@ def _execute(connection: sqlite3.Connection, where: str, sql: str, parameters: t
     try:
         return connection.execute(sql, parameters)
     except sqlite3.DatabaseError as error:
-        if _is_full(error):
-            reason = os.strerror(errno.ENOSPC)
-            raise NoSpaceError(f"{where}: could not be written: {reason} (SQLite: {error}); the entry was not added "
-                               "and the ledger's earlier entries are kept as they were: free space on its file "
-                               "system, then run the same command again", where, reason) from None
-        if "locked" in str(error) or "busy" in str(error):
-            raise InputError(f"{where}: another writer held the ledger for {BUSY_TIMEOUT:g} s; try again") from None
-        raise InputError(f"{where}: not a gatedv ledger ({error})") from None
+        raise _refused(where, error) from None
+
+
+def _rows(connection: sqlite3.Connection, where: str, sql: str) -> list[tuple]:
+    """A query's rows, read inside the same refusal as `_execute` (a damaged page is met while reading them)."""
+    try:
+        return connection.execute(sql).fetchall()
+    except sqlite3.DatabaseError as error:
+        raise _refused(where, error) from None
+
+
+def _refused(where: str, error: sqlite3.DatabaseError) -> Exception:
+    if _is_full(error):
+        reason = os.strerror(errno.ENOSPC)
+        return NoSpaceError(f"{where}: could not be written: {reason} (SQLite: {error}); the entry was not added "
+                            "and the ledger's earlier entries are kept as they were: free space on its file "
+                            "system, then run the same command again", where, reason)
+    if "locked" in str(error) or "busy" in str(error):
+        return InputError(f"{where}: another writer held the ledger for {BUSY_TIMEOUT:g} s; try again")
+    return InputError(f"{where}: not a gatedv ledger ({error})")
 
 
 def _is_full(error: sqlite3.DatabaseError) -> bool:
@@ -170,15 +183,20 @@ def _is_full(error: sqlite3.DatabaseError) -> bool:
 
 def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
     """The settings table's values (None when the database has no ledger yet); another database is refused."""
-    tables = {name for (name,) in _execute(connection, where, "SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {name for (name,) in _rows(connection, where, "SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables:
         return None
     if not {"settings", "entries"} <= tables:
         raise InputError(f"{where}: not a gatedv ledger (an SQLite database with other tables: "
                          f"{', '.join(sorted(tables))})")
-    values = {key: json.loads(value) for key, value in _execute(connection, where, "SELECT key, value FROM settings")}
+    try:
+        values = {key: json.loads(value) for key, value in _rows(connection, where, "SELECT key, value FROM settings")}
+    except (TypeError, json.JSONDecodeError):  # a byte of the stored text changed
+        raise InputError(f"{where}: the ledger's settings do not read as written (damaged){ALTERED}") from None
     if not isinstance(values.get("ledger"), dict) or values["ledger"].get("format") != LEDGER_FORMAT:
         raise InputError(f"{where}: not a gatedv ledger of format {LEDGER_FORMAT}")
+    if values.get("genesis") != canonical_sha256(values["ledger"]):
+        raise InputError(f"{where}: the ledger's settings (procedure, α) were changed after it was created{ALTERED}")
     return values
 
 
@@ -203,21 +221,20 @@ _SQL_TYPES = {"integer": "INTEGER", "real": "REAL", "text": "TEXT", "json": "TEX
 def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
     """Every entry in step order, each checked against its hash and the one before it; the first that is not
     what was written is refused by its step."""
-    refuse = "; the ledger's history was altered and cannot be trusted"
-    genesis = canonical_sha256(stored["ledger"])
-    if stored.get("genesis") != genesis:
-        raise InputError(f"{where}: the ledger's settings (procedure, α) were changed after it was created{refuse}")
     names = [name for name, _ in COLUMNS]
-    rows = _execute(connection, where, f"SELECT {', '.join(names)} FROM entries ORDER BY step").fetchall()
-    entries, previous = [], genesis
+    rows = _rows(connection, where, f"SELECT {', '.join(names)} FROM entries ORDER BY step")
+    entries, previous = [], stored["genesis"]
     for step, values in enumerate(rows, start=1):
-        entry = _normalised({name: _loaded(name, value) for name, value in zip(names, values)})
+        try:
+            entry = _normalised({name: _loaded(name, value) for name, value in zip(names, values)})
+        except (TypeError, json.JSONDecodeError):  # a byte of an entry's stored JSON changed
+            raise InputError(f"{where}: entry {step} does not read as written (damaged){ALTERED}") from None
         if entry["step"] != step:
             raise InputError(f"{where}: entry {step} is missing (the row in its place is numbered {entry['step']})"
-                             f"{refuse}")
+                             f"{ALTERED}")
         if entry["prev_hash"] != previous or entry["hash"] != entry_hash(entry):
             raise InputError(f"{where}: entry {step} is not as it was written (edited, or moved from another "
-                             f"step){refuse}")
+                             f"step){ALTERED}")
         entries.append(entry)
         previous = entry["hash"]
     head = stored.get("head") or {}
@@ -225,9 +242,9 @@ def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -
         recorded = head.get("entries")
         if isinstance(recorded, int) and recorded > len(entries):
             raise InputError(f"{where}: entry {len(entries) + 1} is missing (the ledger records {recorded} entries)"
-                             f"{refuse}")
+                             f"{ALTERED}")
         raise InputError(f"{where}: entry {len(entries)} was not written by gatedv (the ledger records "
-                         f"{recorded} entries){refuse}")
+                         f"{recorded} entries){ALTERED}")
     return entries
 
 

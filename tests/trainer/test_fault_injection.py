@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from experiments import write_bench, write_runs
@@ -57,6 +58,7 @@ class Case:
     says: tuple[str, ...]  # one of these: the line's account of the damage
     advice: tuple[str, ...] = ()  # one of these: what to do
     unchanged: tuple[str, ...] = ()  # outputs that must be as they were
+    damages: tuple[str, ...] = tuple(DAMAGES)  # a flipped byte of the ledger: test_no_flipped_byte_of_the_ledger_…
 
 
 DAMAGED = ("damaged",)
@@ -96,6 +98,15 @@ CASES = {
     "job record": Case(f"runs/baseline/lr0.001/seed1/{JOB_FILE_NAME}", lambda root: ("sweep", root / "grid.toml",
                                                                                      "--status"),
                        ("damaged", "cannot read JSON"), ("before submitting it again",)),
+    "noise floor": Case("floor.json", lambda root: ("bootstrap", root / "study", *PAIR, "--samples", "100",
+                                                    "--noise-floor", root / "floor.json"),
+                        ("damaged", "cannot read JSON"), ("gatedv noise-floor",)),
+    "sequential design": Case("design.json", lambda root: ("decide", root / "study", *PAIR, "--design",
+                                                           root / "design.json"),
+                              ("damaged", "cannot read JSON"), ("start a new design file",)),
+    "research ledger": Case("study.ledger", lambda root: ("ledger", root / "study.ledger", "show"),
+                            ("not a gatedv ledger", "altered", "damaged", "emptied"),
+                            damages=("truncated", "zero length")),
     "evaluation set": Case("data/dev.parquet", lambda root: ("evaluate", root / "run" / "checkpoint.pt", "--data",
                                                              root / "data", "--out", root / "other.parquet",
                                                              "--device", "cpu"),
@@ -120,6 +131,13 @@ def world(prepared_data, tmp_path_factory) -> Path:
     (root / "grid.toml").write_text(tiny_grid("data", updates=4, eval_every=2, batch_size=2))
     write_job_record(load_experiment(root / "grid.toml").runs()[0].run_dir,
                      {"executor": "local", "job_id": "999999999", "stderr": str(root / "job.err")})
+    study = sorted((root / "study").rglob("*.parquet"))
+    baseline = [path for path in study if "baseline" in path.name]
+    variant = [path for path in study if "gatedv" in path.name]
+    for command in (("noise-floor", *baseline, "--out", root / "floor.json"),
+                    ("decide", root / "study", *PAIR, "--design", root / "design.json", "--max-seeds", "3"),
+                    ("ledger", root / "study.ledger", "add", "--candidate", *variant, "--against", *baseline)):
+        assert invoke(*command).exit_code == 0
     return root
 
 
@@ -137,8 +155,7 @@ def test_the_world_reads_whole(world, tmp_path):
         assert result.exit_code == 0, (name, result.output)
 
 
-@pytest.mark.parametrize("damage", DAMAGES)
-@pytest.mark.parametrize("kind", CASES)
+@pytest.mark.parametrize("kind, damage", [(kind, damage) for kind, case in CASES.items() for damage in case.damages])
 def test_a_damaged_file_is_one_line_and_nothing_is_computed_from_it(world, tmp_path, kind, damage):
     case = CASES[kind]
     root = tmp_path / "world"
@@ -153,9 +170,10 @@ def test_a_damaged_file_is_one_line_and_nothing_is_computed_from_it(world, tmp_p
     assert [line for line in lines if line.startswith("error")] == lines[-1:] == [lines[-1]], result.stderr
     line = lines[-1]
     assert line.startswith(f"error: {target}: "), line  # the damaged file, named first
-    assert any(word in line for word in case.says), line
+    detail = line.removeprefix(f"error: {target}: ")  # the test's own path holds "damaged"
+    assert any(word in detail for word in case.says), line
     if case.advice:
-        assert any(advice in line for advice in case.advice), line
+        assert any(advice in detail for advice in case.advice), line
     assert "Traceback" not in result.output and result.stdout == ""  # no verdict, no summary
     assert _hashes(root, outputs) == before  # no report, loss file or checkpoint written or changed
 
@@ -206,3 +224,24 @@ def test_no_flipped_bit_of_a_parquet_file_changes_what_is_read(tmp_path, kind):
         assert content == expected, f"byte {offset} of {len(written)}: read as other content"
         outcomes["as written"] += 1
     assert outcomes["refused"] > len(written) / 2, outcomes
+
+
+def test_no_flipped_byte_of_the_ledger_changes_its_history(world, tmp_path):
+    """The ledger (SQLite) has free space inside its pages, where a flipped byte changes nothing read: a byte flipped
+    at each of 48 places across the file is refused in one line naming the ledger, or the history shown is exactly
+    the undamaged one's. Never another history."""
+    ledger = tmp_path / "study.ledger"
+    shutil.copy(world / "study.ledger", ledger)
+    whole = ledger.read_bytes()
+    shown = invoke("ledger", ledger, "show", "--json").stdout
+    refused = 0
+    for offset in np.linspace(0, len(whole) - 1, 48).astype(int):
+        ledger.write_bytes(whole[:offset] + bytes([whole[offset] ^ 0x10]) + whole[offset + 1:])
+        result = invoke("ledger", ledger, "show", "--json")
+        if result.exit_code == 0:
+            assert result.stdout == shown, offset
+        else:
+            refused += 1
+            assert result.exit_code == 2 and result.stderr.startswith(f"error: {ledger}: "), (offset, result.stderr)
+            assert len(result.stderr.strip().splitlines()) == 1
+    assert refused > 0  # some flips land on what the ledger holds
