@@ -179,3 +179,11 @@ def test_noise_floor_and_decide_write_nothing_and_keep_the_files_before(tmp_path
                      tmp_path / "design.json", "--max-seeds", "4", "--noise-floor", tmp_path / "floor.json")
     full_disk_line(decided, "could not be written")
     assert tree(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_demo_writes_nothing(tmp_path, full_disk):
+    full_disk(after=0)
+    full_disk_line(invoke("demo", "--out", tmp_path / "demo", "--updates", "2", "--seeds", "2", "--device", "cpu"),
+                   "could not be written")
+    assert tree(tmp_path) == {}  # not one file, whole or partial
