@@ -77,7 +77,8 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
         higher_is_better=paired.higher_is_better, log_ratio=paired.scale.log_ratio, proportion=paired.proportion,
         baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
         n_units=paired.n_docs, units_sha256=_units_sha256(paired),
-        floor=None if floor is None else _floor_record(floor))
+        floor=None if floor is None else _floor_record(floor),
+        t_boundaries="marginal" if floor is not None else "joint")
 
 
 def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
@@ -103,9 +104,9 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
         futility, beta_spent = gs.futility_bounds(fractions, efficacy, design.drift, design.futility_beta,
                                                   design.spending)
     final = n_pairs == design.max_seeds
-    # Without a floor the boundaries hold for the t on n − 1 df (c = 0); read on the fit's df, which is largest where
-    # the few seeds happen to agree, they would overspend α.
-    df = fit.df if design.floor is not None else n_pairs - 1.0
+    # Joint boundaries hold for the t on n − 1 df (c = 0); read on the fit's df, which is largest where the few seeds
+    # happen to agree, they would overspend α.
+    df = fit.df if design.t_boundaries == "marginal" else n_pairs - 1.0
     bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
     decided = gs.decide_look(fit.nll_diff_mean, fit.se, df, efficacy=float(efficacy[-1]),
                              futility=None if futility is None else float(futility[-1]), final=final,
@@ -248,8 +249,9 @@ def _fractions(information: tuple[float, ...], floored: bool, first: int, max_se
 def _efficacy(design: SequentialDesign, counts: Sequence[int],
               fractions: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """The looks' z boundaries and the cumulative α spent: with a noise floor by the recursion (read marginally on
-    t), without one calibrated to the joint law of t's that share their seeds (`stats.sequential_t`)."""
-    if design.floor is not None:
+    t), without one calibrated to the joint law of t's that share their seeds (`stats.sequential_t`; a design file
+    written before that reading keeps the marginal one it started with)."""
+    if design.t_boundaries == "marginal":
         return gs.efficacy_bounds(fractions, design.alpha / 2.0, design.spending)
     spent = np.array([gs.spending(value, design.alpha / 2.0, design.spending) for value in fractions])
     return gst.joint_t_bounds(counts, spent), spent

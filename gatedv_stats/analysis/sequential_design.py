@@ -104,6 +104,10 @@ class SequentialDesign:
     units_sha256: str  # of the units' ids: the documents (items) stay fixed
     floor: dict | None  # the noise floor's content, path and sha256
     notes: tuple[str, ...] = ()
+    # how a look's z boundary becomes its t critical value: "marginal" (the same tail on the interval's df) or "joint"
+    # (the looks' joint t law on n − 1 df: designs without a floor since it was calibrated; earlier files lack the
+    # field and keep the reading they started with)
+    t_boundaries: str = "marginal"
     looks: tuple[Look, ...] = ()
     path: str | None = None  # the file it was read from or written to
 
@@ -129,6 +133,8 @@ class SequentialDesign:
         data = asdict(self)
         for name in ("looks", "path"):
             data.pop(name)
+        if self.t_boundaries == "marginal":  # as files written before the field existed: their hash unchanged
+            data.pop("t_boundaries")
         data.update(information=list(self.information), fractions=list(self.fractions), notes=list(self.notes))
         return data
 
@@ -148,7 +154,8 @@ class SequentialDesign:
                           notes=tuple(design.get("notes", ())))
             known = {field.name for field in fields(cls)} - {"looks", "path"}
             looks = tuple(Look.from_dict(look) for look in content["looks"])
-            made = cls(**{name: design[name] for name in known}, looks=looks, path=content.get("path"))
+            made = cls(**{name: design[name] for name in known if name != "t_boundaries"},
+                       t_boundaries=design.get("t_boundaries", "marginal"), looks=looks, path=content.get("path"))
         except (KeyError, TypeError, ValueError) as error:
             raise InputError(f"{where}: not a complete sequential design ({type(error).__name__}: {error})") from None
         if not (isinstance(made.max_seeds, int) and 1 <= made.first_look <= made.max_seeds

@@ -15,6 +15,8 @@ import gatedv_stats as gv
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.sequential import create_design, load_design, look
 from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import canonical_sha256
+from gatedv_stats.io.designfiles import write_design_file
 from gatedv_stats.io.floorfiles import read_floor_file
 from gatedv_stats.io.itemfiles import write_item_file
 from gatedv_stats.io.lossfiles import write_loss_file
@@ -184,6 +186,24 @@ def test_without_a_floor_the_looks_read_boundaries_calibrated_to_their_joint_t_l
         assert taken.df == taken.n_pairs - 1.0 and taken.alpha_spent == spent[taken.index - 1]
         assert taken.critical == pytest.approx(expected, rel=1e-9)
         assert taken.interval.high - taken.estimate == pytest.approx(expected * taken.se, rel=1e-9)
+
+
+
+def test_a_design_file_from_before_the_joint_t_reading_keeps_the_marginal_reading_it_started_with(study, tmp_path):
+    folder, _ = study
+    design = tmp_path / "design.json"
+    gv.sequential(seed_files(folder, range(2)), design=design, baseline_arm="baseline", variant_arm="gatedv",
+                  max_seeds=6, sesoi=0.005)
+    content = json.loads(design.read_text())
+    assert content["design"].pop("t_boundaries") == "joint"  # as a file written before the field existed
+    write_design_file(design, content["design"], content["looks"])
+    earlier = load_design(design)
+    assert earlier.t_boundaries == "marginal" and earlier.sha256 == canonical_sha256(content["design"])
+    taken = look(earlier, gv.pair(seed_files(folder, range(3)), baseline_arm="baseline", variant_arm="gatedv"))
+    fractions = [earlier.fractions[n - 2] for n in (2, 3)]
+    efficacy, _ = gs.efficacy_bounds(fractions, 0.025, "obf")  # the recursion's z boundaries, read marginally
+    assert taken.df != taken.n_pairs - 1.0
+    assert taken.critical == pytest.approx(gs.t_critical(float(efficacy[-1]), taken.df), rel=1e-12)
 
 
 # --- gatedv decide ---
