@@ -101,3 +101,19 @@ def test_a_grid_with_several_rates_or_without_its_baseline_is_refused(tmp_path):
                        "--baseline-arm")
     assert_input_error(invoke("sweep", grid, "--until-decided", "--max-seeds", "5"), "--max-seeds", "4 seeds")
     assert_input_error(invoke("sweep", grid, "--sesoi", "0.01"), "--sesoi", "only with --until-decided")
+
+
+@pytest.mark.slow
+def test_a_round_runs_as_local_jobs_waited_for(prepared_data, tmp_path):
+    grid = tmp_path / "loop.toml"
+    grid.write_text(tiny_grid(prepared_data, name="loop", variants={"baseline": {}, "gatedv": {}}, seeds=[1, 2, 3],
+                              **RECIPE))
+    swept = sweep_json(grid, "--until-decided", "--sesoi", "0.01", "--executor", "local", "--gpus-per-run", "0",
+                       "--device", "cpu")
+    state = swept["variants"][0]
+    assert state["stopped"] and state["n_pairs"] >= 2
+    design = json.loads((design_directory(grid) / "gatedv.json").read_text())
+    assert [look["n_pairs"] for look in design["looks"]] == list(range(2, state["n_pairs"] + 1))
+    for variant in ("baseline", "gatedv"):  # every run the looks rest on was a job of its own
+        assert all((grid.parent / "runs" / variant / "lr0.003" / f"seed{seed}" / "job.json").is_file()
+                   for seed in range(1, state["n_pairs"] + 1))

@@ -38,6 +38,7 @@ from trainer.run.recipe import Runtime
 STATES = ("not started", "pending", "running", "interrupted", "failed", "unknown", "finished", "diverged")
 SUBMITTABLE = ("not started", "interrupted", "failed")
 WAITING = ("pending", "running", "unknown")  # a job that may still finish its run
+POLL_SECONDS = {"local": 2.0, "slurm": 30.0}  # between two looks at the jobs of a round (sacct is asked each time)
 # A run longer than --time goes on from its last checkpoint in a requeued job, as often as it takes while it makes
 # progress. submitit counts every requeue signal (USR2) of a job under 50 minutes as a timeout and ends the job after
 # `max_num_timeout` of them, however far each start got: its count is set out of reach, and `RunJob.checkpoint`
@@ -193,9 +194,12 @@ def submit_experiment(experiment: Experiment, options: ClusterOptions, runtime: 
 
 
 def finish_on_cluster(experiment: Experiment, options: ClusterOptions, runtime: Runtime = Runtime(), *,
-                      poll_seconds: float = 30.0, sleep: Callable[[float], None] = time.sleep) -> ExperimentStatus:
+                      poll_seconds: float | None = None,
+                      sleep: Callable[[float], None] = time.sleep) -> ExperimentStatus:
     """Submit the runs of the grid that are not finished and wait until none is pending or running (one round of a
-    sequential sweep); a run that did not finish then is a `RunFailure` naming it and its log."""
+    sequential sweep), asking every `poll_seconds` (default `POLL_SECONDS` of the executor); a run that did not
+    finish then is a `RunFailure` naming it and its log."""
+    poll_seconds = POLL_SECONDS[options.executor] if poll_seconds is None else poll_seconds
     submit_experiment(experiment, options, runtime)
     status = experiment_status(experiment)
     while any(run.state in WAITING for run in status.runs):
