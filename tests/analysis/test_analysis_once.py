@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gatedv_stats.analysis import experiment, perplexity
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.reporting import write_report
@@ -20,6 +22,7 @@ def counting(monkeypatch, module, name: str) -> list:
     return calls
 
 
+@pytest.mark.slow
 def test_a_report_with_one_variant_pairs_and_bootstraps_it_once(tmp_path, monkeypatch):
     for run in synthetic_runs({"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6]}, n_docs=40, rng_seed=3):
         write_loss_file(tmp_path / "runs" / f"{run.arm}_{run.seed}.parquet", run.docs,

@@ -137,6 +137,7 @@ def test_the_commands_write_and_use_a_floor(floor_file, tmp_path):
     assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "sha256" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_floor_from_earlier_paired_studies_and_its_use_in_arms_and_the_report(floor_file, tmp_path):
     config = {"n_layers": 2, "d_model": 64}
     first = write_runs(tmp_path / "s1", {"baseline": [30.0, 30.3, 29.9], "gatedv": [29.5, 29.9, 29.3]}, config=config)

@@ -149,6 +149,7 @@ def test_documents_that_cap_the_information_are_named_before_the_first_look(stud
     assert design.power_at_sesoi < design.power
 
 
+@pytest.mark.slow
 def test_item_scores_are_decided_on_their_metric(tmp_path):
     rng = np.random.default_rng(4)
     p = rng.uniform(0.3, 0.7, 300)

@@ -154,6 +154,7 @@ def test_a_suite_of_tasks_is_not_one_entry(tmp_path):
                                              metric="acc")
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_ledger(study, tmp_path):
     ledger = gv.Ledger(tmp_path / "study.ledger")
     ledger.add(files(study, "good"), against=files(study, "baseline"), note="wider gate")
@@ -168,6 +169,7 @@ def test_the_report_shows_the_ledger(study, tmp_path):
         gv.report(study, ledger.path, fmt="md", ledger=ledger.path)
 
 
+@pytest.mark.slow
 def test_the_ledger_section_renders_in_every_format_with_a_valid_figure(study, tmp_path):
     from gatedv_stats.reporting.plots import validate_spec
     from gatedv_stats.reporting.sections.ledger import ledger_section

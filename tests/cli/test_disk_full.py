@@ -103,6 +103,7 @@ def test_prepare_leaves_the_data_directory_as_it_was(prepared_data, tmp_path, fu
     assert tree(data) == before
 
 
+@pytest.mark.slow
 def test_export_tasks_writes_nothing(prepared_data, tmp_path, full_disk):
     full_disk(after=0)
     full_disk_line(invoke("export-tasks", prepared_data, "--eval-set", "heldout", "--out", tmp_path / "tasks"),

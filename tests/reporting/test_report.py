@@ -48,6 +48,7 @@ def md_row(text: str, *cells: str) -> bool:
     return ("| " + " | ".join(cells) + " |") in text
 
 
+@pytest.mark.slow
 def test_table3_small_in_markdown_and_latex(small):
     assert md_row(small["md"], "gatedv", "59.118 ± 0.530", "57.916 ± 0.782", "−2.03%", "5/5")
     assert "gatedv & 59.118 $\\pm$ 0.530 & 57.916 $\\pm$ 0.782 & $-$2.03\\% & 5/5 &" in small["latex"]
@@ -128,6 +129,7 @@ def test_provenance_lists_every_file_with_its_sha256(small):
     assert "gatedv-stats version (this report)" in small["md"]
 
 
+@pytest.mark.slow
 def test_medium_lr_selection_table3_and_inference_swap(medium):
     md = medium["md"]
     assert md_row(md, "baseline", "26.158", "36.853", "20.938", "**20.558**", "21.558")
@@ -320,6 +322,7 @@ def test_a_custom_variant_shows_its_knobs_in_the_setup(tmp_path):
     assert md_row(setup, "k-silu", r"key\_act=silu, qk\_norm=True") and md_row(setup, "baseline", "—")
 
 
+@pytest.mark.slow
 def test_a_rewritten_report_removes_the_figures_it_no_longer_shows(tmp_path):
     for eval_set in ("dev", "heldout"):
         write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set=eval_set, lr=0.004)
@@ -354,6 +357,7 @@ def test_a_comparison_left_out_is_warned_about_and_the_verdicts_say_why(tmp_path
     assert "No verdict: every comparison with the reference arm 'baseline' was left out" in verdicts
 
 
+@pytest.mark.slow
 def test_sets_whose_names_differ_only_in_punctuation_get_figures_and_ids_of_their_own(tmp_path):
     """"a b" and "a-b" make the same key: each table and figure still gets its own id and file."""
     write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="a b", lr=0.004)
@@ -399,6 +403,7 @@ def test_an_arm_without_the_references_learning_rate_is_named_with_why(tmp_path)
     assert "No verdict: every comparison with the reference arm 'baseline' was left out" in verdicts
 
 
+@pytest.mark.slow
 def test_without_format_the_report_takes_the_format_its_name_says(tmp_path):
     write_runs(tmp_path / "exp", {"baseline": [20.0, 20.5], "gatedv": [19.6, 20.0]}, eval_set="dev", lr=0.004)
     for name, start in (("r.md", "# Paired comparison report"), ("r.tex", "% Paired comparison report"),

@@ -48,6 +48,7 @@ def html_report(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_html_is_one_offline_file_with_the_bundle_once(html_report):
     html = html_report.read_text(encoding="utf-8")
     assert html.count("window.vegaEmbed=") == 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from experiments import write_runs
 from gatedv_stats.analysis.experiment import analyze_experiment
 from gatedv_stats.io.discovery import discover_inputs
@@ -43,6 +45,7 @@ def test_without_item_scores_there_is_no_such_section(tmp_path):
     assert "tasks" not in [section.key for section in build_report(analysis).sections]
 
 
+@pytest.mark.slow
 def test_metric_chooses_the_tasks_metric_and_a_metric_not_every_file_has_is_one_line(tmp_path):
     from gatedv_stats.analysis.experiment import AnalysisSettings
     from gatedv_stats.io.itemfiles import read_item_file, write_item_file

@@ -209,6 +209,7 @@ def test_arms_are_listed_in_natural_order():
     assert [pair.variant_arm for pair in pair_with_reference(runs, "baseline")] == ["v1", "v2", "v10"]
 
 
+@pytest.mark.slow
 def test_workers_that_cannot_start_leave_the_analysis_to_this_process(monkeypatch):
     inputs = experiment_inputs(200, 4, {"baseline": [30.0, 30.4], "v1": [29.5, 29.7], "v2": [30.1, 30.6]})
     settings = AnalysisSettings(n_resamples=100)
