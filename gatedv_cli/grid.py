@@ -19,10 +19,16 @@ if TYPE_CHECKING:  # the trainer (torch, submitit) is imported by the commands t
 from gatedv_cli.options import (
     BF16,
     CHECKPOINT_ACTIVATIONS,
+    DESIGN_ALPHA,
+    DESIGN_POWER,
+    DESIGN_SESOI,
     DEVICE,
     GRAD_ACCUM,
     JSON,
+    MAX_SEEDS,
+    NOISE_FLOOR,
     SIZE_KNOBS,
+    SPENDING,
     TF32,
     emit,
     runtime,
@@ -53,19 +59,12 @@ def sweep_command(
     until_decided: bool = typer.Option(False, "--until-decided", help="Train seed pairs in rounds, one look per "
                                        "variant after each (group-sequential, design files in GRID-design/), and "
                                        "stop each variant once decided."),
-    max_seeds: int = typer.Option(None, "--max-seeds", metavar="K", show_default=False, help="With --until-decided: "
-                                  "the budget of seed pairs (default: the grid's seeds)."),
-    sesoi: float = typer.Option(None, "--sesoi", show_default=False, help="With --until-decided: the smallest effect "
-                                "of interest (a relative ΔP, 0.01 = 1%): futility and 'equivalent'."),
-    noise_floor: str = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_default=False, help="With "
-                                    "--until-decided: the setup's noise floor; the first look is then at one seed "
-                                    "pair, and looks may stop for no useful gain."),
-    alpha: float = typer.Option(None, "--alpha", show_default=False, help="With --until-decided: the two-sided level "
-                                "of each variant's design (default 0.05)."),
-    power: float = typer.Option(None, "--power", show_default=False, help="With --until-decided: the target power at "
-                                "--sesoi (default 0.8)."),
-    spending: str = typer.Option(None, "--spending", show_default=False, help="With --until-decided: obf (the "
-                                 "default) or pocock."),
+    max_seeds: int = MAX_SEEDS,
+    sesoi: float = DESIGN_SESOI,
+    noise_floor: str = NOISE_FLOOR,
+    alpha: float = DESIGN_ALPHA,
+    power: float = DESIGN_POWER,
+    spending: str = SPENDING,
     eval_set: str = typer.Option(None, "--eval-set", show_default=False, help="With --until-decided: the set the "
                                  "looks compare on (default: heldout)."),
     baseline_arm: str = typer.Option("baseline", "--baseline-arm", help="With --until-decided: the variant every "

@@ -110,6 +110,18 @@ CONFIDENCE_LEVEL = typer.Option(0.95, "--level", "--confidence-level",
 SEED = typer.Option(0, "--seed", help="Seed of every resampling RNG (an integer from 0 to 2**63 - 1).")
 
 
+# --- a sequential design over seed pairs (decide, sweep --until-decided): fixed at the first look ---
+
+MAX_SEEDS = typer.Option(None, "--max-seeds", metavar="K", show_default=False, help="The budget of seed pairs, the "
+                         "last look (a new design needs it; sweep --until-decided: the grid's seeds by default).")
+DESIGN_SESOI = typer.Option(None, "--sesoi", show_default=False, help="Smallest effect of interest (a relative ΔP, "
+                            "0.01 = 1%; with --metric a difference in the metric's units): the futility boundary and "
+                            "'equivalent'.")
+DESIGN_ALPHA = typer.Option(None, "--alpha", show_default=False, help="Two-sided level of the design (default 0.05), "
+                            "α/2 spent in each direction.")
+DESIGN_POWER = typer.Option(None, "--power", show_default=False, help="Target power at --sesoi (default 0.8).")
+SPENDING = typer.Option(None, "--spending", show_default=False, help="α-spending function: obf (O'Brien–Fleming "
+                        "type, the default) or pocock.")
 NOISE_FLOOR = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_default=False, help="The setup's noise "
                            "floor (gatedv noise-floor): its seed variance gives one seed pair a verdict and is pooled "
                            "with the study's own from two on; a floor of another setup is refused (--allow-mismatch "

@@ -10,12 +10,17 @@ from gatedv_cli.options import (
     ALLOW_UNPAIRED,
     BASELINE_ARM,
     BASELINE_FILES,
+    DESIGN_ALPHA,
+    DESIGN_POWER,
+    DESIGN_SESOI,
     EVAL_SET,
     JSON,
+    MAX_SEEDS,
     METRIC,
     NOISE_FLOOR,
     PAIR_TABLES,
     SKIP_UNREADABLE,
+    SPENDING,
     UNIT,
     VARIANT_ARM,
     VARIANT_FILES,
@@ -35,17 +40,12 @@ def decide_command(
     variant_arm: str = VARIANT_ARM,
     design: str = typer.Option(..., "--design", metavar="DESIGN.json", show_default=False, help="The design file: "
                                "written on the first look (with --max-seeds), then each look is recorded in it."),
-    max_seeds: int = typer.Option(None, "--max-seeds", metavar="K", show_default=False, help="The budget of seed "
-                                  "pairs, the last look (a new design needs it)."),
-    sesoi: float = typer.Option(None, "--sesoi", show_default=False, help="Smallest effect of interest (a relative "
-                                "ΔP, 0.01 = 1%; with --metric a difference in the metric's units): the futility "
-                                "boundary and 'equivalent'."),
+    max_seeds: int = MAX_SEEDS,
+    sesoi: float = DESIGN_SESOI,
     noise_floor: str = NOISE_FLOOR,
-    alpha: float = typer.Option(None, "--alpha", show_default=False, help="Two-sided level of the design (default "
-                                "0.05), α/2 spent in each direction."),
-    power: float = typer.Option(None, "--power", show_default=False, help="Target power at --sesoi (default 0.8)."),
-    spending: str = typer.Option(None, "--spending", show_default=False, help="α-spending function: obf "
-                                 "(O'Brien–Fleming type, the default) or pocock."),
+    alpha: float = DESIGN_ALPHA,
+    power: float = DESIGN_POWER,
+    spending: str = SPENDING,
     metric: str = METRIC,
     eval_set: str = EVAL_SET,
     unit: str = UNIT,
