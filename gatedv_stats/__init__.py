@@ -15,31 +15,20 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# public name -> the module that defines it, imported on first use
-_EXPORTS = {
-    "load": "gatedv_stats.api", "pair": "gatedv_stats.api", "compare": "gatedv_stats.api",
-    "analyze": "gatedv_stats.api", "arms": "gatedv_stats.api", "plan": "gatedv_stats.api",
-    "report": "gatedv_stats.api", "noise_floor": "gatedv_stats.api", "Ledger": "gatedv_stats.ledger",
-    "sequential": "gatedv_stats.decide",
-    "AnalysisSettings": "gatedv_stats.analysis.experiment",
-    "Paired": "gatedv_stats.pairing.paired", "PairedLosses": "gatedv_stats.pairing.paired",
-    "InputError": "gatedv_stats.core.errors", "ParameterError": "gatedv_stats.core.errors",
-    "Runs": "gatedv_stats.results", "ComparisonResult": "gatedv_stats.results",
-    "AnalysisResult": "gatedv_stats.results", "ArmsResult": "gatedv_stats.results",
-    "PlanResult": "gatedv_stats.results", "TaskComparisonResult": "gatedv_stats.results",
-    "TaskSuiteResult": "gatedv_stats.results", "TaskPlanResult": "gatedv_stats.results",
-    "NoiseFloorResult": "gatedv_stats.results", "FloorPlanResult": "gatedv_stats.results",
-    "SequentialResult": "gatedv_stats.results",
-    "LedgerResult": "gatedv_stats.results", "LedgerEntryResult": "gatedv_stats.results",
+# the module that defines each public name, imported on first use
+_MODULES = {
+    "gatedv_stats.api": ("analyze", "arms", "compare", "load", "noise_floor", "pair", "plan", "report"),
+    "gatedv_stats.decide": ("sequential",),
+    "gatedv_stats.ledger": ("Ledger",),
+    "gatedv_stats.analysis.experiment": ("AnalysisSettings",),
+    "gatedv_stats.pairing.paired": ("Paired", "PairedLosses"),
+    "gatedv_stats.core.errors": ("InputError", "ParameterError"),
+    "gatedv_stats.results": ("AnalysisResult", "ArmsResult", "ComparisonResult", "FloorPlanResult",
+                             "LedgerEntryResult", "LedgerResult", "NoiseFloorResult", "PlanResult", "Runs",
+                             "SequentialResult", "TaskComparisonResult", "TaskPlanResult", "TaskSuiteResult"),
 }
-
-__all__ = [
-    "AnalysisResult", "AnalysisSettings", "ArmsResult", "ComparisonResult", "FloorPlanResult", "InputError",
-    "Ledger", "LedgerEntryResult", "LedgerResult", "NoiseFloorResult", "Paired", "PairedLosses",
-    "ParameterError", "PlanResult", "Runs", "SequentialResult", "TaskComparisonResult", "TaskPlanResult",
-    "TaskSuiteResult", "__version__", "analyze", "arms", "compare", "load", "noise_floor", "pair", "plan", "report",
-    "sequential",
-]
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:

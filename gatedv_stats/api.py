@@ -241,14 +241,12 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
     settings = _settings(metric, n_permutations=n_permutations, rng_seed=rng_seed, eval_set=eval_set, unit=unit,
                          reference=reference, confidence_level=1.0 - alpha, sesoi=sesoi, cluster=cluster,
                          allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
+    check_kind([data], metric)
     if metric is not None:
-        check_kind([data], metric)
         runs = read_item_inputs(path_list(data), skipped=skipped)  # type: ignore[arg-type]
-        chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
     else:
-        check_kind([data], None)
         runs = select_runs(runs_of(runs_or_paths(data), skipped), eval_set=eval_set)  # type: ignore[assignment]
-        chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
+    chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
     if chosen is None:
         raise ParameterError("reference", "name the arm every other arm is compared with (no arm is named "
                              "'baseline')")
@@ -355,16 +353,14 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, studies: bool = Fa
     (1, 'no detectable difference', True)
     """
     refuse_loss_options(metric, eval_set=eval_set, unit=unit)
+    check_kind([inputs], metric)
     if studies:  # each input one study of two arms; the baseline is the arm named "baseline"
-        check_kind([inputs], metric)
         floor = floor_from_studies([pilot_of(path, metric, eval_set, allow_unpaired, allow_mismatch, unit, skipped)
                                     for path in path_list(inputs)])  # type: ignore[arg-type]
     elif metric is not None:
-        check_kind([inputs], metric)
         floor = floor_from_runs(read_item_inputs(path_list(inputs), skipped=skipped),  # type: ignore[arg-type]
                                 metric=metric)
     else:
-        check_kind([inputs], None)
         runs = runs_of(runs_or_paths(inputs), skipped)
         floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, unit=unit or "auto")
     if out is not None:

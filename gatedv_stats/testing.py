@@ -36,7 +36,7 @@ from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.verdict import verdict
 
 _CHUNK_ELEMENTS = 1 << 21  # simulated values per chunk (16 MiB of float64)
-TARGETS_PER_DOC = 256  # of every document of `synthetic_runs`
+TARGETS_PER_DOC = 256  # of every document of `simulate` and `synthetic_runs`
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,13 @@ def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng
     fits = []
     for start in range(0, n_studies, chunk):
         y = simulate_differences(model, n_seeds, n, rng, n_studies=min(chunk, n_studies - start), clusters=clusters)
-        if clusters is None:
-            fits.append(crossed_moments(y, n / n.sum(), pooling_level))
-        else:
-            fits.append(clustered_moments(y, n, clusters, pooling_level))
+        fits.append(crossed_moments(y, n / n.sum(), pooling_level) if clusters is None
+                    else clustered_moments(y, n, clusters, pooling_level))
+    return _joined(fits)
+
+
+def _joined(fits: list[CrossedMoments]) -> CrossedMoments:
+    """One fit of the studies of all `fits`, in order."""
     return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
                              for name in CrossedMoments.__dataclass_fields__})
 
@@ -134,10 +137,9 @@ class SimulatedStudy:
     eval_set_log_ratio: float  # δ + token-weighted mean of h_i: the mean r_s over new seeds on these documents
 
 
-def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.Generator, *,
-             targets_per_doc: int = 256) -> SimulatedStudy:
-    """Draw one paired study (S seed pairs × N documents) from `model`."""
-    n = np.full(n_docs, targets_per_doc, dtype=np.int64)
+def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.Generator) -> SimulatedStudy:
+    """Draw one paired study (S seed pairs × N documents of `TARGETS_PER_DOC` targets) from `model`."""
+    n = np.full(n_docs, TARGETS_PER_DOC, dtype=np.int64)
     difficulty = rng.normal(0.0, model.difficulty_sd, n_docs)
     doc_effect = rng.normal(0.0, model.doc_sd, n_docs)
     shared = rng.normal(0.0, model.shared_seed_sd, (n_seeds, 1))
@@ -285,7 +287,6 @@ class ItemScoreModel:
         return float(variant.mean() - baseline.mean())
 
 
-
 def simulate_item_scores(model: ItemScoreModel, n_seeds: int, n_items: int, rng: np.random.Generator, *,
                          n_studies: int = 1, subtasks: np.ndarray | None = None,
                          seed_effects: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -323,8 +324,7 @@ def simulated_item_fits(model: ItemScoreModel, n_seeds: int, n_items: int, rng: 
         y = variant - baseline
         fits.append(crossed_moments(y, np.full(n_items, 1.0 / n_items)) if subtasks is None
                     else clustered_moments(y, np.ones(n_items), subtasks))
-    return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
-                             for name in CrossedMoments.__dataclass_fields__})
+    return _joined(fits)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ adjustment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -147,8 +147,9 @@ class TaskSuite:
                  f"Holm-adjusted p across them; intervals generalise over training seeds and items)"]
         header = ("arm", "task", "seeds", "items", f"{self.reference} {what}", f"variant {what}", "difference",
                   f"{fmt.format_level(1 - self.alpha)} interval", "verdict", "p", "Holm")
-        rows = [self._row(result, p, holm, proportion) for result, p, holm
-                in zip(self.results, self.p_values, self.p_holm)]
+        rows = [(result.variant_arm, result.task, *result.cells(proportion), "n/a" if p is None else f"{p:.3g}",
+                 "n/a" if holm is None else f"{holm:.3g}")
+                for result, p, holm in zip(self.results, self.p_values, self.p_holm)]
         lines += ["", *fmt.text_table(header, rows, "llrrrrrllrr")]
         for macro in self.macro:
             lines.append(f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
@@ -158,11 +159,6 @@ class TaskSuite:
                          f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
                          f"p = {macro.p_value:.3g}")
         return "\n".join(lines + [f"note: {note}" for note in self.notes])
-
-    @staticmethod
-    def _row(result: TaskComparison, p: float | None, holm: float | None, proportion: bool) -> tuple[str, ...]:
-        return (result.variant_arm, result.task, *result.cells(proportion), "n/a" if p is None else f"{p:.3g}",
-                "n/a" if holm is None else f"{holm:.3g}")
 
 
 def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, sesoi: float | None = None,
@@ -224,20 +220,25 @@ def _arms(pairs: Sequence[Paired], fits: list[SeedDocumentResult | None], *, alp
                           notes=tuple(dict.fromkeys(notes + warnings)), warnings=tuple(warnings))
 
 
+def adjust_if_all(p_values: Sequence[float | None]) -> dict[str, list[float]] | None:
+    """The Holm and BH adjusted p-values (`stats.multiple.adjust_p_values`), or None when a comparison lacks the
+    test."""
+    present = [value for value in p_values if value is not None]
+    return adjust_p_values(present) if len(present) == len(p_values) else None
+
+
 def _adjust_family(rows: list[dict]) -> list[str]:
     """Fill the Holm and BH adjusted p-values of the rows of one evaluation set (in place); notes."""
     notes = []
     for family in FAMILIES:
-        values = [row[f"{family}_p_value"] for row in rows]
-        if any(value is None for value in values):
+        adjusted = adjust_if_all([row[f"{family}_p_value"] for row in rows])
+        if adjusted is None:
             missing = [row["arm"] for row in rows if row[f"{family}_p_value"] is None]
             notes.append(f"no {FAMILIES[family]} for {', '.join(missing)} (fewer than 2 seed pairs, or no spread); "
                          "its family is not adjusted")
-            adjusted: Mapping[str, Sequence[float | None]] = {key: [None] * len(rows) for key in ("holm", "bh")}
-        else:
-            adjusted = adjust_p_values(values)
         for k, row in enumerate(rows):
-            row[f"{family}_p_holm"], row[f"{family}_p_bh"] = adjusted["holm"][k], adjusted["bh"][k]
+            row[f"{family}_p_holm"] = None if adjusted is None else adjusted["holm"][k]
+            row[f"{family}_p_bh"] = None if adjusted is None else adjusted["bh"][k]
     return notes
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from gatedv_stats.analysis.arms import TaskSuite, compare_arms, holm_verdicts
+from gatedv_stats.analysis.arms import TaskSuite, adjust_if_all, compare_arms, holm_verdicts
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
@@ -285,23 +285,15 @@ def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisS
 
 
 def _adjust(pairs: list[PairResult], sesoi: float | None) -> AdjustedPValues:
-    seed_document = [None if pair.analysis.comparison.seed_document is None else
-                     pair.analysis.comparison.seed_document.p_value for pair in pairs]
-    t_values = [None if pair.analysis.seed_level is None else pair.analysis.seed_level.t_interval.p_value
-                for pair in pairs]
-    comparisons = [pair.analysis.comparison for pair in pairs]
-    decided = holm_verdicts([pair.paired for pair in pairs], [comparison.seed_document for comparison in comparisons],
-                            sesoi)
-    verdicts = ["no detectable difference" if verdict is None else verdict.verdict for verdict in decided]
-    return AdjustedPValues(seed_document=_adjust_if_all(seed_document), t=_adjust_if_all(t_values),
-                           permutation=adjust_p_values([pair.analysis.permutation.p_value for pair in pairs]),
-                           verdicts=tuple(verdicts))
-
-
-def _adjust_if_all(p_values: list[float | None]) -> dict[str, list[float]] | None:
-    """The adjusted p-values, or None when a pair lacks the test."""
-    present = [value for value in p_values if value is not None]
-    return adjust_p_values(present) if len(present) == len(p_values) else None
+    analyses = [pair.analysis for pair in pairs]
+    fits = [analysis.comparison.seed_document for analysis in analyses]
+    decided = holm_verdicts([pair.paired for pair in pairs], fits, sesoi)
+    return AdjustedPValues(
+        seed_document=adjust_if_all([None if fit is None else fit.p_value for fit in fits]),
+        t=adjust_if_all([None if analysis.seed_level is None else analysis.seed_level.t_interval.p_value
+                         for analysis in analyses]),
+        permutation=adjust_p_values([analysis.permutation.p_value for analysis in analyses]),
+        verdicts=tuple("no detectable difference" if verdict is None else verdict.verdict for verdict in decided))
 
 
 def _swap_tables(runs: tuple[LossRun, ...], reference: str | None) -> tuple[SwapTable, ...]:

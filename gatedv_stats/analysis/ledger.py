@@ -31,6 +31,9 @@ from gatedv_stats.stats.online_fdr import DEFAULT_PROCEDURE, OnlineProcedure, on
 from gatedv_stats.stats.scale import Scale
 from gatedv_stats.stats.verdict import one_sided_p_value
 
+HISTORY_COLUMNS = ("step", "time", "candidate", "against", "task", "estimate", "low", "high", "delta_p", "p_value",
+                   "level", "decision", "wealth", "best_step", "best", "note")  # of `LedgerHistory.rows`, in order
+
 
 @dataclass(frozen=True)
 class LedgerEntry:
@@ -133,19 +136,14 @@ class LedgerHistory:
         """One plain row per entry with the running best beside it."""
         out = []
         for entry, best in zip(self.entries, self.running_best()):
-            row = entry.row
-            out.append({"step": row["step"], "time": row["time"], "candidate": row["candidate"],
-                        "against": row["reference"], "task": row["task"], "estimate": row["estimate"],
-                        "low": row["low"], "high": row["high"], "delta_p": row["delta_p"], "p_value": row["p_value"],
-                        "level": row["level"], "decision": row["decision"], "wealth": row["wealth"],
-                        "best_step": None if best is None else best.row["step"],
-                        "best": None if best is None else best.row["candidate"], "note": row["note"]})
+            row = {**entry.row, "against": entry.row["reference"],
+                   "best_step": None if best is None else best.row["step"],
+                   "best": None if best is None else best.row["candidate"]}
+            out.append({name: row[name] for name in HISTORY_COLUMNS})
         return out
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows(), columns=["step", "time", "candidate", "against", "task", "estimate", "low",
-                                                  "high", "delta_p", "p_value", "level", "decision", "wealth",
-                                                  "best_step", "best", "note"])
+        return pd.DataFrame(self.rows(), columns=list(HISTORY_COLUMNS))
 
     def to_dict(self) -> dict:
         return {"path": self.path, "procedure": self.procedure.to_dict(), "error_rate": self.procedure.error_rate,

@@ -57,11 +57,8 @@ class NoiseFloor:
 
     def to_dict(self) -> dict:
         """The floor file's content (less its format and hash)."""
-        return {"seed_variance": self.seed.variance, "df": self.seed.df, "source": self.estimate.source,
-                "n_sources": self.estimate.n_sources, "values": list(self.estimate.values),
-                "homogeneity_p": self.estimate.homogeneity_p, "metric": self.metric, "unit": self.unit,
-                "setup": self.setup, "arm": self.arm, "seeds": list(self.seeds), "inputs": list(self.inputs),
-                "summary": self.summary()}
+        return {**self.estimate.to_dict(), "metric": self.metric, "unit": self.unit, "setup": self.setup,
+                "arm": self.arm, "seeds": list(self.seeds), "inputs": list(self.inputs), "summary": self.summary()}
 
     @classmethod
     def from_dict(cls, content: dict) -> NoiseFloor:
@@ -92,7 +89,10 @@ def floor_from_runs(runs: Sequence[LossRun] | Sequence[ItemRun], *, metric: str 
     if metric is None:
         loss_runs = [run for run in runs if isinstance(run, LossRun)]
         unit = comparison_unit(loss_runs, unit)
-        means, setup = [_mean_loss(run, unit) for run in loss_runs], _setup(loss_runs, LOSS_SETUP, setup_value)
+        # each run's mean loss per target (or per byte) on its evaluation set
+        means = [float(run.docs["loss_sum"].sum() / run.docs["n_bytes" if unit == "byte" else "n_targets"].sum())
+                 for run in loss_runs]
+        setup = _setup(loss_runs, LOSS_SETUP, setup_value)
         inputs: tuple[dict, ...] = tuple({"source": run.source, "sha256": run.sha256} for run in loss_runs)
         scored = "loss"
     else:
@@ -123,10 +123,15 @@ def floor_from_studies(pairs: Sequence[Paired]) -> NoiseFloor:
                 for pair in pairs]
     setup = {key: value for key, value in pairs[0].setup.items()
              if all(pair.setup.get(key) == value for pair in pairs)}
-    inputs = tuple({"source": source, "sha256": sha} for pair in pairs for side in ("baseline", "variant")
-                   for source, sha in zip(pair.sources[side],
-                                          pair.sources.get(f"{side}_sha256") or [None] * len(pair.sources[side])))
+    inputs = tuple(record for pair in pairs for record in paired_inputs(pair))
     return NoiseFloor(pooled_floor(per_seed), pairs[0].metric, pairs[0].unit, setup, None, (), inputs)
+
+
+def paired_inputs(paired: Paired) -> tuple[dict, ...]:
+    """{"source", "sha256"} of every file a pair was read from (sha256 None where not recorded)."""
+    return tuple({"source": source, "sha256": sha} for side in ("baseline", "variant")
+                 for source, sha in zip(paired.sources[side],
+                                        paired.sources.get(f"{side}_sha256") or [None] * len(paired.sources[side])))
 
 
 def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str] = ()) -> tuple[str, ...]:
@@ -145,12 +150,6 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
                                  f"{name} uses it anyway)", ("allow_mismatch",))
         notes.append(f"noise floor used although {text}")
     return tuple(notes)
-
-
-def _mean_loss(run: LossRun, unit: str) -> float:
-    """A run's mean loss per target (or per byte) on its evaluation set."""
-    denominator = run.docs["n_bytes"] if unit == "byte" else run.docs["n_targets"]
-    return float(run.docs["loss_sum"].sum() / denominator.sum())
 
 
 def _setup(runs: Sequence, fields: Sequence[str], value_of) -> dict:

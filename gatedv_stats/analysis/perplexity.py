@@ -104,7 +104,7 @@ class Comparison:
         """The `gatedv bootstrap --json` object; `delta_p` and `win_rate` are fractions. `nll_diff_ci` is the
         paper's models-fixed interval; the headline is `verdict` with `nll_diff_seed_document_ci`."""
         low, high = self.nll_diff_ci
-        seed_document = self.seed_document
+        seed_document, bits = self.seed_document, 1.0 / math.log(2.0)
         return {
             "baseline": self.baseline.to_dict(),
             "variant": self.variant.to_dict(),
@@ -117,9 +117,7 @@ class Comparison:
             "ci_method": self.bootstrap.method,
             "bootstrap_samples": self.bootstrap.n_resamples,
             "bootstrap_seed": self.bootstrap.rng_seed,
-            "wins": self.win.wins,
-            "n_docs": self.win.n_docs,
-            "win_rate": self.win.win_rate,
+            **self.win.to_dict(),  # wins, n_docs, win_rate
             "verdict": self.verdict_text,
             "verdict_explanation": self.verdict_explanation,
             "verdict_detail": None if self.verdict is None else self.verdict.to_dict(),
@@ -140,28 +138,31 @@ class Comparison:
             "n_clusters": None if seed_document is None else seed_document.n_clusters,
             "win_rate_ci": list(self.win.confidence_interval(self.bootstrap.confidence_level)),
             "unit": self.unit,
-            **(self._bits_per_byte_dict() if self.unit == "byte" else {}),
-            "notes": list(self.notes),
-        }
-
-    def _bits_per_byte_dict(self) -> dict:
-        """Per byte, D is in nats per byte; the same differences and intervals in bits per byte."""
-        bits = 1.0 / math.log(2.0)
-        seed_document = self.seed_document
-        return {"bits_per_byte_diff": self.nll_diff_mean * bits,
+            # per byte, D is in nats per byte: the same differences and intervals in bits per byte
+            **({"bits_per_byte_diff": self.nll_diff_mean * bits,
                 "bits_per_byte_diff_ci": None if seed_document is None else
                 [end * bits for end in seed_document.confidence_interval],
                 "bits_per_byte_diff_ci_models_fixed": [end * bits for end in self.nll_diff_ci]}
+               if self.unit == "byte" else {}),
+            "notes": list(self.notes),
+        }
 
     def summary(self) -> str:
         """The verdict, then a readable table: per-seed PPL of both arms, P̄ ± SD, ΔP, improved pairs, D with both
         intervals, wins."""
-        base, var = self.baseline, self.variant
+        base, var, fit = self.baseline, self.variant, self.seed_document
         width = max(18, len(base.arm), len(var.arm)) + 2
         level = fmt.format_level(self.bootstrap.confidence_level)
         units = fmt.format_count(self.win.n_docs) + " documents"
-        if self.seed_document is not None and self.seed_document.n_clusters is not None:
-            units += f" in {fmt.format_count(self.seed_document.n_clusters)} {self.cluster} clusters"
+        if fit is not None and fit.n_clusters is not None:
+            units += f" in {fmt.format_count(fit.n_clusters)} {self.cluster} clusters"
+        delta_p_interval = "" if fit is None else (
+            f"   {level} interval {fmt.format_delta_p_interval(fit.delta_p_interval)} ({SEEDS_AND_DOCUMENTS}; "
+            "through the log ratio, approximate)")
+        seed_document_lines = [] if fit is None else [
+            f"{f'{level} interval':<18} {fmt.format_interval(*fit.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
+            f"SE {fit.se:.3g}, t with {fit.df:.1f} df)",
+            f"{'':<19}variance components (nats² per {self.unit}): {', '.join(fit.components())}"]
         lines = [f"{var.arm} vs {base.arm}: {self.n_pairs} paired seeds, {units}", *self._unit_lines(), "",
                  f"verdict: {self.verdict_text}" + ("" if self.unit == "token" else f" (per {self.unit})"),
                  f"  {self.verdict_explanation}", "",
@@ -172,10 +173,10 @@ class Comparison:
             f"{'mean ± SD':<12}{fmt.format_ppl(base.ppl_mean, base.ppl_sd):>{width}}"
             f"{fmt.format_ppl(var.ppl_mean, var.ppl_sd):>{width}}",
             "",
-            f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + self._delta_p_interval(level),
+            f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + delta_p_interval,
             f"improved pairs     {fmt.format_pairs(self.improved_pairs, self.n_pairs)}",
             f"mean NLL diff D    {fmt.format_nll_diff(self.nll_diff_mean)}",
-            *self._seed_document_lines(level),
+            *seed_document_lines,
             f"{f'{level} interval':<18} {fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
             f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, "
             f"seed {self.bootstrap.rng_seed}"
@@ -207,21 +208,6 @@ class Comparison:
                 f"bits per byte: {self.baseline.nll.mean() / math.log(2.0):.4f} vs "
                 f"{self.variant.nll.mean() / math.log(2.0):.4f}, difference "
                 f"{self.nll_diff_mean / math.log(2.0):+.5f} bits per byte"]
-
-    def _delta_p_interval(self, level: str) -> str:
-        if self.seed_document is None:
-            return ""
-        return (f"   {level} interval {fmt.format_delta_p_interval(self.seed_document.delta_p_interval)} "
-                f"({SEEDS_AND_DOCUMENTS}; through the log ratio, approximate)")
-
-    def _seed_document_lines(self, level: str) -> list[str]:
-        result = self.seed_document
-        if result is None:
-            return []
-        components = ", ".join(result.components())
-        return [f"{f'{level} interval':<18} {fmt.format_interval(*result.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
-                f"SE {result.se:.3g}, t with {result.df:.1f} df)",
-                f"{'':<19}variance components (nats² per {self.unit}): {components}"]
 
 
 def _mean_se(summary: ArmSummary) -> float | None:

@@ -88,9 +88,7 @@ class TaskPlan:
     items_required: dict[int, int | None]  # seed pairs → items needed (None: not reachable by items alone)
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["items_required"] = {str(seeds): items for seeds, items in self.items_required.items()}
-        return data
+        return {**asdict(self), "items_required": {str(seeds): items for seeds, items in self.items_required.items()}}
 
     def summary(self) -> str:
         def count(value: int | None, what: str) -> str:
@@ -166,9 +164,7 @@ class FloorPlan:
     documents_factor: int | None  # then: how many times the documents make it reachable with SEED_GRID[-1] seeds
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["power_by_seeds"] = {str(seeds): value for seeds, value in self.power_by_seeds.items()}
-        return data
+        return {**asdict(self), "power_by_seeds": {str(seeds): value for seeds, value in self.power_by_seeds.items()}}
 
     def summary(self) -> str:
         lines = [f"noise floor: τ² {self.floor.variance:.4g} ({self.floor.df:g} df); target effect {self.effect:g} "

@@ -26,8 +26,8 @@ import numpy as np
 from scipy import special
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
-from gatedv_stats.analysis.noise_floor import NoiseFloor
-from gatedv_stats.analysis.sequential_design import Look, SequentialDesign, sesoi_size
+from gatedv_stats.analysis.noise_floor import NoiseFloor, paired_inputs
+from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import canonical_sha256
@@ -38,8 +38,6 @@ from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import sequential as gs
 from gatedv_stats.stats import sequential_t as gst
 from gatedv_stats.stats.seed_document import SeedDocumentResult
-
-SPENDING_NAMES = {"obf": "O'Brien–Fleming type", "pocock": "Pocock type"}
 
 
 def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alpha, power: float = DEFAULTS.power,
@@ -77,7 +75,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
         higher_is_better=paired.higher_is_better, log_ratio=paired.scale.log_ratio, proportion=paired.proportion,
         baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
         n_units=paired.n_docs, units_sha256=_units_sha256(paired),
-        floor=None if floor is None else _floor_record(floor),
+        floor=None if floor is None else {**floor.to_dict(), "path": floor.path, "sha256": floor.sha256},
         t_boundaries="marginal" if floor is not None else "joint")
 
 
@@ -119,7 +117,9 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
                 futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
                 beta_spent=None if beta_spent is None else float(beta_spent[-1]), interval=decided.interval,
                 decision=decided.decision, direction=decided.direction,
-                seed_variance_from=_seed_source(fit), line="", inputs=_inputs(paired),
+                seed_variance_from="study" if fit.floor_use is None else
+                {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study"),
+                line="", inputs=paired_inputs(paired),
                 notes=paired.notes + _look_notes(design, fit), design_sha256=design.sha256)
     return _with_line(made, design)
 
@@ -137,7 +137,9 @@ def check_unchanged(design: SequentialDesign, *, max_seeds: int | None = None, a
                                                             and math.isclose(value, recorded, rel_tol=1e-12))):
             raise ParameterError(name, f"{where} fixes {name} {recorded} ({_looks_taken(design)}); a design cannot "
                                  f"change once it has started: start a new design file for {name} {value}")
-    if floor is not None and not _same_floor(design.floor, floor):
+    recorded = design.floor
+    if floor is not None and not (recorded is not None and recorded["seed_variance"] == floor.seed.variance
+                                  and recorded["df"] == floor.seed.df and recorded.get("sha256") == floor.sha256):
         raise ParameterError("noise_floor", f"{where} was designed "
                              f"{'without a noise floor' if design.floor is None else 'with another noise floor'} "
                              f"({_looks_taken(design)}); a design cannot change once it has started")
@@ -165,30 +167,23 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
     seed pairs as the last look: nothing is written)."""
     check_design_path(path)
     with output_lock(path):  # two looks at once (two shells, or two sweeps) take turns: the second finds the first's
-        return _record_look(path, paired, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi,
-                            spending=spending, floor=floor, allow_mismatch=allow_mismatch)
-
-
-def _record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
-                 power: float | None, sesoi: float | None, spending: str | None, floor: NoiseFloor | None,
-                 allow_mismatch: Sequence[str]) -> tuple[SequentialDesign, Look, bool, bool]:
-    new = not os.path.exists(path)
-    if new:
-        if max_seeds is None:
-            raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the budget of "
-                                 "seed pairs, {max_seeds}", leading=False)
-        design = create_design(paired, max_seeds=max_seeds, alpha=DEFAULTS.alpha if alpha is None else alpha,
-                               power=DEFAULTS.power if power is None else power, sesoi=sesoi,
-                               spending=spending or "obf", floor=floor, allow_mismatch=allow_mismatch)
-    else:
-        design = load_design(path)
-        check_unchanged(design, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending,
-                        floor=floor)
-    taken = look(design, paired, allow_mismatch=allow_mismatch)
-    repeated = bool(design.looks) and taken is design.looks[-1]
-    if not repeated:
-        design = save_design(path, design.with_look(taken))
-    return design, taken, new, repeated
+        new = not os.path.exists(path)
+        if new:
+            if max_seeds is None:
+                raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the "
+                                     "budget of seed pairs, {max_seeds}", leading=False)
+            design = create_design(paired, max_seeds=max_seeds, alpha=DEFAULTS.alpha if alpha is None else alpha,
+                                   power=DEFAULTS.power if power is None else power, sesoi=sesoi,
+                                   spending=spending or "obf", floor=floor, allow_mismatch=allow_mismatch)
+        else:
+            design = load_design(path)
+            check_unchanged(design, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending,
+                            floor=floor)
+        taken = look(design, paired, allow_mismatch=allow_mismatch)
+        repeated = bool(design.looks) and taken is design.looks[-1]
+        if not repeated:
+            design = save_design(path, design.with_look(taken))
+        return design, taken, new, repeated
 
 
 # --- the parts ---
@@ -229,12 +224,6 @@ def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float
     return max(part - seed_variance, 0.0), part
 
 
-def _seed_source(fit: SeedDocumentResult) -> str:
-    if fit.floor_use is None:
-        return "study"
-    return {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study")
-
-
 def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int, alpha: float,
                spending: str) -> tuple[float, ...]:
     """The fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
@@ -267,7 +256,8 @@ def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha:
     if sesoi is None:
         return {**none, "notes": ("no smallest effect of interest: no futility boundary, no equivalence and no "
                                   "power; the looks decide better or worse only",)}
-    size = sesoi_size(paired.scale, sesoi)
+    # the SESOI as a size on D's scale: the nearer equivalence bound (log(1 + X) for a relative ΔP X, else X)
+    size = min(abs(bound) for bound in paired.scale.equivalence_bounds(sesoi))
     efficacy, _ = gs.efficacy_bounds(fractions, alpha / 2.0, spending)
     drift = size * math.sqrt(information[-1])
     beta = gs.futility_beta(fractions, efficacy, drift, 1.0 - power, spending) if floored else 0.0
@@ -312,13 +302,10 @@ def _budget_notes(target: float, last: float, seed_variance: float, document_ter
 
 def _check_same_study(design: SequentialDesign, paired: Paired) -> None:
     where = design.path or "the design"
-    ours = {"metric": paired.metric, "unit": paired.unit, "baseline arm": paired.baseline_arm,
-            "variant arm": paired.variant_arm, "task": paired.task}
-    theirs = {"metric": design.metric, "unit": design.unit, "baseline arm": design.baseline_arm,
-              "variant arm": design.variant_arm, "task": design.task}
-    for name, value in ours.items():
-        if value != theirs[name]:
-            raise InputError(f"{where} is a design of {name} {theirs[name]}, the files give {value}")
+    for name in ("metric", "unit", "baseline arm", "variant arm", "task"):
+        ours, theirs = getattr(paired, name.replace(" ", "_")), getattr(design, name.replace(" ", "_"))
+        if ours != theirs:
+            raise InputError(f"{where} is a design of {name} {theirs}, the files give {ours}")
     if _units_sha256(paired) != design.units_sha256:
         raise InputError(f"{where}: the {paired.noun}s differ from the design's first look ({design.n_units:,} then, "
                          f"{paired.n_docs:,} now): the {paired.noun}s stay fixed over the looks")
@@ -348,9 +335,10 @@ def _with_line(made: Look, design: SequentialDesign) -> Look:
     scale = design.scale
     interval = f"the repeated {100 * (1 - design.alpha):g}% interval {scale.format_interval(made.interval)}"
     where = f"look {made.index}, {made.n_pairs} seed pair{'s' if made.n_pairs > 1 else ''}"
+    crossed = f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}"
     reasons = {
-        "better": f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}",
-        "worse": f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}",
+        "better": crossed,
+        "worse": crossed,
         "equivalent": f"{interval} lies within {scale.format_sesoi(design.sesoi or 0.0)}",
         "no useful gain": (f"futility, non-binding: T {made.statistic:.3g} ≤ {made.futility_critical or 0.0:.3g}; "
                            "going on keeps the error rates"),
@@ -375,23 +363,8 @@ def _look_notes(design: SequentialDesign, fit: SeedDocumentResult) -> tuple[str,
     return tuple(notes)
 
 
-def _inputs(paired: Paired) -> tuple[dict, ...]:
-    return tuple({"source": source, "sha256": sha} for side in ("baseline", "variant")
-                 for source, sha in zip(paired.sources.get(side, []),
-                                        paired.sources.get(f"{side}_sha256") or [None] * len(paired.sources[side])))
-
-
 def _units_sha256(paired: Paired) -> str:
     return canonical_sha256([str(unit) for unit in paired.doc_ids] + [int(n) for n in paired.n_units])
-
-
-def _same_floor(recorded: dict | None, floor: NoiseFloor) -> bool:
-    return recorded is not None and recorded["seed_variance"] == floor.seed.variance and recorded["df"] == \
-        floor.seed.df and recorded.get("sha256") == floor.sha256
-
-
-def _floor_record(floor: NoiseFloor) -> dict:
-    return {**floor.to_dict(), "path": floor.path, "sha256": floor.sha256}
 
 
 def _looks_taken(design: SequentialDesign) -> str:

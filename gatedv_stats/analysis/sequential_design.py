@@ -120,11 +120,6 @@ class SequentialDesign:
         """The design's hash: of the design part alone, fixed before the first look."""
         return canonical_sha256(self.design_dict())
 
-    @property
-    def sesoi_size(self) -> float:
-        """The smallest effect of interest on D's scale (0 without one)."""
-        return 0.0 if self.sesoi is None else sesoi_size(self.scale, self.sesoi)
-
     def planned_information(self, n_pairs: int) -> float:
         return self.information[n_pairs - self.first_look]
 
@@ -172,11 +167,13 @@ class SequentialDesign:
         sesoi = "none (no futility boundary, no equivalence)" if self.sesoi is None else (
             self.scale.format_sesoi(self.sesoi))
         name = {"obf": "O'Brien–Fleming type", "pocock": "Pocock type"}[self.spending]
+        high = ("" if self.document_term_high is None else
+                f" (one seed pair: at most {self.document_term_high:.4g}, with the interaction)")
         lines = [f"sequential design {self.sha256[:12]}: up to {self.max_seeds} seed pairs (first look at "
                  f"{self.first_look}), α = {self.alpha:g} two-sided ({self.alpha / 2:g} per direction), {name} "
                  f"spending, smallest effect of interest {sesoi}",
                  f"  seed variance τ² {self.seed_variance:.4g} ({self.seed_variance_df:g} df, "
-                 f"{self.seed_variance_source}), document term c {self.document_term:.4g}{self._range()}: information "
+                 f"{self.seed_variance_source}), document term c {self.document_term:.4g}{high}: information "
                  f"{self.information[0]:.4g} at {self.first_look} → {self.information[-1]:.4g} at {self.max_seeds} "
                  f"seed pairs (cap 1/c {_cap(self.document_term)})"]
         if self.power_at_sesoi is not None:
@@ -186,18 +183,6 @@ class SequentialDesign:
                          f"β {self.futility_beta:.3g}")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
-
-
-    def _range(self) -> str:
-        if self.document_term_high is None:
-            return ""
-        return f" (one seed pair: at most {self.document_term_high:.4g}, with the interaction)"
-
-
-def sesoi_size(scale: Scale, sesoi: float) -> float:
-    """The smallest effect of interest as a size on D's scale: the nearer equivalence bound (log(1 + X) for a
-    relative ΔP X, X itself for a metric's difference)."""
-    return min(abs(bound) for bound in scale.equivalence_bounds(sesoi))
 
 
 def _cap(document_term: float) -> str:

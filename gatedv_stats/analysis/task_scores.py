@@ -122,9 +122,8 @@ def task_comparison(paired: Paired, fit: SeedDocumentResult | None, decided: Ver
         notes.append("seed-and-document interval: the score differences do not vary over seeds or items, so there is "
                      "no spread to form an interval from")
     per_seed = y.mean(axis=1)
-    permutation = None
-    if 2 <= paired.n_pairs <= MAX_EXACT_SEEDS and np.any(per_seed):
-        permutation = seed_permutation_test(per_seed, alpha=1.0 - confidence_level)
+    permutation = (seed_permutation_test(per_seed, alpha=1.0 - confidence_level)
+                   if 2 <= paired.n_pairs <= MAX_EXACT_SEEDS and np.any(per_seed) else None)
     binary = is_binary(paired.baseline) and is_binary(paired.variant)
     assert paired.task is not None  # item scores are of one task
     return TaskComparison(

@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.core.files import file_sha256, files_sha256, weight_files
+from gatedv_stats.core.files import canonical_sha256, file_sha256, files_sha256, weight_files
 from gatedv_stats.core.outputs import check_output_dir, check_output_file, cleaned_on_failure
 from gatedv_stats.core.validation import check_seed
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, read_item_file, write_item_file
 from gatedv_stats.io.lmeval.items import ITEM_TYPES, ItemScores, read_item_scores
 from gatedv_stats.io.lmeval.perplexity import EvalSetLike, read_lm_eval_samples
-from gatedv_stats.io.lmeval.results import HarnessResults, canonical_sha256, results_beside, samples_hash
+from gatedv_stats.io.lmeval.results import HarnessResults, results_beside, samples_hash
 from gatedv_stats.io.lmeval.samples import (
     KIND_NAMES,
     ROLLING,
@@ -152,10 +152,8 @@ class LmEvalImport:
     def to_dict(self) -> dict:
         if self.loss_file:
             written, sums = self._sums()
-            return {"out": written.path, "arm": self.arm, "seed": self.seed, "tasks": sums.tasks,
-                    "n_docs": sums.n_docs, "n_targets": sums.n_targets, "target_unit": sums.target_unit,
-                    "n_bytes": sums.n_bytes, "loss_sum": sums.loss_sum, "warnings": list(self.warnings),
-                    "bits_per_byte": sums.bits_per_byte}
+            return {"out": written.path, "arm": self.arm, "seed": self.seed, **asdict(sums),
+                    "warnings": list(self.warnings), "bits_per_byte": sums.bits_per_byte}
         return {"arm": self.arm, "seed": self.seed, "files": [f.to_dict() for f in self.files],
                 "checked_against_results": self.checked, "warnings": list(self.warnings)}
 
@@ -185,7 +183,9 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
     `gatedv evaluate --tasks`). `model_dir`: the evaluated model's directory, whose weight files' SHA-256 every file
     records as `model_sha256` (default: the local directory the results file names as the model, if there is one;
     none: not recorded)."""
-    check_run(arm, seed)
+    if not arm or not arm.strip():
+        raise ParameterError("arm", "must name the arm (a non-empty name)")
+    check_seed(seed, "seed")
     model = None if model_dir is None else _model_directory(model_dir)
     if not inputs:
         raise InputError("no lm-evaluation-harness sample log given")
@@ -198,13 +198,6 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
         for written in imported.files:
             _add_provenance(Path(written.path), written.kind, provenance)
     return imported
-
-
-def check_run(arm: str, seed: int) -> None:
-    """The arm and seed an import names."""
-    if not arm or not arm.strip():
-        raise ParameterError("arm", "must name the arm (a non-empty name)")
-    check_seed(seed, "seed")
 
 
 def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: int, id_field: str | None,
@@ -224,7 +217,7 @@ def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: 
         listed = ", ".join(f"{log.path.name}: {KIND_NAMES[log.output_type]}" for log in logs)
         raise InputError(f"{len(logs)} logs ({listed}): an item-score file holds one task; import each log to its "
                          "own file, or the results directory (a group's subtasks become one file)")
-    _check_no_eval_set(eval_set, logs)
+    _check_no_eval_set(eval_set, logs[0])
     written, warnings = _write_task(logs[0], Path(out), arm, seed, model)
     return LmEvalImport(arm, seed, (written,), logs[0].results is not None, warnings)
 
@@ -247,28 +240,20 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
                for group, tasks in results.groups().items()}
     in_groups = {task for tasks in grouped.values() for task in tasks}
     model = _model_meta(model_dir, [results])
-    files: list[ImportedFile] = []
-    warnings: list[str] = []
+    written: list[tuple[ImportedFile, tuple[str, ...]]] = []  # each file with its warnings
     out = Path(out)
     with cleaned_on_failure(out):
         for task, log in logs.items():
             if log.output_type == ROLLING:
-                written, notes = _write_loss_file([log.path], out / f"{task}.parquet", task, arm, seed, log.id_field,
-                                                  eval_set, model)
+                written.append(_write_loss_file([log.path], out / f"{task}.parquet", task, arm, seed, log.id_field,
+                                                eval_set, model))
             elif task not in in_groups:
-                _check_no_eval_set(eval_set, [log])
-                written, notes = _write_task(log, out / f"{task}.parquet", arm, seed, model)
-            else:
-                continue
-            files.append(written)
-            warnings += notes
-        for group, tasks in grouped.items():
-            if tasks:
-                written, notes = _write_group(group, [logs[task] for task in tasks], results, out, arm, seed,
-                                              model)
-                files.append(written)
-                warnings += notes
-    return LmEvalImport(arm, seed, tuple(files), True, tuple(warnings))
+                _check_no_eval_set(eval_set, log)
+                written.append(_write_task(log, out / f"{task}.parquet", arm, seed, model))
+        written += [_write_group(group, [logs[task] for task in tasks], results, out, arm, seed, model)
+                    for group, tasks in grouped.items() if tasks]
+    return LmEvalImport(arm, seed, tuple(file for file, _ in written), True,
+                        tuple(note for _, notes in written for note in notes))
 
 
 def _results_file(source: Path) -> Path:
@@ -313,9 +298,9 @@ def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]
     return {"model_sha256": files_sha256(weight_files(model_dir))}
 
 
-def _check_no_eval_set(eval_set: EvalSetLike | None, logs: list[TaskLog]) -> None:
+def _check_no_eval_set(eval_set: EvalSetLike | None, log: TaskLog) -> None:
     if eval_set is not None:
-        raise InputError(f"--eval-set: {logs[0].path} is a {KIND_NAMES[logs[0].output_type]} task; an evaluation "
+        raise InputError(f"--eval-set: {log.path} is a {KIND_NAMES[log.output_type]} task; an evaluation "
                          "set names the documents of a rolling-loglikelihood (perplexity) log")
 
 
@@ -351,7 +336,8 @@ def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict) -> tu
             "metrics": list(scores.metrics), "higher_is_better": _directions(scores.metrics, log.results, log.task),
             "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)}]}
     write_item_file(out, scores.items, meta)
-    return (ImportedFile(str(out), "items", log.task, log.output_type, len(scores.items), _means(scores)), warnings)
+    return (ImportedFile(str(out), "items", log.task, log.output_type, len(scores.items),
+                         {metric: float(scores.items[metric].mean()) for metric in scores.metrics}), warnings)
 
 
 def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: Path, arm: str, seed: int,
@@ -390,10 +376,6 @@ def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: 
     return imported, tuple(warnings)
 
 
-def _means(scores: ItemScores) -> dict[str, float]:
-    return {metric: float(scores.items[metric].mean()) for metric in scores.metrics}
-
-
 def _add_provenance(path: Path, kind: str, provenance: dict) -> None:
     """Rewrite an imported file with `provenance` in its metadata (the rows unchanged)."""
     if kind == "loss":
@@ -404,4 +386,4 @@ def _add_provenance(path: Path, kind: str, provenance: dict) -> None:
     write_item_file(path, run.items, {**run.meta, **provenance})
 
 
-__all__ = ["ImportedFile", "LmEvalImport", "LossSums", "TaskLog", "check_run", "import_lm_eval"]
+__all__ = ["ImportedFile", "LmEvalImport", "LossSums", "TaskLog", "import_lm_eval"]

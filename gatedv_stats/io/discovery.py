@@ -38,43 +38,34 @@ class ExperimentInputs:
     item_runs: tuple[ItemRun, ...] = ()  # downstream-task item scores (gatedv_stats.io.itemfiles)
 
 
-@dataclass
-class _Found:
-    loss: list[Path]
-    curve: list[Path]
-    run: list[Path]
-    bench: list[Path]
-    items: list[Path]
+# The files recognised by name, under a directory or given, by the kind the provenance record calls them.
+_NAMED = {"curve file": lambda path: path.name == CURVE_FILE_NAME, "run file": lambda path: path.name == RUN_FILE_NAME,
+          "bench results": lambda path: path.match(BENCH_GLOB)}
 
 
-def _sort_inputs(inputs: list[Path]) -> _Found:
-    found = _Found([], [], [], [], [])
+def _sort_inputs(inputs: list[Path]) -> dict[str, list[Path]]:
+    """The inputs by kind ("loss file": files and directories, for the loss-file reader; the others each file
+    once)."""
+    found: dict[str, list[Path]] = {kind: [] for kind in ("loss file", *_NAMED, "item-score file")}
     for given in map(Path, inputs):
         if given.is_dir():
-            found.loss.append(given)
+            found["loss file"].append(given)
             under = paths_under(given)
-            found.items += [path for path in under if found_item_file(path)]
-            found.curve += [path for path in under if path.name == CURVE_FILE_NAME]
-            found.run += [path for path in under if path.name == RUN_FILE_NAME]
-            found.bench += [path for path in under if path.match(BENCH_GLOB)]
+            found["item-score file"] += [path for path in under if found_item_file(path)]
+            for kind, named in _NAMED.items():
+                found[kind] += [path for path in under if named(path)]
         elif not given.exists():
             raise InputError(f"{given}: no such file or directory")
-        elif given.name == CURVE_FILE_NAME:
-            found.curve.append(given)
-        elif given.name == RUN_FILE_NAME:
-            found.run.append(given)
-        elif given.match(BENCH_GLOB):
-            found.bench.append(given)
+        elif by_name := next((kind for kind, named in _NAMED.items() if named(given)), None):
+            found[by_name].append(given)
         elif is_item_file(given):
-            found.items.append(given)
+            found["item-score file"].append(given)
         elif given.suffix in LOSS_FILE_SUFFIXES:
-            found.loss.append(given)
+            found["loss file"].append(given)
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
-    found.curve, found.run, found.bench, found.items = (_once(paths) for paths in (found.curve, found.run, found.bench,
-                                                                                   found.items))
-    return found
+    return {kind: paths if kind == "loss file" else _once(paths) for kind, paths in found.items()}
 
 
 def found_item_file(path: Path) -> bool:
@@ -101,23 +92,22 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
     is given it is appended there instead, and listed in the result's `skipped`."""
     found = _sort_inputs(inputs)
     # A file named twice (itself and through its directory) counts once.
-    read = read_loss_inputs(found.loss, skipped=skipped) if found.loss else []
+    read = read_loss_inputs(found["loss file"], skipped=skipped) if found["loss file"] else []
     runs = list({run.source: run for run in read}.values())
     if not runs:
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
              for run in runs}
-    for paths, kind in ((found.curve, "curve file"), (found.run, "run file"), (found.bench, "bench results"),
-                        (found.items, "item-score file")):
-        for path in paths:
-            files[str(path)] = InputFile(str(path), kind, file_sha256(path))
-    curves = read_curve_inputs(found.curve) if found.curve else pd.DataFrame(columns=list(CURVE_COLUMNS))
+    files.update({str(path): InputFile(str(path), kind, file_sha256(path))
+                  for kind, paths in found.items() if kind != "loss file" for path in paths})
+    curves = (read_curve_inputs(found["curve file"]) if found["curve file"]
+              else pd.DataFrame(columns=list(CURVE_COLUMNS)))
     return ExperimentInputs(
         runs=tuple(runs),
         curves=curves,
-        run_infos=tuple(read_run_file(path) for path in found.run),
-        bench=tuple(read_bench_result(path) for path in found.bench),
+        run_infos=tuple(read_run_file(path) for path in found["run file"]),
+        bench=tuple(read_bench_result(path) for path in found["bench results"]),
         files=tuple(files.values()),
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
-        item_runs=tuple(read_item_inputs(found.items)) if found.items else (),
+        item_runs=tuple(read_item_inputs(found["item-score file"])) if found["item-score file"] else (),
     )

@@ -78,7 +78,8 @@ class LedgerWriter:
         names = [name for name, _ in COLUMNS]
         _execute(self._connection, self.where,
                  f"INSERT INTO entries ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                 tuple(_stored(name, entry[name]) for name in names))
+                 tuple(json.dumps(entry[name], sort_keys=True) if KINDS[name] == "json" and entry[name] is not None
+                       else entry[name] for name in names))
         _execute(self._connection, self.where, "UPDATE settings SET value = ? WHERE key = 'head'",
                  (json.dumps({"entries": entry["step"], "hash": entry["hash"]}),))
         self.entries.append(entry)
@@ -147,50 +148,36 @@ def _connection(where: str) -> Iterator[sqlite3.Connection]:
         connection.close()
 
 
-def _execute(connection: sqlite3.Connection, where: str, sql: str, parameters: tuple = ()) -> sqlite3.Cursor:
-    """A statement; a file that is not an SQLite database, or a lock held past the timeout, is one `InputError`, a
-    full file system one `NoSpaceError`."""
+def _execute(connection: sqlite3.Connection, where: str, sql: str, parameters: tuple = ()) -> list[tuple]:
+    """A statement and its rows, read inside the same refusal (a damaged page is met while reading them): a file
+    that is not an SQLite database, or a lock held past the timeout, is one `InputError`, a full file system (SQLite's
+    SQLITE_FULL: the file system, or a quota, had no room for the pages a write needs) one `NoSpaceError`."""
     try:
-        return connection.execute(sql, parameters)
+        return connection.execute(sql, parameters).fetchall()
     except sqlite3.DatabaseError as error:
-        raise _refused(where, error) from None
-
-
-def _rows(connection: sqlite3.Connection, where: str, sql: str) -> list[tuple]:
-    """A query's rows, read inside the same refusal as `_execute` (a damaged page is met while reading them)."""
-    try:
-        return connection.execute(sql).fetchall()
-    except sqlite3.DatabaseError as error:
-        raise _refused(where, error) from None
-
-
-def _refused(where: str, error: sqlite3.DatabaseError) -> Exception:
-    if _is_full(error):
-        reason = os.strerror(errno.ENOSPC)
-        return NoSpaceError(f"{where}: could not be written: {reason} (SQLite: {error}); the entry was not added "
-                            "and the ledger's earlier entries are kept as they were: free space on its file "
-                            "system, then run the same command again", where, reason)
-    if "locked" in str(error) or "busy" in str(error):
-        return InputError(f"{where}: another writer held the ledger for {BUSY_TIMEOUT:g} s; try again")
-    return InputError(f"{where}: not a gatedv ledger ({error})")
-
-
-def _is_full(error: sqlite3.DatabaseError) -> bool:
-    """SQLite's SQLITE_FULL: the file system (or a quota) had no room for the pages a write needs."""
-    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+; before, only the message tells
-    return code == _SQLITE_FULL if code is not None else "database or disk is full" in str(error)
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+; before, only the message tells
+        full = code == _SQLITE_FULL if code is not None else "database or disk is full" in str(error)
+        if full:
+            reason = os.strerror(errno.ENOSPC)
+            raise NoSpaceError(f"{where}: could not be written: {reason} (SQLite: {error}); the entry was not added "
+                               "and the ledger's earlier entries are kept as they were: free space on its file "
+                               "system, then run the same command again", where, reason) from None
+        if "locked" in str(error) or "busy" in str(error):
+            raise InputError(f"{where}: another writer held the ledger for {BUSY_TIMEOUT:g} s; try again") from None
+        raise InputError(f"{where}: not a gatedv ledger ({error})") from None
 
 
 def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
     """The settings table's values (None when the database has no ledger yet); another database is refused."""
-    tables = {name for (name,) in _rows(connection, where, "SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {name for (name,) in _execute(connection, where, "SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables:
         return None
     if not {"settings", "entries"} <= tables:
         raise InputError(f"{where}: not a gatedv ledger (an SQLite database with other tables: "
                          f"{', '.join(sorted(tables))})")
     try:
-        values = {key: json.loads(value) for key, value in _rows(connection, where, "SELECT key, value FROM settings")}
+        values = {key: json.loads(value)
+                  for key, value in _execute(connection, where, "SELECT key, value FROM settings")}
     except (TypeError, json.JSONDecodeError):  # a byte of the stored text changed
         raise InputError(f"{where}: the ledger's settings do not read as written (damaged){ALTERED}") from None
     if not isinstance(values.get("ledger"), dict) or values["ledger"].get("format") != LEDGER_FORMAT:
@@ -204,8 +191,8 @@ def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> d
     """Create the tables of a new ledger with these settings."""
     ledger = {**settings, "format": LEDGER_FORMAT,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'step' else _SQL_TYPES[kind]}"
-                        for name, kind in COLUMNS)
+    types = {name: "TEXT" if kind == "json" else kind.upper() for name, kind in COLUMNS}  # JSON stored as text
+    columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'step' else kind}" for name, kind in types.items())
     _execute(connection, where, "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     _execute(connection, where, f"CREATE TABLE entries ({columns})")
     values = {"ledger": ledger, "genesis": canonical_sha256(ledger), "head": {"entries": 0, "hash": None}}
@@ -215,18 +202,16 @@ def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> d
     return values
 
 
-_SQL_TYPES = {"integer": "INTEGER", "real": "REAL", "text": "TEXT", "json": "TEXT"}
-
-
 def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
     """Every entry in step order, each checked against its hash and the one before it; the first that is not
     what was written is refused by its step."""
     names = [name for name, _ in COLUMNS]
-    rows = _rows(connection, where, f"SELECT {', '.join(names)} FROM entries ORDER BY step")
+    rows = _execute(connection, where, f"SELECT {', '.join(names)} FROM entries ORDER BY step")
     entries, previous = [], stored["genesis"]
     for step, values in enumerate(rows, start=1):
         try:
-            entry = _normalised({name: _loaded(name, value) for name, value in zip(names, values)})
+            entry = _normalised({name: json.loads(value) if KINDS[name] == "json" and isinstance(value, str) else value
+                                 for name, value in zip(names, values)})
         except (TypeError, json.JSONDecodeError):  # a byte of an entry's stored JSON changed
             raise InputError(f"{where}: entry {step} does not read as written (damaged){ALTERED}") from None
         if entry["step"] != step:
@@ -266,11 +251,3 @@ def _normalised(entry: dict) -> dict:
         else:
             out[name] = str(value)
     return out
-
-
-def _stored(name: str, value: object) -> object:
-    return json.dumps(value, sort_keys=True) if KINDS[name] == "json" and value is not None else value
-
-
-def _loaded(name: str, value: object) -> object:
-    return json.loads(value) if KINDS[name] == "json" and isinstance(value, str) else value

@@ -26,7 +26,7 @@ from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import file_sha256, paths_under, read_json_object, read_model_config, read_seed
 from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.io.sealing import seal_problem, sealed
-from gatedv_stats.io.table_metadata import group_metadata, merge_meta
+from gatedv_stats.io.table_metadata import from_column, group_metadata, merge_meta
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
 OPTIONAL_COLUMNS = ("domain", "n_bytes")
@@ -294,15 +294,11 @@ def reading(path: Path) -> Iterator[None]:
         raise UnreadableFileError(path, f"empty file; {REWRITE}") from None
     except Exception as error:  # noqa: BLE001 - any reader failure is bad input, reported in one line
         reason = " ".join(str(error).split())[:200] or type(error).__name__
-        if _undecodable(path, error):
+        # A failure on the file's bytes (truncated, emptied, damaged), not on reaching them (permission denied, a
+        # directory): the system's errors carry an errno, the decoders' none.
+        if path.is_file() and getattr(error, "errno", None) is None:
             reason = f"{reason.rstrip('.')}; {REWRITE}"
         raise UnreadableFileError(path, f"cannot read: {reason}") from None
-
-
-def _undecodable(path: Path, error: Exception) -> bool:
-    """Whether a read failed on the file's bytes (truncated, emptied, damaged), not on reaching them (permission
-    denied, a directory): the system's errors carry an errno, the decoders' none."""
-    return path.is_file() and getattr(error, "errno", None) is None
 
 
 def read_table(path: Path) -> tuple[pd.DataFrame, dict]:
@@ -317,7 +313,9 @@ def read_table(path: Path) -> tuple[pd.DataFrame, dict]:
             with pq.ParquetFile(path) as file:
                 table = file.read()
                 problem = seal_problem(table, file.metadata.metadata)
-            names, meta = table.schema.names, _decode_parquet_metadata(table.schema.metadata or {})
+            names, meta = table.schema.names, {  # other writers may store plain strings
+                key.decode("utf-8", errors="replace"): from_column(value.decode("utf-8", errors="replace"))
+                for key, value in (table.schema.metadata or {}).items() if key != _PANDAS_METADATA_KEY}
             frame = table.to_pandas() if len(set(names)) == len(names) and problem is None else None
         else:
             names = list(pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
@@ -331,19 +329,6 @@ def read_table(path: Path) -> tuple[pd.DataFrame, dict]:
         sidecar = path.with_name(path.name + ".json")
         meta = read_json_object(sidecar) if sidecar.exists() else {}
     return frame, meta
-
-
-def _decode_parquet_metadata(raw: dict) -> dict:
-    meta = {}
-    for key, value in raw.items():
-        if key == _PANDAS_METADATA_KEY:
-            continue
-        text = value.decode("utf-8", errors="replace")
-        try:
-            meta[key.decode("utf-8", errors="replace")] = json.loads(text)
-        except json.JSONDecodeError:  # other writers may store plain strings
-            meta[key.decode("utf-8", errors="replace")] = text
-    return meta
 
 
 def _read_runs(path: Path, arm: str | None = None, seed: int | None = None, long_table: bool = False) -> list[LossRun]:

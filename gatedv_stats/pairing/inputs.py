@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.files import paths_under
+from gatedv_stats.io.discovery import found_item_file
 from gatedv_stats.io.itemfiles import read_item_inputs
 from gatedv_stats.io.lossfiles import LossRun, SkippedFile, runs_from_frame
-from gatedv_stats.pairing.items import check_input_kind, load_item_pairs, pair_tasks
+from gatedv_stats.pairing.items import load_item_pairs, pair_tasks
 from gatedv_stats.pairing.losses import load_paired, pilot_pair, runs_of
-from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.pairing.paired import Paired, pilot_arm
 
 PathLike: TypeAlias = str | os.PathLike[str]
 # What holds runs: paths, runs already read (a list, or the `Runs` gv.load returns), or a long table in memory.
@@ -70,20 +73,28 @@ def pairs_of(data: object, baseline: object, variant: object, baseline_arm: str 
                         skipped=skipped)]
 
 
-def pilot_arm(baseline_arm: str | None, arms: set[str]) -> str:
-    """A pilot's baseline: the named arm, else the one named "baseline"."""
-    chosen = baseline_arm or ("baseline" if "baseline" in arms else None)
-    if chosen is None:
-        raise ParameterError("baseline_arm", f"name the pilot's baseline arm with {{baseline_arm}} (arms found: "
-                             f"{', '.join(sorted(arms))})", leading=False)
-    return chosen
-
-
 def check_kind(sides: Sequence[object], metric: str | None) -> None:
-    """Loss files without a metric, item-score files with one (paths only; runs and tables are what they are)."""
-    paths = [path for side in sides if isinstance(side, (str, os.PathLike, list, tuple))
-             for path in path_list(side)]
-    check_input_kind(paths, metric)
+    """Refuse loss files given with a metric and item-score files given without one, in one line naming the
+    parameter (paths only; runs and tables are what they are)."""
+    for given in [path for side in sides if isinstance(side, (str, os.PathLike, list, tuple))
+                  for path in path_list(side)]:
+        if not isinstance(given, (str, Path)):
+            continue  # runs or tables already read
+        path = Path(given)
+        if path.is_dir():
+            if metric is None and any(found_item_file(found) for found in paths_under(path)):
+                raise ParameterError("metric", f"{given}: holds item-score files; compare downstream-task scores "
+                                     "with {metric} NAME (e.g. {metric} acc)", leading=False)
+            continue
+        if not path.is_file():
+            continue
+        item_file = found_item_file(path)  # an unreadable file is the reader's to report (or skip)
+        if metric is not None and not item_file:
+            raise ParameterError("metric", f"{given}: not an item-score file; {{metric}} compares downstream-task "
+                                 "item scores (drop {metric} to compare loss files)", leading=False)
+        if metric is None and item_file:
+            raise ParameterError("metric", f"{given}: an item-score file; compare downstream-task scores with "
+                                 "{metric} NAME (e.g. {metric} acc)", leading=False)
 
 
 def path_list(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:

@@ -10,14 +10,11 @@ loss files', with items as its units (weighted equally) and the metric's scale.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.core.files import paths_under
-from gatedv_stats.io.discovery import found_item_file
 from gatedv_stats.io.itemfiles import HASH_COLUMNS, ItemRun, read_item_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.pairing.paired import (
@@ -48,9 +45,8 @@ def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, 
     task = runs[0].task
     prefix = f"task {task}: "
     by_seed = [_arm_runs(runs, arm, prefix) for arm in (baseline_arm, variant_arm)]
-    seeds, unpaired = paired_seeds(by_seed[0], by_seed[1], baseline_arm, variant_arm, allow_unpaired=allow_unpaired,
-                                   prefix=prefix)
-    ordered = [by_seed[0][seed] for seed in seeds] + [by_seed[1][seed] for seed in seeds]
+    seeds, unpaired, ordered = paired_seeds(by_seed[0], by_seed[1], baseline_arm, variant_arm,
+                                            allow_unpaired=allow_unpaired, prefix=prefix)
     higher = _direction(ordered, metric)
     mismatches = provenance_notes(ordered, RUN_FIELDS, allow_mismatch, item_setup_value)
     doc_ids, rows = unit_rows([run.items["doc_id"] for run in ordered], [run.path for run in ordered], "item")
@@ -94,28 +90,6 @@ def pair_tasks(runs: Sequence[ItemRun], *, reference: str, metric: str, variant_
     if not pairs:
         raise InputError(f"no task holds {reference!r} together with {', '.join(others)}")
     return pairs
-
-
-def check_input_kind(paths: Sequence[object], metric: str | None) -> None:
-    """Refuse loss files given with a metric and item-score files given without one, in one line naming the
-    parameter."""
-    for path in paths:
-        if not isinstance(path, (str, Path)):
-            continue  # runs or tables already read
-        if Path(path).is_dir():
-            if metric is None and any(found_item_file(found) for found in paths_under(Path(path))):
-                raise ParameterError("metric", f"{path}: holds item-score files; compare downstream-task scores with "
-                                     "{metric} NAME (e.g. {metric} acc)", leading=False)
-            continue
-        if not Path(path).is_file():
-            continue
-        item_file = found_item_file(Path(path))  # an unreadable file is the reader's to report (or skip)
-        if metric is not None and not item_file:
-            raise ParameterError("metric", f"{path}: not an item-score file; {{metric}} compares downstream-task item "
-                                 "scores (drop {metric} to compare loss files)", leading=False)
-        if metric is None and item_file:
-            raise ParameterError("metric", f"{path}: an item-score file; compare downstream-task scores with "
-                                 "{metric} NAME (e.g. {metric} acc)", leading=False)
 
 
 def _task_runs(runs: Sequence[ItemRun], task: str | None) -> list[ItemRun]:

@@ -15,13 +15,13 @@ from gatedv_stats.pairing.paired import (
     check_distinct_arms,
     check_mismatch_fields,
     paired_seeds,
+    pilot_arm,
     provenance_notes,
     runs_by_seed,
     shared_setup,
     unit_rows,
 )
 from gatedv_stats.pairing.selection import eval_set_sort_key, natural_key, select_runs
-from gatedv_stats.stats.metrics import paired_arrays as paired_arrays  # re-exported: the checked arrays of a pair
 
 _SHOWN = 5
 
@@ -42,9 +42,8 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
     hint = " (select one evaluation set)"
     baseline_by_seed = runs_by_seed(baseline_runs, baseline_arm, hint=hint)
     variant_by_seed = runs_by_seed(variant_runs, variant_arm, hint=hint)
-    seeds, unpaired = paired_seeds(baseline_by_seed, variant_by_seed, baseline_arm, variant_arm,
-                                   allow_unpaired=allow_unpaired)
-    runs = [baseline_by_seed[seed] for seed in seeds] + [variant_by_seed[seed] for seed in seeds]
+    seeds, unpaired, runs = paired_seeds(baseline_by_seed, variant_by_seed, baseline_arm, variant_arm,
+                                         allow_unpaired=allow_unpaired)
     doc_ids, losses, n_units, doc_columns = _aligned(runs, unit)
     half = len(seeds)
     return Paired(
@@ -261,10 +260,7 @@ def pilot_pair(runs: list[LossRun], *, baseline_arm: str | None = None, variant_
     "baseline", the variant to the other."""
     runs = select_runs(runs, eval_set=eval_set, what=f"{what} files")
     arms = sorted({run.arm for run in runs})
-    baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
-    if baseline_arm is None:
-        raise ParameterError("baseline_arm", f"name the {what}'s baseline arm with {{baseline_arm}} (arms found: "
-                             f"{', '.join(arms)})", leading=False)
+    baseline_arm = pilot_arm(baseline_arm, set(arms), what)
     if baseline_arm not in arms:
         raise ParameterError("baseline_arm", f"no {what} runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
     check_distinct_arms(baseline_arm, variant_arm)

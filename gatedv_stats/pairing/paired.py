@@ -128,10 +128,10 @@ def runs_by_seed(runs: Sequence[R], arm: str, *, prefix: str = "", hint: str = "
     return by_seed
 
 
-def paired_seeds(baseline: Mapping[int, Run], variant: Mapping[int, Run], baseline_arm: str, variant_arm: str, *,
-                 allow_unpaired: bool, prefix: str = "") -> tuple[list[int], tuple[int, ...]]:
-    """The seeds both arms have and those only one has; seeds of one arm only are an error unless
-    `allow_unpaired`."""
+def paired_seeds(baseline: Mapping[int, R], variant: Mapping[int, R], baseline_arm: str, variant_arm: str, *,
+                 allow_unpaired: bool, prefix: str = "") -> tuple[list[int], tuple[int, ...], list[R]]:
+    """The seeds both arms have, those only one has, and the paired runs (the baseline's seed by seed, then the
+    variant's); seeds of one arm only are an error unless `allow_unpaired`."""
     only_baseline = sorted(set(baseline) - set(variant))
     only_variant = sorted(set(variant) - set(baseline))
     seeds = sorted(set(baseline) & set(variant))
@@ -145,7 +145,7 @@ def paired_seeds(baseline: Mapping[int, Run], variant: Mapping[int, Run], baseli
                  in ((baseline_arm, only_baseline), (variant_arm, only_variant)) if arm_seeds]
         raise ParameterError("allow_unpaired", f"{prefix}seeds present in one arm only: {'; '.join(parts)} "
                              "({allow_unpaired} drops them)", leading=False)
-    return seeds, unpaired
+    return seeds, unpaired, [baseline[seed] for seed in seeds] + [variant[seed] for seed in seeds]
 
 
 def unit_rows(ids: Sequence[pd.Series], sources: Sequence[str], noun: str) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -221,6 +221,15 @@ def check_mismatch_fields(allow_mismatch: Sequence[str], fields: Sequence[str]) 
     unknown = sorted(set(allow_mismatch) - set(fields))
     if unknown:
         raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(fields)}")
+
+
+def pilot_arm(baseline_arm: str | None, arms: set[str], what: str = "pilot") -> str:
+    """A pilot's baseline (`what` it is, in messages): the named arm, else the one named "baseline"."""
+    chosen = baseline_arm or ("baseline" if "baseline" in arms else None)
+    if chosen is None:
+        raise ParameterError("baseline_arm", f"name the {what}'s baseline arm with {{baseline_arm}} (arms found: "
+                             f"{', '.join(sorted(arms))})", leading=False)
+    return chosen
 
 
 def check_distinct_arms(baseline_arm: str | None, variant_arm: str | None) -> None:

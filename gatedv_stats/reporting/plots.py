@@ -154,39 +154,32 @@ def forest_chart(groups: pd.DataFrame, *, title: str) -> alt.FacetChart:
     `groups`: columns comparison, group, n_docs, nll_diff_mean, low, high (as `Breakdown.to_frame` gives, plus
     the comparison label); groups keep their row order.
     """
-    y = alt.Y("group:N", sort=None, title=None)
-    interval = alt.Chart().mark_rule(strokeWidth=2, color="#4c78a8").encode(
-        x=alt.X("low:Q", title="D (nats / target)"), x2="high:Q", y=y)
-    point = alt.Chart().mark_point(filled=True, size=60, color="#4c78a8").encode(
-        x="nll_diff_mean:Q", y=y,
-        tooltip=["group:N", "n_docs:Q", alt.Tooltip("nll_diff_mean:Q", format=".6f", title="D"),
-                 alt.Tooltip("low:Q", format=".6f"), alt.Tooltip("high:Q", format=".6f")])
-    zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
     plotted = groups[["comparison", "group", "n_docs", "nll_diff_mean", "low", "high"]]  # no undefined p-values
-    return (alt.layer(interval, point, zero, data=plotted)
-            .properties(width=FACET_WIDTH, height=alt.Step(18))
-            .facet(row=alt.Row("comparison:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
-            .properties(title=title)
-            .resolve_scale(y="independent"))
-
-
-# --- forest plot of the difference per downstream task ---
+    return _forest(plotted, "comparison", "group", "nll_diff_mean", "D (nats / target)",
+                   ["group:N", "n_docs:Q", alt.Tooltip("nll_diff_mean:Q", format=".6f", title="D"),
+                    alt.Tooltip("low:Q", format=".6f"), alt.Tooltip("high:Q", format=".6f")], title)
 
 
 def task_forest_chart(tasks: pd.DataFrame, *, title: str, x_title: str) -> alt.FacetChart:
     """Forest plot of variant − reference per task (and the macro-average): point and interval per task, one panel
     per arm. `tasks`: columns arm, task, difference, low, high, verdict; rows keep their order."""
-    y = alt.Y("task:N", sort=None, title=None)
+    return _forest(tasks[["arm", "task", "difference", "low", "high", "verdict"]], "arm", "task", "difference", x_title,
+                   ["task:N", alt.Tooltip("difference:Q", format=".4f"), alt.Tooltip("low:Q", format=".4f"),
+                    alt.Tooltip("high:Q", format=".4f"), "verdict:N"], title)
+
+
+def _forest(data: pd.DataFrame, panel: str, label: str, estimate: str, x_title: str, tooltip: list,
+            title: str) -> alt.FacetChart:
+    """A forest plot: a point at `estimate` and the interval low–high per `label` row, one panel per `panel`."""
+    y = alt.Y(f"{label}:N", sort=None, title=None)
     interval = alt.Chart().mark_rule(strokeWidth=2, color="#4c78a8").encode(x=alt.X("low:Q", title=x_title),
                                                                            x2="high:Q", y=y)
-    point = alt.Chart().mark_point(filled=True, size=60, color="#4c78a8").encode(
-        x="difference:Q", y=y, tooltip=["task:N", alt.Tooltip("difference:Q", format=".4f"),
-                                        alt.Tooltip("low:Q", format=".4f"), alt.Tooltip("high:Q", format=".4f"),
-                                        "verdict:N"])
+    point = alt.Chart().mark_point(filled=True, size=60, color="#4c78a8").encode(x=f"{estimate}:Q", y=y,
+                                                                                 tooltip=tooltip)
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
-    return (alt.layer(interval, point, zero, data=tasks[["arm", "task", "difference", "low", "high", "verdict"]])
+    return (alt.layer(interval, point, zero, data=data)
             .properties(width=FACET_WIDTH, height=alt.Step(18))
-            .facet(row=alt.Row("arm:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+            .facet(row=alt.Row(f"{panel}:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
             .properties(title=title)
             .resolve_scale(y="independent"))
 

@@ -57,20 +57,12 @@ _GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", 
           "xi", "omicron", "pi", "rho", "varsigma", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega")
 _LATIN_CAPITALS = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K",
                    "mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
-
-
-def _greek_symbols() -> dict[str, str]:
-    """α..ω and Α..Ω (U+03B1.., U+0391..) as LaTeX."""
-    symbols = {}
-    for offset, name in enumerate(_GREEK):
-        symbols[chr(0x3B1 + offset)] = "$o$" if name == "omicron" else f"$\\{name}$"
-        if name != "varsigma":  # U+03A2 is unassigned
-            symbols[chr(0x391 + offset)] = _LATIN_CAPITALS.get(name, f"$\\{name.capitalize()}$")
-    return symbols
-
-
-# after the report's own symbols, which keep their form and their order ("ΔP" before "Δ")
-_LATEX_SYMBOLS |= {letter: latex for letter, latex in _greek_symbols().items() if letter not in _LATEX_SYMBOLS}
+# After the report's own symbols, which keep their form and their order ("ΔP" before "Δ"): α..ω and Α..Ω (U+03B1..,
+# U+0391..; U+03A2 is unassigned).
+for _offset, _name in enumerate(_GREEK):
+    _LATEX_SYMBOLS.setdefault(chr(0x3B1 + _offset), "$o$" if _name == "omicron" else f"$\\{_name}$")
+    if _name != "varsigma":
+        _LATEX_SYMBOLS.setdefault(chr(0x391 + _offset), _LATIN_CAPITALS.get(_name, f"$\\{_name.capitalize()}$"))
 
 
 def latex_escape(value: object) -> str:

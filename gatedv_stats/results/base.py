@@ -5,11 +5,14 @@ object (`to_dict`), a DataFrame (`to_frame`) and the report's tables in a notebo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.reporting.model import RowGroup, Table, row
 from gatedv_stats.reporting.render import tables_html
 
@@ -64,8 +67,51 @@ class Result(ABC):
         return f"{type(self).__name__.removesuffix('Result')}({self.headline()})"
 
 
+def adjusted_headline(verdicts: Sequence[tuple[str, str]], reference: str, comparisons: str = "comparisons") -> str:
+    """One line of several Holm-adjusted comparisons with `reference`, given as (verdict, what was compared) and
+    grouped by verdict."""
+    decided: dict[str, list[str]] = {}
+    for verdict, compared in verdicts:
+        decided.setdefault(verdict, []).append(compared)
+    grouped = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
+    return f"{len(verdicts)} {comparisons} with {reference}, Holm-adjusted: {grouped}"
+
+
 def quantities_table(quantities: dict[str, Any], caption: str) -> Table:
     """A table of a plan's quantities, one per row."""
     rows = tuple(row(key, "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
                  for key, value in quantities.items())
     return Table("plan", caption, ("Quantity", "Value"), "lr", (RowGroup(None, rows),))
+
+
+@dataclass(frozen=True, repr=False)
+class PilotPlanResult(Result):
+    """A plan from the pilot runs of two arms (`gv.plan`), shown as its quantities."""
+
+    plan: Any  # a plan with `to_dict` and `summary`, on the pair's scale
+    paired: Paired
+    skipped: tuple[SkippedFile, ...] | None = None
+
+    wraps: ClassVar[str] = "plan"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the pilot's pairing dropped or accepted."""
+        return self.paired.notes
+
+    def quantities(self) -> dict[str, Any]:
+        """The plan's figures: what its `to_dict` holds that is not a mapping."""
+        return {key: value for key, value in self.plan.to_dict().items() if not isinstance(value, dict)}
+
+    def to_dict(self) -> dict:
+        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
+                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, **self._skipped()}
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
+                              **self.quantities()}])
+
+    def tables(self) -> list[Table]:
+        task = "" if self.paired.task is None else f" on {self.paired.task}"
+        return [quantities_table(self.quantities(), f"Plan for {self.paired.variant_arm} vs "
+                                 f"{self.paired.baseline_arm}{task} from the pilot runs.")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import altair as alt
 import numpy as np
@@ -25,7 +25,7 @@ from gatedv_stats.reporting.sections.comparison import (
     per_seed_rows,
 )
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
-from gatedv_stats.results.base import Result, quantities_table
+from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline
 from gatedv_stats.stats.metrics import ArmSummary, arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
@@ -154,12 +154,8 @@ class ArmsResult(Result):
         return self.arms.warnings
 
     def headline(self) -> str:
-        decided: dict[str, list[str]] = {}
-        for arm in self.arms.arms:
-            decided.setdefault(arm.verdict, []).append(arm.arm if arm.eval_set is None else
-                                                       f"{arm.arm} ({arm.eval_set})")
-        verdicts = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
-        return f"{len(self.arms.arms)} comparisons with {self.arms.reference}, Holm-adjusted: {verdicts}"
+        return adjusted_headline([(arm.verdict, arm.arm if arm.eval_set is None else f"{arm.arm} ({arm.eval_set})")
+                                  for arm in self.arms.arms], self.arms.reference)
 
     def to_dict(self) -> dict:
         return {**self.arms.to_dict(),
@@ -195,19 +191,10 @@ class ArmsResult(Result):
 
 
 @dataclass(frozen=True, repr=False)
-class PlanResult(Result):
+class PlanResult(PilotPlanResult):
     """`gv.plan`: seeds and documents needed to detect a relative ΔP, from pilot runs (`gatedv plan`)."""
 
     plan: StudyPlan
-    paired: Paired
-    skipped: tuple[SkippedFile, ...] | None = None
-
-    wraps: ClassVar[str] = "plan"
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
-        return self.paired.notes + self.plan.warnings
 
     def headline(self) -> str:
         plan = self.plan
@@ -215,20 +202,10 @@ class PlanResult(Result):
                 f"ΔP {fmt.format_delta_p(plan.effect)} with power {plan.power:g} at α = {plan.alpha:g} (pilot "
                 f"{plan.n_seeds} seeds × {fmt.format_count(plan.n_docs)} documents)")
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
+        return self.paired.notes + self.plan.warnings
+
     def summary(self) -> str:
         return f"{self.paired.variant_arm} vs {self.paired.baseline_arm}\n{self.plan.summary()}"
-
-    def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
-                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, **self._skipped()}
-
-    def _quantities(self) -> dict[str, Any]:
-        return {key: value for key, value in self.plan.to_dict().items() if not isinstance(value, dict)}
-
-    def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
-                              **self._quantities()}])
-
-    def tables(self) -> list[Table]:
-        return [quantities_table(self._quantities(), f"Plan for {self.paired.variant_arm} vs "
-                                  f"{self.paired.baseline_arm} from the pilot runs.")]

@@ -16,7 +16,7 @@ from gatedv_stats.core import formatting as fmt
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.reporting.model import RowGroup, Table, row
-from gatedv_stats.results.base import Result, quantities_table
+from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline
 
 
 @dataclass(frozen=True, repr=False)
@@ -54,11 +54,8 @@ class TaskSuiteResult(Result):
     wraps: ClassVar[str] = "suite"
 
     def headline(self) -> str:
-        decided: dict[str, list[str]] = {}
-        for result in self.suite.results:
-            decided.setdefault(result.verdict_text, []).append(f"{result.variant_arm} on {result.task}")
-        verdicts = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
-        return f"{len(self.suite.results)} task comparisons with {self.suite.reference}, Holm-adjusted: {verdicts}"
+        return adjusted_headline([(result.verdict_text, f"{result.variant_arm} on {result.task}")
+                                  for result in self.suite.results], self.suite.reference, "task comparisons")
 
     def to_frame(self) -> pd.DataFrame:
         return _task_frame(self.suite.results, self.suite.p_holm)
@@ -91,19 +88,10 @@ def _tasks_table(reference: str, metric: str, results: Sequence[TaskComparison],
 
 
 @dataclass(frozen=True, repr=False)
-class TaskPlanResult(Result):
+class TaskPlanResult(PilotPlanResult):
     """`gv.plan(..., metric=...)`: seed pairs and items needed for a difference in a task's metric."""
 
     plan: TaskPlan
-    paired: Paired
-    skipped: tuple[SkippedFile, ...] | None = None
-
-    wraps: ClassVar[str] = "plan"
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What the pilot's pairing dropped or accepted."""
-        return self.paired.notes
 
     def headline(self) -> str:
         plan = self.plan
@@ -112,16 +100,3 @@ class TaskPlanResult(Result):
                 f"{fmt.format_difference(plan.effect, plan.proportion, signed=False)} of {plan.metric} with power "
                 f"{plan.power:g} at α = {plan.alpha:g} (pilot {plan.n_seeds} seeds × {fmt.format_count(plan.n_items)} "
                 "items)")
-
-    def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
-                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, **self._skipped()}
-
-    def to_frame(self) -> pd.DataFrame:
-        quantities = {key: value for key, value in self.plan.to_dict().items() if not isinstance(value, dict)}
-        return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
-                              **quantities}])
-
-    def tables(self) -> list[Table]:
-        return [quantities_table(self.to_frame().iloc[0].to_dict(), f"Plan for {self.paired.variant_arm} vs "
-                                  f"{self.paired.baseline_arm} on {self.plan.task} from the pilot runs.")]

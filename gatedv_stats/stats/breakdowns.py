@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.multitest import multipletests
 
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
@@ -23,6 +22,7 @@ from gatedv_stats.core.validation import check_at_least
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.metrics import paired_arrays
+from gatedv_stats.stats.multiple import holm
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
 
@@ -143,13 +143,13 @@ def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, co
         groups.append(GroupEffect(group=str(group), n_docs=int(docs.size),
                                   n_units=int(n[docs].sum()), nll_diff_mean=result.statistic,
                                   confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index))
-    adjusted_level = 1.0 - (1.0 - confidence_level) / max(len(groups), 1)
-    if n_pairs >= 2 and groups:
+    adjusted_level: float | None = None
+    if n_pairs >= 2 and groups:  # Bonferroni over the groups
+        adjusted_level = 1.0 - (1.0 - confidence_level) / len(groups)
         groups = _with_seed_document(baseline, variant, n, members, groups, adjusted_level)
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
-                     n_resamples=n_resamples, method=method, rng_seed=rng_seed,
-                     adjusted_level=adjusted_level if n_pairs >= 2 and groups else None)
+                     n_resamples=n_resamples, method=method, rng_seed=rng_seed, adjusted_level=adjusted_level)
 
 
 def _members(labels: np.ndarray, order: list) -> list[np.ndarray]:
@@ -172,11 +172,9 @@ def _with_seed_document(baseline: np.ndarray, variant: np.ndarray, n: np.ndarray
         except InputError:  # no spread within the group
             fits.append(None)
     p_values = [None if fit is None else fit.p_value for fit in fits]
-    raw = [p_value for p_value in p_values if p_value is not None]
-    holm = iter(multipletests(np.asarray(raw, dtype=np.float64), method="holm")[1].tolist() if raw else [])
     return [replace(effect, seed_document_interval=None if fit is None else fit.confidence_interval,
-                    p_value=p_value, p_holm=None if fit is None else next(holm))
-            for effect, fit, p_value in zip(groups, fits, p_values)]
+                    p_value=p_value, p_holm=p_holm)
+            for effect, fit, p_value, p_holm in zip(groups, fits, p_values, holm(p_values))]
 
 
 def _quantile_bins(values: np.ndarray, bins: int) -> tuple[np.ndarray, list[str]]:

@@ -29,7 +29,7 @@ from scipy import special
 
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.validation import check_open_unit
-from gatedv_stats.stats.crossed import clustered_moments, crossed_moments
+from gatedv_stats.stats.crossed import clustered_moments, crossed_moments, label_codes
 
 # Chosen by simulation (bench/cluster_diagnostic.py): without a group effect the note fires in at most 2.8% of
 # studies (at most this level where the F test is exact); it fires in every study of the setting of 20 domains ×
@@ -100,10 +100,7 @@ def group_effect_test(differences: np.ndarray, labels: np.ndarray, n_units: np.n
         raise InputError("group effect: the paired differences must be finite")
     n = np.ones(y.shape[1]) if n_units is None else np.asarray(n_units, dtype=np.float64)
     means = y.mean(axis=0)
-    try:
-        _, group_of, sizes = np.unique(labels, return_inverse=True, return_counts=True)
-    except TypeError as error:  # mixed types (e.g. strings and None) cannot be sorted
-        raise InputError(f"group effect: labels must be all strings or all numbers ({error})") from None
+    _, group_of, sizes = label_codes(labels, "group effect")
     n_groups, n_docs = sizes.size, means.size
     if n_groups < 2 or n_docs <= n_groups:
         raise InputError(f"group effect: needs at least 2 groups and more {noun} than groups, got {n_groups} groups "

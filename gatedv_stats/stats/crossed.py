@@ -45,14 +45,19 @@ def cluster_sums(values: np.ndarray, n_units: np.ndarray, labels: np.ndarray) ->
     if labels.ndim != 1 or labels.shape[0] != values.shape[-1] or n.shape != labels.shape:
         raise InputError(f"clusters: {labels.shape[0] if labels.ndim == 1 else labels.shape} labels for "
                          f"{values.shape[-1]} documents; give one label per document")
-    try:
-        unique, inverse = np.unique(labels, return_inverse=True)
-    except TypeError as error:  # mixed types (e.g. strings and None) cannot be sorted
-        raise InputError(f"clusters: labels must be all strings or all numbers ({error})") from None
+    unique, inverse, _ = label_codes(labels, "clusters")
     order = np.argsort(inverse, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
     return ClusterSums(values=np.add.reduceat(values[..., order], starts, axis=-1),
                        n_units=np.add.reduceat(n[order], starts), labels=unique, cluster_of=inverse)
+
+
+def label_codes(labels: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct labels in sorted order, each document's index among them and how many documents each holds."""
+    try:
+        return np.unique(labels, return_inverse=True, return_counts=True)
+    except TypeError as error:  # mixed types (e.g. strings and None) cannot be sorted
+        raise InputError(f"{what}: labels must be all strings or all numbers ({error})") from None
 
 
 @dataclass(frozen=True)
@@ -129,14 +134,45 @@ def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = D
     d = per_seed.mean(axis=-1)
     seed_dev = per_seed - d[..., None]
     v_seed = np.sum(seed_dev ** 2, axis=-1) / (n_seeds - 1)
+    seed_part = v_seed / n_seeds  # the per-seed differences' own spread: σ²_seed/S + σ²_int Σw²/S
     doc_means = y.mean(axis=-2)
-    w2 = w * w
-    q_doc = (doc_means - d[..., None]) ** 2 @ w2
+    squares = w * w
+    q_doc = (doc_means - d[..., None]) ** 2 @ squares
     residual = y - doc_means[..., None, :] - seed_dev[..., :, None]
-    q_int = np.sum(residual ** 2 @ w2, axis=-1) / (n_seeds - 1)
+    q_int = np.sum(residual ** 2 @ squares, axis=-1) / (n_seeds - 1)
+    # Components, Var̂(D) and its df from the three mean squares (docs/statistics.md).
+    w2 = float(np.sum(squares))
+    kappa = float(form_diagonal(w).sum())  # E[Q_doc], E[Q_int] per unit of variance
+    if kappa <= 1e-12 * w2:  # one document or cluster: nothing to separate the document term with
+        nan = np.full_like(d, np.nan)
+        no = np.zeros(d.shape, dtype=bool)
+        seed_df = np.full_like(d, n_seeds - 1.0)
+        return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan,
+                              seed_var=v_seed, doc_var=nan, interaction_var=nan, seed_truncated=no,
+                              doc_truncated=no, doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
+                              satterthwaite_df=seed_df)
     nu_doc = weighted_df(w, unit_variances)
     nu_int = (n_seeds - 1) * weighted_df(w, interaction_variances)
-    return _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int)
+    interaction_var = q_int / kappa
+    doc_raw = (q_doc - q_int / n_seeds) / kappa
+    seed_raw = v_seed - w2 * interaction_var
+    doc_truncated = doc_raw < 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):  # Q_int = 0: no interaction to pool into
+        pretest_p = special.fdtrc(nu_doc, nu_int, q_doc / (q_int / n_seeds))
+    doc_pooled = doc_truncated | ~(pretest_p < pooling_level)
+    var_d = seed_part + np.where(doc_pooled, 0.0, w2 * doc_raw)
+    # Satterthwaite: each mean square M_k with coefficient c_k is taken as c_k E[M_k] χ²_ν / ν.
+    doc_noise = np.where(doc_pooled, 0.0,
+                         (w2 / kappa * q_doc) ** 2 / nu_doc + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int)
+    seed_noise = seed_part ** 2 / (n_seeds - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        satterthwaite = var_d ** 2 / (seed_noise + doc_noise)
+    df = interval_df(satterthwaite, var_d, seed_part, n_seeds)
+    return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
+                          seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
+                          interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
+                          doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,
+                          df=df, satterthwaite_df=satterthwaite)
 
 
 def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
@@ -188,38 +224,3 @@ def interval_df(satterthwaite: np.ndarray | float, variance: np.ndarray | float,
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.minimum(satterthwaite, (n_seeds - 1) * np.asarray(variance) / seed_part)
     return np.minimum(df, n_seeds - 1.0) if n_seeds <= FEW_SEEDS else df
-
-
-def _combine(d, per_seed, v_seed, q_doc, q_int, w, n_seeds, pooling_level, nu_doc, nu_int) -> CrossedMoments:
-    """Components, Var̂(D) and its df from the three mean squares (docs/statistics.md)."""
-    w2 = float(np.sum(w * w))
-    kappa = float(form_diagonal(w).sum())  # E[Q_doc], E[Q_int] per unit of variance
-    seed_part = v_seed / n_seeds  # the per-seed differences' own spread: σ²_seed/S + σ²_int Σw²/S
-    if kappa <= 1e-12 * w2:  # one document or cluster: nothing to separate the document term with
-        nan = np.full_like(d, np.nan)
-        no = np.zeros(d.shape, dtype=bool)
-        seed_df = np.full_like(d, n_seeds - 1.0)
-        return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan,
-                              seed_var=v_seed, doc_var=nan, interaction_var=nan, seed_truncated=no,
-                              doc_truncated=no, doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
-                              satterthwaite_df=seed_df)
-    interaction_var = q_int / kappa
-    doc_raw = (q_doc - q_int / n_seeds) / kappa
-    seed_raw = v_seed - w2 * interaction_var
-    doc_truncated = doc_raw < 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):  # Q_int = 0: no interaction to pool into
-        pretest_p = special.fdtrc(nu_doc, nu_int, q_doc / (q_int / n_seeds))
-    doc_pooled = doc_truncated | ~(pretest_p < pooling_level)
-    var_d = seed_part + np.where(doc_pooled, 0.0, w2 * doc_raw)
-    # Satterthwaite: each mean square M_k with coefficient c_k is taken as c_k E[M_k] χ²_ν / ν.
-    doc_noise = np.where(doc_pooled, 0.0,
-                         (w2 / kappa * q_doc) ** 2 / nu_doc + (w2 / kappa / n_seeds * q_int) ** 2 / nu_int)
-    seed_noise = seed_part ** 2 / (n_seeds - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        satterthwaite = var_d ** 2 / (seed_noise + doc_noise)
-    df = interval_df(satterthwaite, var_d, seed_part, n_seeds)
-    return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
-                          seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
-                          interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
-                          doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,
-                          df=df, satterthwaite_df=satterthwaite)

@@ -108,9 +108,7 @@ class FloorUse:
     seed: SeedVariance  # what the interval uses
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["floor"], data["seed"] = self.floor.to_dict(), self.seed.to_dict()
-        return data
+        return asdict(self)  # the floor and the seed variance as their own dicts
 
 
 def use_floor(floor: SeedVariance, per_seed: np.ndarray) -> FloorUse:

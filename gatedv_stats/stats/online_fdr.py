@@ -47,6 +47,10 @@ NAMES = {"addis": "ADDIS", "lord++": "LORD++", "saffron": "SAFFRON", "alpha-spen
 POWER_GAMMA = "γ_j = 0.4374901658 / j^1.6"
 LORD_GAMMA = "γ_j = 0.07720838 log(max(j, 2)) / (j exp(sqrt(log j)))"
 _LORD_C = 0.07720838
+# Each procedure's defaults: W0 = α / w0_divisor, λ, τ and the γ sequence.
+_DEFAULTS: dict[str, tuple[float, float | None, float | None, str]] = {
+    "addis": (2.0, 0.25, 0.5, POWER_GAMMA), "saffron": (2.0, 0.5, None, POWER_GAMMA),
+    "lord++": (10.0, None, None, LORD_GAMMA), "alpha-spending": (1.0, None, None, LORD_GAMMA)}
 
 
 @dataclass(frozen=True)
@@ -113,13 +117,8 @@ def online_procedure(procedure: str = DEFAULT_PROCEDURE, alpha: float = DEFAULTS
     alpha = check_open_unit("alpha", alpha)
     if procedure not in PROCEDURES:
         raise ParameterError("procedure", f"{procedure!r}: expected one of {', '.join(PROCEDURES)}")
-    if procedure == "addis":
-        return OnlineProcedure(procedure, alpha, alpha / 2.0, 0.25, 0.5, POWER_GAMMA)
-    if procedure == "saffron":
-        return OnlineProcedure(procedure, alpha, alpha / 2.0, 0.5, None, POWER_GAMMA)
-    if procedure == "lord++":
-        return OnlineProcedure(procedure, alpha, alpha / 10.0, None, None, LORD_GAMMA)
-    return OnlineProcedure(procedure, alpha, alpha, None, None, LORD_GAMMA)
+    w0_divisor, lambda_, tau, gamma = _DEFAULTS[procedure]
+    return OnlineProcedure(procedure, alpha, alpha / w0_divisor, lambda_, tau, gamma)
 
 
 @dataclass(frozen=True)

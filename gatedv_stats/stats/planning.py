@@ -31,6 +31,7 @@ recomputing its power.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -95,18 +96,24 @@ def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.
     if not effect_size > 0.0:
         raise ParameterError(parameter, f"the standardised effect must be positive, got {effect_size}")
     _check_power_above_alpha(alpha, power)
-    high = 2
-    while one_sample_power(effect_size, high, alpha) < power:
-        if high == MAX_PAIRS:
-            raise ParameterError(parameter, f"too small to detect: power {power} at alpha {alpha} needs more than "
-                                            f"{MAX_PAIRS:.0e} pairs (standardised effect {effect_size:.3g})")
-        high = min(2 * high, MAX_PAIRS)
-    if high == 2:
-        return 2
-    low = high // 2  # power(low) < power
+    pairs = _smallest_n(lambda nobs: one_sample_power(effect_size, nobs, alpha) >= power, MAX_PAIRS)
+    if pairs is None:
+        raise ParameterError(parameter, f"too small to detect: power {power} at alpha {alpha} needs more than "
+                                        f"{MAX_PAIRS:.0e} pairs (standardised effect {effect_size:.3g})")
+    return pairs
+
+
+def _smallest_n(enough: Callable[[int], bool], limit: int) -> int | None:
+    """The smallest n ≥ 2 for which `enough` (false up to some n, true from there on) holds, or None beyond
+    `limit`: doubling, then bisection."""
+    low, high = 2, 2
+    while not enough(high):
+        if high >= limit:
+            return None
+        low, high = high, min(2 * high, limit)
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if one_sample_power(effect_size, middle, alpha) >= power else (middle, high)
+        low, high = (low, middle) if enough(middle) else (middle, high)
     return high
 
 
@@ -129,8 +136,8 @@ class Design:
 
     def variance(self, n_seeds: int, n_docs: int | None = None) -> tuple[float, float]:
         """Var(D) and the test's degrees of freedom for S seeds on `n_docs` (default: the pilot's) documents."""
-        w2 = self.weight_square_sum * self.n_docs / (n_docs or self.n_docs)
         docs = n_docs or self.n_docs
+        w2 = self.weight_square_sum * self.n_docs / docs
         seed_part = (self.seed_var + self.interaction_var * w2) / n_seeds
         doc_part = self.doc_var * w2
         variance = seed_part + doc_part
@@ -145,17 +152,7 @@ class Design:
 
     def seeds_required(self, log_effect: float, alpha: float, power: float, n_docs: int | None = None) -> int | None:
         """Smallest S ≥ 2 with the power (power rises with S), or None beyond MAX_SEEDS."""
-        low, high = 2, 2
-        while self.power(log_effect, high, alpha, n_docs) < power:
-            if high >= MAX_SEEDS:
-                return None
-            low, high = high, min(2 * high, MAX_SEEDS)
-        if high == 2:
-            return 2
-        while high - low > 1:
-            middle = (low + high) // 2
-            low, high = (low, middle) if self.power(log_effect, middle, alpha, n_docs) >= power else (middle, high)
-        return high
+        return _smallest_n(lambda n_seeds: self.power(log_effect, n_seeds, alpha, n_docs) >= power, MAX_SEEDS)
 
     def detectable_log_effect(self, n_seeds: int, alpha: float, power: float) -> float:
         variance, df = self.variance(n_seeds)
@@ -257,10 +254,7 @@ class StudyPlan:
     warnings: tuple[str, ...] = ()  # the pilot's documents group into clusters the plan does not model
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["components"] = self.components.to_dict()
-        data["seed_document"] = None if self.seed_document is None else self.seed_document.to_dict()
-        return data
+        return asdict(self)  # the components and the seed-and-document plan as their own dicts
 
     def summary(self) -> str:
         c = self.components
@@ -332,14 +326,16 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
         raise InputError(f"the pilot runs show no variation in the loss difference {which}; planning needs a pilot "
                          "whose differences vary")
     many_docs_sd = math.sqrt(components.seed_var)
+
+    def pairs(sd: float) -> int:
+        return required_pairs(log_effect / sd, alpha=alpha, power=power, parameter="effect")
+
     return StudyPlan(
         effect=effect, log_effect=log_effect, alpha=alpha, power=power,
         n_seeds=components.n_seeds, n_docs=components.n_docs,
-        seeds_required=required_pairs(log_effect / seed_sd, alpha=alpha, power=power, parameter="effect"),
-        seeds_required_many_docs=(None if many_docs_sd == 0.0 else
-                                  required_pairs(log_effect / many_docs_sd, alpha=alpha, power=power,
-                                                 parameter="effect")),
-        docs_required=required_pairs(log_effect / doc_sd, alpha=alpha, power=power, parameter="effect"),
+        seeds_required=pairs(seed_sd),
+        seeds_required_many_docs=None if many_docs_sd == 0.0 else pairs(many_docs_sd),
+        docs_required=pairs(doc_sd),
         seed_level_mde=_relative_mde(components.n_seeds, seed_sd, alpha, power),
         doc_level_mde=_relative_mde(components.n_docs, doc_sd, alpha, power),
         components=components,

@@ -49,15 +49,11 @@ class BootstrapResult:
         return float(np.std(self.bootstrap_distribution, ddof=1))
 
     def to_dict(self) -> dict:
-        return {
-            "statistic": self.statistic,
-            "confidence_interval": list(self.confidence_interval),
-            "standard_error": self.standard_error,
-            "n_resamples": self.n_resamples,
-            "confidence_level": self.confidence_level,
-            "rng_seed": self.rng_seed,
-            "method": self.method,
-        }
+        """Every field but the distribution, with its standard error after the interval."""
+        names = ("statistic", "confidence_interval", "standard_error", "n_resamples", "confidence_level", "rng_seed",
+                 "method")
+        return {name: list(self.confidence_interval) if name == "confidence_interval" else getattr(self, name)
+                for name in names}
 
 
 def ratio_statistic(d: np.ndarray, n_units: np.ndarray) -> float:
@@ -85,10 +81,8 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_units: np.ndarray, *, n_resamp
 
         def draw(start: int, size: int) -> None:
             sums = _resample_sums(generator, table, blocks, size, buffers)
-            if constant_denominator is None:
-                distribution[start:start + size] = sums.real / sums.imag
-            else:
-                distribution[start:start + size] = sums / constant_denominator
+            distribution[start:start + size] = (sums.real / sums.imag if constant_denominator is None
+                                                else sums / constant_denominator)
         return draw
 
     _run_streams(n_resamples, rows, rng_seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
@@ -257,19 +251,15 @@ def interval_from_distribution(d: np.ndarray, n_units: np.ndarray, distribution:
                                confidence_level: float, method: str = "percentile") -> ConfidenceInterval:
     """Two-sided interval from a bootstrap distribution of Σ d_i / Σ n_i (linear-interpolated quantiles)."""
     alpha = (1.0 - confidence_level) / 2.0
-    if method == "bca":
-        statistic = ratio_statistic(d, n_units)
-        probabilities = _bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_units, dtype=np.float64),
-                                           statistic, distribution, alpha)
-    else:
-        probabilities = (alpha, 1.0 - alpha)
+    probabilities = (_bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_units, dtype=np.float64),
+                                        distribution, alpha) if method == "bca" else (alpha, 1.0 - alpha))
     low, high = np.quantile(distribution, probabilities)
     return ConfidenceInterval(float(low), float(high))
 
 
-def _bca_probabilities(d: np.ndarray, n: np.ndarray, statistic: float, distribution: np.ndarray,
-                       alpha: float) -> tuple[float, float]:
+def _bca_probabilities(d: np.ndarray, n: np.ndarray, distribution: np.ndarray, alpha: float) -> tuple[float, float]:
     """Efron's bias-corrected and accelerated levels; the jackknife of a ratio has a closed form."""
+    statistic = ratio_statistic(d, n)
     below = np.count_nonzero(distribution < statistic) + np.count_nonzero(distribution <= statistic)
     z0 = ndtri(below / (2.0 * distribution.size))
     if not math.isfinite(z0):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, NoSpreadError
 from gatedv_stats.core.validation import check_confidence_level
@@ -73,13 +72,7 @@ class SeedDocumentResult:
 
     def to_dict(self) -> dict:
         """Strict JSON: undefined or infinite numbers become None."""
-        data = {name: _json_safe(getattr(self, name)) for name in self.__dataclass_fields__}
-        data["confidence_interval"] = [_json_safe(v) for v in self.confidence_interval]
-        data["delta_p_interval"] = [_json_safe(v) for v in self.delta_p_interval]
-        data["per_seed"] = [_json_safe(v) for v in self.per_seed]
-        data["truncated"], data["notes"] = list(self.truncated), list(self.notes)
-        data["floor_use"] = None if self.floor_use is None else self.floor_use.to_dict()
-        return data
+        return {name: _json_safe(getattr(self, name)) for name in self.__dataclass_fields__}
 
     def components(self, noun: str = "document") -> list[str]:
         """The variance components as printed: "seed …", then the units' ("document …", or "cluster …") and the
@@ -92,24 +85,6 @@ class SeedDocumentResult:
         if self.interaction_var is not None:
             components.append(f"interaction {self.interaction_var:.3g}")
         return components
-
-    def summary(self) -> str:
-        units = _count(self.n_docs, "document")
-        if self.n_clusters is not None:
-            units = f"{_count(self.n_clusters, 'cluster')} of {units}"
-        pct = fmt.format_level(self.confidence_level)
-        low, high = self.delta_p_interval
-        components = self.components()
-        lines = [
-            f"seed-and-document interval ({self.n_seeds} seed pairs × {units}): "
-            f"D {fmt.format_nll_diff(self.nll_diff_mean)} "
-            f"(SE {self.se:.3g}, df {self.df:.1f}), {pct} interval {fmt.format_interval(*self.confidence_interval)}",
-            f"ΔP {fmt.format_delta_p(self.delta_p)}, {pct} interval [{fmt.format_delta_p(low)}, "
-            f"{fmt.format_delta_p(high)}] (through the log PPL ratio; approximate)",
-            "variance components (per-token nats²): " + ", ".join(components),
-            *(f"  note: {note}" for note in self.notes),
-        ]
-        return "\n".join(lines)
 
 
 def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, *,
@@ -136,7 +111,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         fit = _one_seed_moments(y, n, clusters, floor)  # type: ignore[arg-type]  # floor given: checked above
     else:
         fit = crossed_moments(y, n / n.sum()) if clusters is None else clustered_moments(y, n, clusters)
-    n_sampled = n_docs if clusters is None else int(np.unique(np.asarray(clusters)).size)
+    n_clusters = None if clusters is None else int(np.unique(np.asarray(clusters)).size)
     use = None if floor is None else use_floor(floor, fit.per_seed)
     var_d, df = float(fit.var_d), float(fit.df)
     if use is not None and use.how == "pooled":
@@ -150,10 +125,9 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
     mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
     log_ratio = math.log(mean_ppl_var / mean_ppl_base)
-    n_clusters = None if clusters is None else n_sampled
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), ("document", fit.doc_truncated))
                       if bool(flag))
-    unit = "cluster" if n_clusters is not None else noun
+    unit = noun if n_clusters is None else "cluster"
     return SeedDocumentResult(
         nll_diff_mean=float(fit.nll_diff_mean), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),
         confidence_level=confidence_level,
@@ -166,7 +140,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
         doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
-        notes=_notes(fit, n_seeds, n_sampled, unit) + (() if use is None else _floor_notes(use, df)),
+        notes=_notes(fit, n_seeds, n_clusters or n_docs, unit) + (() if use is None else _floor_notes(use, df)),
         floor_use=use,
     )
 
@@ -261,16 +235,17 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, unit: str) -> tupl
     return tuple(notes)
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}{'' if number == 1 else 's'}"
-
-
 def _finite_or_none(value) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
 
 
 def _json_safe(value):
+    """A field as strict JSON: tuples as lists, a floor use as its dict, undefined or infinite numbers as None."""
+    if isinstance(value, tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, FloorUse):
+        return value.to_dict()
     if isinstance(value, (float, np.floating)):
         return _finite_or_none(value)
     return value

@@ -84,43 +84,33 @@ def _grid(mean: float, low: float, high: float, r: int) -> tuple[np.ndarray, np.
     return z, w
 
 
-def _start(t: float, drift: float, low: float, high: float, r: int) -> _Grid:
-    """Z_1 on its continuation region (low, high)."""
-    mean = drift * math.sqrt(t)
+def _advance(grid: _Grid, t: np.ndarray, k: int, drift: float, low: float, high: float, r: int) -> _Grid:
+    """Z_k on its continuation region (low, high): at the first look from its own law, later from Z_{k−1} on its
+    `grid`, the convolution of §19.2."""
+    t_k = float(t[k])
+    mean = drift * math.sqrt(t_k)
     z, w = _grid(mean, low, high, r)
-    return z, w * np.exp(-0.5 * (z - mean) ** 2) / math.sqrt(2.0 * math.pi)
-
-
-def _standardised(grid: _Grid, t_prev: float, t: float, drift: float, bound: float) -> np.ndarray:
-    """(bound − E[Z_k | Z_{k−1} = z_j]) / SD[Z_k | Z_{k−1}] at every node z_j of the previous look."""
-    step = t - t_prev
-    return (bound * math.sqrt(t) - grid[0] * math.sqrt(t_prev) - drift * step) / math.sqrt(step)
-
-
-def _above(grid: _Grid, t_prev: float, t: float, drift: float, bound: float) -> float:
-    """P(continue through the previous looks, Z_k ≥ bound)."""
-    if grid[0].size == 0 or bound == math.inf:
-        return 0.0
-    return float(grid[1] @ special.ndtr(-_standardised(grid, t_prev, t, drift, bound)))
-
-
-def _below(grid: _Grid, t_prev: float, t: float, drift: float, bound: float) -> float:
-    """P(continue through the previous looks, Z_k ≤ bound)."""
-    if grid[0].size == 0 or bound == -math.inf:
-        return 0.0
-    return float(grid[1] @ special.ndtr(_standardised(grid, t_prev, t, drift, bound)))
-
-
-def _advance(grid: _Grid, t_prev: float, t: float, drift: float, low: float, high: float, r: int) -> _Grid:
-    """Z_k on its continuation region (low, high), from Z_{k−1} on its own: the convolution of §19.2."""
-    mean = drift * math.sqrt(t)
-    z, w = _grid(mean, low, high, r)
+    if k == 0:
+        return z, w * np.exp(-0.5 * (z - mean) ** 2) / math.sqrt(2.0 * math.pi)
     if grid[0].size == 0 or z.size == 0:
         return np.empty(0), np.empty(0)
-    step = t - t_prev
-    u = (z[:, None] * math.sqrt(t) - grid[0][None, :] * math.sqrt(t_prev) - drift * step) / math.sqrt(step)
-    density = (np.exp(-0.5 * u * u) @ grid[1]) * math.sqrt(t / step) / math.sqrt(2.0 * math.pi)
+    t_prev = float(t[k - 1])
+    step = t_k - t_prev
+    u = (z[:, None] * math.sqrt(t_k) - grid[0][None, :] * math.sqrt(t_prev) - drift * step) / math.sqrt(step)
+    density = (np.exp(-0.5 * u * u) @ grid[1]) * math.sqrt(t_k / step) / math.sqrt(2.0 * math.pi)
     return z, w * density
+
+
+def _beyond(grid: _Grid, t: np.ndarray, k: int, drift: float, bound: float, above: bool) -> float:
+    """P(continue through the looks before k, Z_k ≥ bound) when `above`, else P(…, Z_k ≤ bound), from Z_{k−1} on
+    its `grid` (k ≥ 1)."""
+    if grid[0].size == 0 or bound == (math.inf if above else -math.inf):
+        return 0.0
+    t_prev, t_k = float(t[k - 1]), float(t[k])
+    step = t_k - t_prev
+    # (bound − E[Z_k | Z_{k−1} = z_j]) / SD[Z_k | Z_{k−1}] at every node z_j of the previous look
+    u = (bound * math.sqrt(t_k) - grid[0] * math.sqrt(t_prev) - drift * step) / math.sqrt(step)
+    return float(grid[1] @ special.ndtr(-u if above else u))
 
 
 def _solve(excess, low: float, high: float) -> float:
@@ -143,17 +133,14 @@ def efficacy_bounds(fractions: Numbers, alpha: float, function: str = "obf", *,
     spent = np.array([spending(value, alpha, function) for value in t])
     bounds = np.empty(t.size)
     grid: _Grid = (np.empty(0), np.empty(0))
-    for k, t_k in enumerate(t):
-        increment = spent[k] - (spent[k - 1] if k else 0.0)
+    for k, increment in enumerate(np.diff(spent, prepend=0.0)):
         if increment <= 1e-300:
             bounds[k] = math.inf
         elif k == 0:
             bounds[k] = float(-special.ndtri(increment))
         else:
-            t_prev, previous = float(t[k - 1]), grid
-            bounds[k] = _solve(lambda b: _above(previous, t_prev, float(t_k), 0.0, b) - increment, -_FAR, _FAR)
-        grid = (_start(float(t_k), 0.0, -math.inf, bounds[k], r) if k == 0
-                else _advance(grid, float(t[k - 1]), float(t_k), 0.0, -math.inf, bounds[k], r))
+            bounds[k] = _solve(lambda b: _beyond(grid, t, k, 0.0, b, above=True) - increment, -_FAR, _FAR)
+        grid = _advance(grid, t, k, 0.0, -math.inf, bounds[k], r)
     return bounds, spent
 
 
@@ -167,18 +154,17 @@ def futility_bounds(fractions: Numbers, efficacy: Numbers, drift: float, beta: f
     spent = np.array([spending(value, beta, function) for value in t])
     bounds = np.empty(t.size)
     grid: _Grid = (np.empty(0), np.empty(0))
-    for k, t_k in enumerate(t):
-        increment = spent[k] - (spent[k - 1] if k else 0.0)
-        mean = drift * math.sqrt(float(t_k))
-        if k == 0:
-            bound = mean + float(special.ndtri(increment)) if increment > 1e-300 else -math.inf
+    for k, increment in enumerate(np.diff(spent, prepend=0.0)):
+        mean = drift * math.sqrt(float(t[k]))
+        if increment <= 1e-300:
+            bound = -math.inf
+        elif k == 0:
+            bound = mean + float(special.ndtri(increment))
         else:
-            t_prev, previous = float(t[k - 1]), grid
-            bound = (_solve(lambda f: _below(previous, t_prev, float(t_k), drift, f) - increment, mean - _FAR,
-                            min(upper[k], mean + _FAR)) if increment > 1e-300 else -math.inf)
+            bound = _solve(lambda f: _beyond(grid, t, k, drift, f, above=False) - increment, mean - _FAR,
+                           min(upper[k], mean + _FAR))
         bounds[k] = min(bound, upper[k])
-        grid = (_start(float(t_k), drift, bounds[k], upper[k], r) if k == 0
-                else _advance(grid, float(t[k - 1]), float(t_k), drift, bounds[k], upper[k], r))
+        grid = _advance(grid, t, k, drift, bounds[k], upper[k], r)
     return bounds, spent
 
 
@@ -191,15 +177,14 @@ def crossing_probabilities(fractions: Numbers, upper: Numbers, lower: Numbers | 
     low = np.full(t.size, -math.inf) if lower is None else np.asarray(lower, dtype=np.float64)
     above, below = np.zeros(t.size), np.zeros(t.size)
     grid: _Grid = (np.empty(0), np.empty(0))
-    for k, t_k in enumerate(t):
+    for k in range(t.size):
         if k == 0:
-            mean = drift * math.sqrt(float(t_k))
+            mean = drift * math.sqrt(float(t[0]))
             above[k], below[k] = float(special.ndtr(mean - high[k])), float(special.ndtr(low[k] - mean))
-            grid = _start(float(t_k), drift, low[k], high[k], r)
-            continue
-        above[k] = _above(grid, float(t[k - 1]), float(t_k), drift, float(high[k]))
-        below[k] = _below(grid, float(t[k - 1]), float(t_k), drift, float(low[k]))
-        grid = _advance(grid, float(t[k - 1]), float(t_k), drift, low[k], high[k], r)
+        else:
+            above[k] = _beyond(grid, t, k, drift, float(high[k]), above=True)
+            below[k] = _beyond(grid, t, k, drift, float(low[k]), above=False)
+        grid = _advance(grid, t, k, drift, low[k], high[k], r)
     return above, below
 
 

@@ -74,21 +74,14 @@ def read_item_scores(path: Path, output_type: str, *, id_field: str = "", result
     frame = pd.DataFrame(list(rows.values()))
     metrics = tuple(column for column in frame.columns if column != "doc_id" and column not in HASH_COLUMNS)
     items = validate_items(frame, str(path), metrics, row_names=[first[doc_id] for doc_id in rows])
-    if results is not None and task is not None:
+    if results is not None and task is not None:  # each mean-aggregated metric's mean is the one reported
+        means = results.mean_metrics(task) or _MEAN_METRICS
         for name, docs in by_filter.items():
-            _check_reported(results, task, name, docs, str(path))
+            for metric in sorted(means & set(next(iter(docs.values())))):
+                results.check_mean(task, f"{metric},{name}", [scores[metric] for scores in docs.values()], str(path))
     warnings = tuple(f"{where}: metric {metric} logs no per-item number; left out" for metric, where in
                      unscored.items())
     return ItemScores(items, metrics, tuple(by_filter), warnings)
-
-
-def _check_reported(results: HarnessResults, task: str, name: str, docs: dict[str, dict[str, float]],
-                    where: str) -> None:
-    """Each mean-aggregated metric's mean over the items equals what the harness reported for the task."""
-    metrics = results.mean_metrics(task) or _MEAN_METRICS
-    logged = next(iter(docs.values()))
-    for metric in sorted(metrics & set(logged)):
-        results.check_mean(task, f"{metric},{name}", [scores[metric] for scores in docs.values()], where)
 
 
 def _scores(sample: dict, where: str, output_type: str, delimiter: str, unscored: dict[str, str]) -> dict[str, float]:

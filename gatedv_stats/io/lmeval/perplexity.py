@@ -62,9 +62,8 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
                          eval_set: EvalSetLike | None = None) -> HarnessSamples:
     """Read rolling-loglikelihood sample logs; documents are named by the logged document's `id_field`
     (an empty `id_field`: by the harness's `doc_id`, the document's position in its task's dataset). With
-    `eval_set` the documents must be that set's, and the file records its name and SHA-256."""
-    if not paths:
-        raise InputError("no lm-evaluation-harness sample log given")
+    `eval_set` the documents must be that set's, and the file records its name and SHA-256. The logs are files
+    holding a sample each, as `imports.lmeval.TaskLog.open` checks."""
     rows: list[tuple] = []
     seen: dict[str, str] = {}
     files: list[dict[str, Any]] = []
@@ -72,10 +71,6 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
     declared: set[tuple[str, str]] = set()
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            raise InputError(f"{path}: is a directory, not a sample log (give its samples_<task>_<date>.jsonl)")
-        if not path.is_file():
-            raise InputError(f"{path}: no such file")
         count = 0
         for where, sample in sample_lines(path):
             row = _document(sample, where, id_field)
@@ -84,8 +79,6 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
             seen[row[0]] = where
             rows.append((*row, where))
             count += 1
-        if count == 0:
-            raise InputError(f"{path}: holds no sample")
         match = SAMPLES_NAME.fullmatch(path.name)
         results = results_beside(path, match["date"] if match else None)
         doubled = results.doubled_bos() if results else None

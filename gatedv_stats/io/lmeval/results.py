@@ -58,8 +58,7 @@ class HarnessResults:
         return config if isinstance(config, dict) else None
 
     def output_type(self, task: str) -> str | None:
-        config = self.config(task)
-        return config.get("output_type") if config else None
+        return (self.config(task) or {}).get("output_type")
 
     def config_sha256(self, task: str) -> str | None:
         config = self.config(task)
@@ -77,8 +76,7 @@ class HarnessResults:
 
     def mean_metrics(self, task: str) -> set[str] | None:
         """The metrics the task aggregates by their mean (from its config's metric_list; None when it has none)."""
-        config = self.config(task)
-        listed = config.get("metric_list") if config else None
+        listed = (self.config(task) or {}).get("metric_list")
         if not isinstance(listed, list):
             return None
         return {entry["metric"] for entry in listed
@@ -166,5 +164,4 @@ def results_beside(path: Path, date: str | None) -> HarnessResults | None:
     return HarnessResults.read(results) if results is not None and results.is_file() else None
 
 
-__all__ = ["CONFIG_KEYS", "RUN_KEYS", "HarnessResults", "canonical_sha256", "model_args", "results_beside",
-           "samples_hash"]
+__all__ = ["CONFIG_KEYS", "RUN_KEYS", "HarnessResults", "model_args", "results_beside", "samples_hash"]

@@ -16,11 +16,9 @@ def learning_rates_section(analysis: ExperimentAnalysis) -> Section:
     reference = analysis.reference
     if reference is None:
         return omitted(KEY, TITLE, NO_REFERENCE)
-    row_groups = []
-    for eval_set, all_groups in analysis.by_eval_set():
-        groups = [group for group in all_groups if group.compared]
-        if len(groups) >= 2:
-            row_groups.append((eval_set, groups))
+    compared = [(eval_set, [group for group in groups if group.compared])
+                for eval_set, groups in analysis.by_eval_set()]
+    row_groups = [(eval_set, groups) for eval_set, groups in compared if len(groups) >= 2]
     if not row_groups:
         return omitted(KEY, TITLE, f"No evaluation set has {reference!r} and a variant at two or more learning "
                                    "rates.")
@@ -35,11 +33,9 @@ def learning_rates_section(analysis: ExperimentAnalysis) -> Section:
         for group in groups:
             cells = [format_lr(group.group.lr), ppl_text(group.summaries[reference])]
             for variant in variants:
-                if variant in group.summaries:
-                    cells += [ppl_text(group.summaries[variant]),
-                              format_delta_p(group.deltas[(reference, variant)].delta_p)]
-                else:
-                    cells += [MISSING, MISSING]
+                cells += ([ppl_text(group.summaries[variant]),
+                           format_delta_p(group.deltas[(reference, variant)].delta_p)]
+                          if variant in group.summaries else [MISSING, MISSING])
             rows.append(row(*cells))
         out_groups.append(RowGroup(eval_set_name(eval_set).capitalize(), tuple(rows)))
     table = Table(KEY, f"P̄ ± SD over seeds per evaluation set and peak learning rate; ΔP against "

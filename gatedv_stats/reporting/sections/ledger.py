@@ -39,10 +39,12 @@ def ledger_section(history: LedgerHistory) -> Section:
              "anchors the whole history.")
     if not history.entries:
         return Section(KEY, TITLE, intro=intro + ("The ledger has no entries yet.",), tables=(settings_table(history),))
+    steps = pd.DataFrame([{key: entry.row[key] for key in ("step", "wealth", "level", "decision", "candidate")}
+                          for entry in history.entries])
     figure = Figure("ledger-wealth", "Wealth of the ledger's procedure",
                     f"The wealth {procedure.describe()} has left after each step (points: keep or discard); a keep "
                     "earns wealth back, and at zero no further candidate could be kept.",
-                    plots.chart_spec(plots.ledger_wealth_chart(_steps(history), title="Wealth left per step")))
+                    plots.chart_spec(plots.ledger_wealth_chart(steps, title="Wealth left per step")))
     return Section(KEY, TITLE, intro=intro, tables=(settings_table(history), ledger_table(history)),
                    figures=(figure,))
 
@@ -85,9 +87,3 @@ def _best_text(best: LedgerEntry | None) -> str:
     if best is None:
         return MISSING
     return f"{best.row['candidate']} (step {best.row['step']}): {best.estimate_text()} vs {best.row['reference']}"
-
-
-def _steps(history: LedgerHistory) -> pd.DataFrame:
-    return pd.DataFrame([{"step": entry.row["step"], "wealth": entry.row["wealth"], "level": entry.row["level"],
-                          "decision": entry.row["decision"], "candidate": entry.row["candidate"]}
-                         for entry in history.entries])

@@ -96,24 +96,19 @@ def _forest(frame: pd.DataFrame, eval_set: str | None, level: str) -> Figure:
 def _statistics_row(pair: PairResult):
     result = pair.analysis
     seed_level, bpb = result.seed_level, result.bits_per_byte
-    return row(
-        pair.variant,
-        format_delta_p(result.comparison.delta_p),
-        MISSING if seed_level is None else
+    seed_cells = [MISSING] * 6 if seed_level is None else [
         format_delta_p_interval(seed_level.bootstrap.confidence_interval),
-        MISSING if seed_level is None else format_delta_p(seed_level.t_interval.ratio_change),
-        MISSING if seed_level is None else
+        format_delta_p(seed_level.t_interval.ratio_change),
         format_delta_p_interval(seed_level.t_interval.ratio_interval),
-        MISSING if seed_level is None else f"{seed_level.t_interval.p_value:.3g}",
-        MISSING if seed_level is None else
+        f"{seed_level.t_interval.p_value:.3g}",
         f"{format_pairs(seed_level.sign_test.improved, seed_level.sign_test.n_pairs)}, "
         f"p = {seed_level.sign_test.p_value:.3g}",
-        MISSING if seed_level is None or seed_level.permutation_test is None else
-        f"{seed_level.permutation_test.p_value:.3g} (min {seed_level.permutation_test.min_attainable_p:.3g})",
-        f"{result.permutation.p_value:.3g}",
-        MISSING if result.bca_interval is None else format_interval(*result.bca_interval),
-        MISSING if bpb is None else f"{bpb.baseline_mean:.4f} → {bpb.variant_mean:.4f}",
-    )
+        MISSING if seed_level.permutation_test is None else
+        f"{seed_level.permutation_test.p_value:.3g} (min {seed_level.permutation_test.min_attainable_p:.3g})"]
+    return row(pair.variant, format_delta_p(result.comparison.delta_p), *seed_cells,
+               f"{result.permutation.p_value:.3g}",
+               MISSING if result.bca_interval is None else format_interval(*result.bca_interval),
+               MISSING if bpb is None else f"{bpb.baseline_mean:.4f} → {bpb.variant_mean:.4f}")
 
 
 def _adjusted_rows(pairs: tuple[PairResult, ...], adjusted: AdjustedPValues) -> tuple:

@@ -33,11 +33,7 @@ def setup_section(analysis: ExperimentAnalysis) -> Section:
             _config_pair(config, "n_heads", "head_dim"),
             _config_text(config, "d_ff"),
             _config_text(config, "vocab_size"),
-            _joined(entry["parameters"], format_count),
-            _joined(entry["updates"], format_count),
-            _joined(entry["warmup"], format_count),
-            _joined(entry["batch"], format_count),
-            _joined(entry["exposures"], format_count),
+            *(_joined(entry[key], format_count) for key in ("parameters", "updates", "warmup", "batch", "exposures")),
             _joined(entry["lr"], format_lr),
             _seed_text(entry["seed"]),
         ))

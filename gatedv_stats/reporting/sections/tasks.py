@@ -7,7 +7,6 @@ import pandas as pd
 
 from gatedv_stats.analysis.arms import TaskSuite
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
-from gatedv_stats.analysis.task_scores import TaskComparison
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.model import Figure, RowGroup, Section, Table, row
@@ -28,7 +27,8 @@ def tasks_section(analysis: ExperimentAnalysis) -> Section:
              f"of the tasks' differences, with the seed effect shared by the tasks.",)
     columns = ("Task", "Arm", "Seeds", "Items", f"{suite.reference} (mean ± SD)", "Arm (mean ± SD)",
                "Difference", f"{level} interval", "Verdict", "Holm p")
-    rows = tuple(_row(result, holm, proportion) for result, holm in zip(suite.results, suite.p_holm))
+    rows = tuple(row(result.task, result.variant_arm, *result.cells(proportion),
+                     "n/a" if holm is None else f"{holm:.3g}") for result, holm in zip(suite.results, suite.p_holm))
     macro_rows = tuple(row("macro-average", macro.variant_arm, str(macro.n_seeds), f"{macro.n_tasks} tasks", "", "",
                            fmt.format_difference(macro.difference, proportion),
                            fmt.format_difference_interval(macro.confidence_interval, proportion),
@@ -53,7 +53,3 @@ def forest_rows(suite: TaskSuite) -> pd.DataFrame:
               "low": macro.confidence_interval.low, "high": macro.confidence_interval.high, "verdict": ""}
              for macro in suite.macro]
     return pd.DataFrame(rows, columns=["arm", "task", "difference", "low", "high", "verdict"])
-
-
-def _row(result: TaskComparison, holm: float | None, proportion: bool) -> tuple:
-    return row(result.task, result.variant_arm, *result.cells(proportion), "n/a" if holm is None else f"{holm:.3g}")

@@ -4,7 +4,6 @@ equivalent in plain words, accounting for training seeds and documents (docs/met
 from __future__ import annotations
 
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
-from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core.formatting import format_delta_p, format_delta_p_interval, format_level, format_percent
 from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE
 from gatedv_stats.reporting.model import Cell, RowGroup, Section, Table, omitted, row
@@ -21,11 +20,14 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
     row_groups, notes, adjusted = [], [], False
     for _, groups in analysis.by_eval_set():
         for group in groups:
-            rows = [_comparison_verdict_row(pair.variant, pair.analysis.comparison, decided)
-                    for pair, decided in zip(group.pairs, group.verdicts)]
-            for k, pair in enumerate(group.pairs):
+            rows = []
+            for k, (pair, decided) in enumerate(zip(group.pairs, group.verdicts)):
+                comparison, fit = pair.analysis.comparison, pair.analysis.comparison.seed_document
+                rows.append(verdict_row(pair.variant, decided, comparison.delta_p,
+                                        None if fit is None else fit.delta_p_interval, comparison.n_pairs,
+                                        comparison.unit))
                 notes.append(f"{pair.variant} vs {analysis.reference}, {group.group.label}: "
-                             f"{pair.analysis.comparison.verdict_explanation}{_holm_note(group, k)}")
+                             f"{comparison.verdict_explanation}{_holm_note(group, k)}")
             adjusted = adjusted or group.adjusted is not None
             if rows:
                 row_groups.append(RowGroup(group.group.label, tuple(rows)))
@@ -59,12 +61,6 @@ def verdict_row(variant: str, decided: str, delta_p: float, delta_p_interval: tu
     return row(variant, Cell(decided, bold=True), format_delta_p(delta_p),
                MISSING if delta_p_interval is None else format_delta_p_interval(delta_p_interval), str(n_pairs),
                f"per {unit}")
-
-
-def _comparison_verdict_row(variant: str, comparison: Comparison, decided: str) -> tuple[Cell, ...]:
-    interval = comparison.seed_document
-    return verdict_row(variant, decided, comparison.delta_p, None if interval is None else interval.delta_p_interval,
-                       comparison.n_pairs, comparison.unit)
 
 
 def _holm_note(group: GroupAnalysis, k: int) -> str:
