@@ -18,29 +18,25 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gatedv_stats import __version__
-from gatedv_stats.core.atomic import atomic_file
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import read_json_object, read_seed
 from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.io.lossfiles import (
     LOSS_FILE_SUFFIXES,
     SkippedFile,
-    UnreadableFileError,
     check_doc_ids,
     fail_rows,
     is_blank,
-    json_default,
-    loss_file_candidates,
     numeric_column,
+    read_inputs,
     read_table,
     reading,
     row_location,
+    write_sealed_parquet,
 )
-from gatedv_stats.io.sealing import sealed
 from gatedv_stats.io.table_metadata import group_metadata
 
 ITEM_FORMAT = "gatedv-item-scores/1"
@@ -93,11 +89,7 @@ def write_item_file(path: str | Path, items: pd.DataFrame, meta: dict) -> None:
     items = validate_items(items, str(path), metrics)
     meta["metrics"] = list(metrics)
     meta["higher_is_better"] = _higher_is_better(meta, metrics, str(path))
-    table = pa.Table.from_pandas(items, preserve_index=False)
-    kv = dict(table.schema.metadata or {})
-    kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
-    with atomic_file(path) as writer:
-        pq.write_table(sealed(table.replace_schema_metadata(kv)), writer)
+    write_sealed_parquet(path, items, meta)
 
 
 def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,
@@ -167,36 +159,9 @@ def read_item_file(path: str | Path) -> list[ItemRun]:
 
 def read_item_inputs(paths: Sequence[str | Path], *, skipped: list[SkippedFile] | None = None) -> list[ItemRun]:
     """Read item-score files, long tables and directories (searched recursively for item-score files, see
-    `is_item_file`). A path given twice is an error; a file reached twice (named, and in a directory also given) is
-    read once; an unreadable file found in a directory is an error naming it, or, when a `skipped` list is given,
-    appended there."""
-    named = [Path(given).resolve() for given in paths]
-    twice = next((given for given, path in zip(paths, named) if named.count(path) > 1), None)
-    if twice is not None:
-        raise InputError(f"{twice}: given twice among the inputs")
-    read = {path for path in named if not path.is_dir()}
-    runs: list[ItemRun] = []
-    for given in paths:
-        path = Path(given)
-        if not path.is_dir():
-            runs.extend(read_item_file(path))
-            continue
-        found = 0
-        for candidate in loss_file_candidates(path):
-            try:
-                if candidate.resolve() in read:
-                    found += 1
-                elif is_item_file(candidate):
-                    read.add(candidate.resolve())
-                    runs.extend(read_item_file(candidate))
-                    found += 1
-            except UnreadableFileError as error:
-                if skipped is None:
-                    raise
-                skipped.append(SkippedFile(error.path, error.reason))
-        if not found:
-            raise InputError(f"{path}: no item-score files (*.parquet / *.csv of per-item metrics) found")
-    return runs
+    `is_item_file`), as `read_inputs` does."""
+    return read_inputs(paths, read_item_file, is_item_file,
+                       "item-score files (*.parquet / *.csv of per-item metrics)", skipped=skipped)
 
 
 def _run(path: Path, group: pd.DataFrame, file_meta: dict, keys: list[str], several: bool) -> ItemRun:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -105,11 +106,24 @@ def read_long_table(path: str | Path) -> list[LossRun]:
 
 def read_loss_inputs(paths: Sequence[str | Path], *,
                      skipped: list[SkippedFile] | None = None) -> list[LossRun]:
-    """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column).
+    """Read loss files, long tables and directories (searched recursively for files with a `loss_sum` column), as
+    `read_inputs` does."""
+    return read_inputs(paths, _read_runs, _has_loss_column, "loss files (*.parquet / *.csv with a loss_sum column)",
+                       skipped=skipped)
 
-    A file found in a directory that looks like a loss file (*.parquet, *.csv) but cannot be read is an error
-    naming it; when a `skipped` list is given, it is appended there instead and the search goes on. A path
-    given twice is an error naming it; a file reached twice (named, and in a directory also given) is read once.
+
+Run = TypeVar("Run")
+
+
+def read_inputs(paths: Sequence[str | Path], read_file: Callable[[Path], list[Run]],
+                belongs: Callable[[Path], bool], looked_for: str, *,
+                skipped: list[SkippedFile] | None = None) -> list[Run]:
+    """The runs of files, long tables and directories (searched recursively for the files `belongs` recognises),
+    each read with `read_file`; `looked_for` names those files in the error of a directory that holds none.
+
+    A file found in a directory that looks like one (*.parquet, *.csv) but cannot be read is an error naming it;
+    when a `skipped` list is given, it is appended there instead and the search goes on. A path given twice is an
+    error naming it; a file reached twice (named, and in a directory also given) is read once.
     """
     named: dict[Path, str | Path] = {}
     for given in paths:
@@ -118,14 +132,14 @@ def read_loss_inputs(paths: Sequence[str | Path], *,
             also = "" if str(named[resolved]) == str(given) else f" (also as {named[resolved]})"
             raise InputError(f"{given}: given twice among the inputs{also}")
         named[resolved] = given
-    runs: list[LossRun] = []
+    runs: list[Run] = []
     read: set[Path] = set()
     for given in paths:
         path = Path(given)
         if not path.is_dir():
             if path.resolve() not in read:
                 read.add(path.resolve())
-                runs.extend(_read_runs(path))
+                runs.extend(read_file(path))
             continue
         held, unreadable = False, 0
         for candidate in loss_file_candidates(path):
@@ -133,9 +147,9 @@ def read_loss_inputs(paths: Sequence[str | Path], *,
                 held = True
                 continue
             try:
-                if _has_loss_column(candidate):
+                if belongs(candidate):
                     read.add(candidate.resolve())
-                    runs.extend(_read_runs(candidate))
+                    runs.extend(read_file(candidate))
                     held = True
             except UnreadableFileError as error:
                 if skipped is None:
@@ -144,7 +158,7 @@ def read_loss_inputs(paths: Sequence[str | Path], *,
                 unreadable += 1
         if not held:
             also = f"; {unreadable} unreadable file(s) skipped" if unreadable else ""
-            raise InputError(f"{path}: no loss files (*.parquet / *.csv with a loss_sum column) found{also}")
+            raise InputError(f"{path}: no {looked_for} found{also}")
     return runs
 
 
@@ -160,7 +174,13 @@ def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     meta["seed"] = read_seed(meta["seed"], f"{path}: metadata seed")
     meta.setdefault("gatedv_version", __version__)
     docs = validate_docs(docs, str(path))
-    table = pa.Table.from_pandas(docs, preserve_index=False)
+    write_sealed_parquet(path, docs, meta)
+
+
+def write_sealed_parquet(path: Path, frame: pd.DataFrame, meta: dict) -> None:
+    """One run's rows as Parquet, sealed with its content's SHA-256 and written atomically, each metadata value
+    JSON-encoded under its key."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
     kv = dict(table.schema.metadata or {})
     kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
     with atomic_file(path) as writer:

@@ -27,7 +27,7 @@ from gatedv_stats.pairing.paired import (
     shared_setup,
     unit_rows,
 )
-from gatedv_stats.pairing.selection import natural_key
+from gatedv_stats.pairing.selection import arm_sides, natural_key
 from gatedv_stats.stats.scale import metric_scale
 
 RUN_FIELDS = ("task_config_sha256", "n_shot")
@@ -161,27 +161,12 @@ def load_item_pairs(*, tables: Sequence[str] | None = None, baseline: Sequence[s
     """Read item-score inputs and pair the two arms on every task both scored: either `baseline` and `variant` paths
     (their arms are the ones the files record), or `tables` holding both arms, told apart by `baseline_arm` and
     `variant_arm`. `skipped`: see `read_item_inputs`."""
-    if tables and (baseline or variant):
-        raise ParameterError("baseline", "give either long tables / directories holding both arms, or {baseline} and "
-                             "{variant} files", ("variant",), leading=False)
-    if tables:
-        runs = read_item_inputs(tables, skipped=skipped)
-        missing = [name for name, arm in (("baseline_arm", baseline_arm), ("variant_arm", variant_arm)) if arm is None]
-        if missing:
-            arms = ", ".join(sorted({run.arm for run in runs}, key=natural_key))
-            named = " and ".join("{" + name + "}" for name in missing)
-            raise ParameterError(missing[0], f"name the arms to compare with {named} (arms found: {arms})",
-                                 tuple(missing[1:]), leading=False)
-    elif baseline and variant:
-        sides = [read_item_inputs(paths, skipped=skipped) for paths in (baseline, variant)]
+    sides = arm_sides(lambda inputs: read_item_inputs(inputs, skipped=skipped), "item-score", tables=tables,
+                      baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm)
+    if not tables:  # each side's arm is the one its files record
         baseline_arm, variant_arm = (arm or _single_arm(side, name) for arm, side, name
                                      in ((baseline_arm, sides[0], "baseline"), (variant_arm, sides[1], "variant")))
-        runs = [run for run in sides[0] if run.arm == baseline_arm] + [run for run in sides[1]
-                                                                       if run.arm == variant_arm]
-    else:
-        raise ParameterError("baseline", "give {baseline} and {variant} item-score files, or a long table with "
-                             "{baseline_arm} and {variant_arm}", ("variant", "baseline_arm", "variant_arm"),
-                             leading=False)
+    runs = [run for run in sides[0] if run.arm == baseline_arm] + [run for run in sides[1] if run.arm == variant_arm]
     assert baseline_arm is not None and variant_arm is not None  # named or read from the files above
     return pair_tasks(runs, reference=baseline_arm, variant_arm=variant_arm, metric=metric,
                       allow_mismatch=allow_mismatch, allow_unpaired=allow_unpaired)

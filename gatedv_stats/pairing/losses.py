@@ -21,7 +21,7 @@ from gatedv_stats.pairing.paired import (
     shared_setup,
     unit_rows,
 )
-from gatedv_stats.pairing.selection import eval_set_sort_key, natural_key, select_runs
+from gatedv_stats.pairing.selection import arm_sides, eval_set_sort_key, natural_key, select_runs
 
 _SHOWN = 5
 
@@ -197,25 +197,10 @@ def load_paired(*, tables: list | None = None, baseline: list | None = None, var
     """Read loss inputs and pair them: either `baseline` and `variant` paths (files, long tables, directories),
     or `tables` holding both arms, told apart by `baseline_arm` and `variant_arm`; each may be a list of runs
     already read instead. `skipped`: see `read_loss_inputs`."""
-    if tables and (baseline or variant):
-        raise ParameterError("baseline", "give either long tables / directories holding both arms, or {baseline} and "
-                             "{variant} files", ("variant",), leading=False)
     check_distinct_arms(baseline_arm, variant_arm)
-    if tables:
-        missing = [name for name, arm in (("baseline_arm", baseline_arm), ("variant_arm", variant_arm)) if arm is None]
-        runs = runs_of(tables, skipped)
-        if missing:
-            arms = ", ".join(sorted({run.arm for run in runs}))
-            named = " and ".join("{" + name + "}" for name in missing)
-            raise ParameterError(missing[0], f"name the arms to compare with {named} (arms found: {arms})",
-                                 tuple(missing[1:]), leading=False)
-        baseline_runs, variant_runs = runs, runs
-    elif baseline and variant:
-        baseline_runs, variant_runs = runs_of(baseline, skipped), runs_of(variant, skipped)
-    else:
-        raise ParameterError("baseline", "give {baseline} and {variant} loss files, or a long table with "
-                             "{baseline_arm} and {variant_arm}", ("variant", "baseline_arm", "variant_arm"),
-                             leading=False)
+    baseline_runs, variant_runs = arm_sides(lambda inputs: runs_of(inputs, skipped), "loss", tables=tables,
+                                            baseline=baseline, variant=variant, baseline_arm=baseline_arm,
+                                            variant_arm=variant_arm)
     baseline_runs = select_runs(baseline_runs, arm=baseline_arm, eval_set=eval_set, what="baseline")
     variant_runs = select_runs(variant_runs, arm=variant_arm, eval_set=eval_set, what="variant")
     return pair_runs(baseline_runs, variant_runs, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.formatting import eval_set_name, format_lr
 from gatedv_stats.io.lossfiles import LossRun
+from gatedv_stats.pairing.paired import R
 
 GATEDV = "gatedv"
 DEFAULT_REFERENCE = "baseline"
@@ -34,6 +36,30 @@ def select_runs(runs: list[LossRun], *, arm: str | None = None, eval_set: str | 
         raise InputError(f"{what}: no run with {wanted or 'any metadata'} (arms found: {', '.join(arms) or 'none'}; "
                          f"eval sets found: {', '.join(sets) or 'none'})")
     return selected
+
+
+def arm_sides(read: Callable[[Sequence], list[R]], files: str, *, tables: Sequence | None,
+              baseline: Sequence | None, variant: Sequence | None, baseline_arm: str | None,
+              variant_arm: str | None) -> tuple[list[R], list[R]]:
+    """The runs that hold each arm, read with `read`: `tables` holding both arms (which `baseline_arm` and
+    `variant_arm` must then name), or the `baseline` and `variant` inputs; any other combination is refused naming
+    the parameter (`files`: what the inputs are, "loss" or "item-score")."""
+    if tables and (baseline or variant):
+        raise ParameterError("baseline", "give either long tables / directories holding both arms, or {baseline} and "
+                             "{variant} files", ("variant",), leading=False)
+    if tables:
+        runs = read(tables)
+        missing = [name for name, arm in (("baseline_arm", baseline_arm), ("variant_arm", variant_arm)) if arm is None]
+        if missing:
+            arms = ", ".join(sorted({run.arm for run in runs}, key=natural_key))
+            named = " and ".join("{" + name + "}" for name in missing)
+            raise ParameterError(missing[0], f"name the arms to compare with {named} (arms found: {arms})",
+                                 tuple(missing[1:]), leading=False)
+        return runs, runs
+    if baseline and variant:
+        return read(baseline), read(variant)
+    raise ParameterError("baseline", f"give {{baseline}} and {{variant}} {files} files, or a long table with "
+                         "{baseline_arm} and {variant_arm}", ("variant", "baseline_arm", "variant_arm"), leading=False)
 
 
 @dataclass(frozen=True)
