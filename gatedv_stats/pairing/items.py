@@ -164,8 +164,13 @@ def load_item_pairs(*, tables: Sequence[str] | None = None, baseline: Sequence[s
     sides = arm_sides(lambda inputs: read_item_inputs(inputs, skipped=skipped), "item-score", tables=tables,
                       baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm)
     if not tables:  # each side's arm is the one its files record
+        given = baseline_arm is not None and variant_arm is not None
         baseline_arm, variant_arm = (arm or _single_arm(side, name) for arm, side, name
                                      in ((baseline_arm, sides[0], "baseline"), (variant_arm, sides[1], "variant")))
+        if not given and baseline_arm == variant_arm:  # pairing tells the arms apart by name
+            raise InputError(f"{sides[0][0].path} (baseline) and {sides[1][0].path} (variant) are both item scores "
+                             f"of arm {baseline_arm!r}; item scores pair two arms told apart by name: give the other "
+                             "arm's files on one side")
     runs = [run for run in sides[0] if run.arm == baseline_arm] + [run for run in sides[1] if run.arm == variant_arm]
     assert baseline_arm is not None and variant_arm is not None  # named or read from the files above
     return pair_tasks(runs, reference=baseline_arm, variant_arm=variant_arm, metric=metric,

@@ -75,6 +75,14 @@ def test_a_loss_file_with_metric_and_an_item_file_without_it_are_refused(tasks, 
     assert_input_error(invoke("arms", tasks, "--reference", "baseline"), "holds item-score files", "--metric NAME")
 
 
+def test_files_of_one_arm_on_both_sides_are_named_not_the_flags_not_given(tasks):
+    baseline = one_task(tasks, "arc_easy", "baseline")
+    result = invoke("bootstrap", "--metric", "acc", "--baseline", baseline[0], "--variant", baseline[1])
+    assert_input_error(result, f"{baseline[0]} (baseline) and {baseline[1]} (variant) are both item scores of arm "
+                       "'baseline'", "give the other arm's files")
+    assert "--baseline-arm" not in result.stderr
+
+
 def test_a_missing_metric_is_one_error_line(tasks):
     assert_input_error(invoke("bootstrap", tasks, "--metric", "f1", "--baseline-arm", "baseline", "--variant-arm",
                               "gatedv"), "no metric 'f1'")
