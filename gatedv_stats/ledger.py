@@ -88,7 +88,7 @@ class Ledger:
 
     def history(self) -> LedgerResult:
         """The whole history, its chain checked (`gatedv ledger LEDGER show`)."""
-        return LedgerResult(read_history(self.path, procedure=self.procedure, alpha=self.alpha))
+        return LedgerResult(self._history())
 
     def entries(self) -> tuple[LedgerEntry, ...]:
         """Every entry, in order."""

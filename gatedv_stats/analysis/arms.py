@@ -19,9 +19,8 @@ import numpy as np
 import pandas as pd
 
 from gatedv_stats.analysis.compare import decide, seed_document_fit, with_floor
-from gatedv_stats.analysis.diagnostics import paired_group_effects
 from gatedv_stats.analysis.noise_floor import NoiseFloor
-from gatedv_stats.analysis.perplexity import resampled_units
+from gatedv_stats.analysis.perplexity import paired_group_effects, resampled_units
 from gatedv_stats.analysis.task_scores import TaskComparison, task_comparison
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
@@ -244,18 +243,17 @@ def _adjust_family(rows: list[dict]) -> list[str]:
 
 def _raw_test(pair: Paired, fit: SeedDocumentResult | None, *, sesoi: float | None, cluster: str | None,
               n_permutations: int, rng_seed: int) -> dict:
-    nll_baseline = metrics.token_nll(pair.baseline, pair.n_units)
-    nll_variant = metrics.token_nll(pair.variant, pair.n_units)
-    ppl_baseline, ppl_variant = metrics.perplexity(nll_baseline), metrics.perplexity(nll_variant)
-    log_ratios = nll_variant - nll_baseline
+    baseline = metrics.arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units)
+    variant = metrics.arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units)
+    log_ratios = variant.nll - baseline.nll
     tested = None if fit is None else decide(fit, pair, sesoi)
     units, units_n = resampled_units(pair, pair.labels(cluster))
     return {
         "arm": pair.variant_arm, "eval_set": pair.eval_set, "unit": pair.unit, "n_pairs": pair.n_pairs,
-        "n_docs": pair.n_docs, "ppl_mean": float(ppl_variant.mean()), "reference_ppl_mean": float(ppl_baseline.mean()),
-        "delta_p": metrics.delta_p(ppl_baseline.mean(), ppl_variant.mean()),
-        "improved_pairs": metrics.improved_pairs(ppl_baseline, ppl_variant),
-        "nll_diff_mean": metrics.nll_diff_mean(nll_baseline, nll_variant),
+        "n_docs": pair.n_docs, "ppl_mean": variant.ppl_mean, "reference_ppl_mean": baseline.ppl_mean,
+        "delta_p": metrics.delta_p(baseline.ppl_mean, variant.ppl_mean),
+        "improved_pairs": metrics.improved_pairs(baseline.ppl, variant.ppl),
+        "nll_diff_mean": metrics.nll_diff_mean(baseline.nll, variant.nll),
         "nll_diff_seed_document_ci": None if fit is None else list(fit.confidence_interval),
         "delta_p_seed_document_ci": None if fit is None else list(fit.delta_p_interval),
         "seed_document_p_value": None if fit is None else fit.p_value,

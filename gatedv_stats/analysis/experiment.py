@@ -175,11 +175,11 @@ def run_summary(arm: str, runs: list[LossRun]) -> ArmSummary:
                       ppl_mean=float(ppl.mean()), ppl_sd=sample_sd(ppl))
 
 
-def breakdown_column(paired: Paired, min_docs: int = BREAKDOWN_MIN_DOCS) -> str | None:
+def breakdown_column(paired: Paired) -> str | None:
     """Domain when at least two domains are large enough to stand alone, else length bins of n_bytes."""
     if "domain" in paired.doc_columns:
         sizes = paired.doc_columns["domain"].value_counts()
-        if int((sizes >= min_docs).sum()) >= 2:
+        if int((sizes >= BREAKDOWN_MIN_DOCS).sum()) >= 2:
             return "domain"
     return "n_bytes" if "n_bytes" in paired.doc_columns else None
 

@@ -141,8 +141,8 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
     ours = {"metric": paired.metric, "unit": paired.unit, **paired.setup}
     theirs = {"metric": floor.metric, "unit": floor.unit, **floor.setup}
     notes = []
-    for name in dict.fromkeys((*theirs, *ours)):
-        if name not in ours or name not in theirs or ours[name] == theirs[name]:
+    for name in theirs:
+        if name not in ours or ours[name] == theirs[name]:
             continue
         text = f"{where} was measured with {name} {_shown(theirs[name])}, the study has {_shown(ours[name])}"
         if name not in allow_mismatch:

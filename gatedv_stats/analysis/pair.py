@@ -182,15 +182,16 @@ def _bits_per_byte(paired: Paired, comparison: Comparison) -> BitsPerByte | None
     per_byte = (None if not np.all(n_bytes > 0) else
                 seed_document_fit(paired, None, comparison.bootstrap.confidence_level, weights=n_bytes))
     bits = 1.0 / math.log(2.0)
-    relative = float(np.mean(variant) / np.mean(baseline) - 1.0) if np.mean(baseline) > 0 else None
+    baseline_mean, variant_mean = float(np.mean(baseline)), float(np.mean(variant))
+    relative = variant_mean / baseline_mean - 1.0 if baseline_mean > 0 else None
     interval = relative_interval = None
     if per_byte is not None:
         interval = ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
     if per_byte is not None and relative is not None:
         # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
-        half = (per_byte.confidence_interval.high - per_byte.nll_diff_mean) / (float(np.mean(baseline)) / bits)
+        half = (per_byte.confidence_interval.high - per_byte.nll_diff_mean) / (baseline_mean / bits)
         relative_interval = log_interval_as_change(math.log1p(relative) - half, math.log1p(relative) + half)
     return BitsPerByte(baseline=tuple(float(v) for v in baseline), variant=tuple(float(v) for v in variant),
-                       baseline_mean=float(np.mean(baseline)), variant_mean=float(np.mean(variant)),
-                       relative_change=relative, difference=float(np.mean(variant) - np.mean(baseline)),
-                       difference_interval=interval, relative_change_interval=relative_interval)
+                       baseline_mean=baseline_mean, variant_mean=variant_mean, relative_change=relative,
+                       difference=variant_mean - baseline_mean, difference_interval=interval,
+                       relative_change_interval=relative_interval)

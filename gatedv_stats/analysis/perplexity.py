@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gatedv_stats.analysis.diagnostics import paired_group_effects
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import metrics
-from gatedv_stats.stats.cluster_diagnostic import GroupEffectTest
+from gatedv_stats.stats.cluster_diagnostic import GroupEffectTest, group_effects, grouping_columns
 from gatedv_stats.stats.crossed import cluster_sums
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.metrics import ArmSummary, WinRate
@@ -252,3 +251,13 @@ def resampled_units(paired: Paired, labels: np.ndarray | None) -> tuple[np.ndarr
         return differences, paired.n_units
     sums = cluster_sums(differences, paired.n_units, labels)
     return sums.values, sums.n_units
+
+
+def paired_group_effects(paired: Paired, cluster: str | None = None) -> tuple[GroupEffectTest, ...]:
+    """The group-effect tests (`stats.cluster_diagnostic`) of every grouping column of a pair's documents but the
+    one it is clustered by."""
+    columns = grouping_columns(paired.doc_columns, exclude=cluster)
+    if not columns:
+        return ()
+    labels = {column: paired.doc_columns[column].astype(str).to_numpy() for column in columns}
+    return group_effects((paired.variant - paired.baseline) / paired.n_units, labels, paired.n_units)

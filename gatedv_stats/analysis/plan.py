@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
-from gatedv_stats.analysis.diagnostics import paired_group_effects
 from gatedv_stats.analysis.noise_floor import NoiseFloor
+from gatedv_stats.analysis.perplexity import paired_group_effects
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
@@ -30,6 +30,7 @@ from gatedv_stats.stats.planning import (
     StudyPlan,
     plan_study,
     seed_document_plan,
+    smallest_n,
     t_power,
     variance_components,
 )
@@ -134,16 +135,11 @@ def _task_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> 
 
 
 def items_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:
-    """Smallest N ≥ 2 items whose design with `n_seeds` seed pairs has the power, or None beyond MAX_ITEMS."""
-    if design.power(effect, n_seeds, alpha, MAX_ITEMS) < power:
-        return None
-    low, high = 1, 2
-    while design.power(effect, n_seeds, alpha, high) < power:
-        low, high = high, min(2 * high, MAX_ITEMS)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if design.power(effect, n_seeds, alpha, middle) >= power else (middle, high)
-    return max(high, 2)
+    """Smallest N ≥ 2 items whose design with `n_seeds` seed pairs has the power, or None where MAX_ITEMS lack it."""
+    def enough(n_items: int) -> bool:
+        return design.power(effect, n_seeds, alpha, n_items) >= power
+
+    return smallest_n(enough, MAX_ITEMS) if enough(MAX_ITEMS) else None
 
 
 @dataclass(frozen=True)

@@ -125,9 +125,7 @@ class SequentialDesign:
 
     def design_dict(self) -> dict:
         """The design part of the file (everything but the looks and the path)."""
-        data = asdict(self)
-        for name in ("looks", "path"):
-            data.pop(name)
+        data = {name: value for name, value in asdict(self).items() if name not in ("looks", "path")}
         if self.t_boundaries == "marginal":  # as files written before the field existed: their hash unchanged
             data.pop("t_boundaries")
         data.update(information=list(self.information), fractions=list(self.fractions), notes=list(self.notes))

@@ -193,11 +193,9 @@ def _locked_temp_file(target: Path) -> tuple[int, Path]:
             raise
         with contextlib.suppress(OSError):  # a file system without locks: write unlocked
             fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             if os.stat(name).st_ino == os.fstat(fd).st_ino:
                 return fd, Path(name)
-        except FileNotFoundError:
-            pass
         os.close(fd)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import numbers
 import os
 import re
@@ -81,7 +80,7 @@ def read_seed(value: object, where: str) -> int:
             number = None
     if isinstance(number, numbers.Real) and not isinstance(number, numbers.Integral):
         real = float(number)
-        integral = math.isfinite(real) and real == round(real)
+        integral = real.is_integer()  # False for inf and NaN
         if integral and _EXACT_FLOAT < real <= MAX_SEED:
             raise InputError(f"{where}: {value!r} is a float beyond 2**53, which may have lost digits; "
                              "record the seed as an integer")

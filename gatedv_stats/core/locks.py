@@ -124,12 +124,9 @@ def _acquire(path: Path, wait: bool, busy: str) -> tuple[int, dict | None]:
                     continue
                 raise LockBusy(busy.format(holder=describe(holder)), str(path), holder) from None
             return fd, holder or None
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:  # released (removed) between our open and our lock
-            same = False
-        if same:
-            return fd, _read_record(fd) or None
+        with contextlib.suppress(FileNotFoundError):  # released (removed) between our open and our lock
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd, _read_record(fd) or None
         os.close(fd)
 
 

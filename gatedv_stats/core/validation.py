@@ -15,9 +15,9 @@ from typing import ParamSpec, TypeVar
 from gatedv_stats.core.errors import ParameterError
 
 
-def check_confidence_level(confidence_level: float, parameter: str = "confidence_level") -> float:
+def check_confidence_level(confidence_level: float) -> float:
     """A confidence level strictly between 0 and 1."""
-    return check_open_unit(parameter, confidence_level)
+    return check_open_unit("confidence_level", confidence_level)
 
 
 def check_open_unit(parameter: str, value: float) -> float:

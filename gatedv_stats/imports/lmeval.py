@@ -230,8 +230,7 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
     date = results.path.name[len("results_"):-len(".json")]
     found = {match["task"]: path for path in sorted(results.path.parent.glob(f"samples_*_{date}.jsonl"))
              if (match := SAMPLES_NAME.fullmatch(path.name)) and match["date"] == date}
-    configs = results.data.get("configs") if isinstance(results.data.get("configs"), dict) else {}
-    missing = [task for task in configs or {} if task not in found]
+    missing = [task for task in results.section("configs") if task not in found]
     if missing or not found:
         raise InputError(f"{results.path}: no sample log samples_<task>_{date}.jsonl beside it for "
                          f"{', '.join(missing) or 'any task'}; run lm_eval with --log_samples")

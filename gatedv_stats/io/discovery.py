@@ -92,8 +92,7 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
     is given it is appended there instead, and listed in the result's `skipped`."""
     found = _sort_inputs(inputs)
     # A file named twice (itself and through its directory) counts once.
-    read = read_loss_inputs(found["loss file"], skipped=skipped) if found["loss file"] else []
-    runs = list({run.source: run for run in read}.values())
+    runs = list({run.source: run for run in read_loss_inputs(found["loss file"], skipped=skipped)}.values())
     if not runs:
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
@@ -109,5 +108,5 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
         bench=tuple(read_bench_result(path) for path in found["bench results"]),
         files=tuple(files.values()),
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
-        item_runs=tuple(read_item_inputs(found["item-score file"])) if found["item-score file"] else (),
+        item_runs=tuple(read_item_inputs(found["item-score file"])),
     )

@@ -172,9 +172,7 @@ def _run(path: Path, group: pd.DataFrame, file_meta: dict, keys: list[str], seve
         if meta.get(key) is None or not str(meta[key]).strip():
             raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
     seed = read_seed(meta["seed"], f"{source}: seed")
-    n_shot = meta.get("n_shot")
-    if n_shot is not None:
-        n_shot = read_seed(n_shot, f"{source}: n_shot")
+    n_shot = None if meta.get("n_shot") is None else read_seed(meta["n_shot"], f"{source}: n_shot")
     items_frame = group.drop(columns=columns)
     metrics = _metric_names(items_frame, meta, source)
     items = validate_items(items_frame, source, metrics)

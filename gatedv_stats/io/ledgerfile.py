@@ -75,11 +75,10 @@ class LedgerWriter:
             "step": len(self.entries) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             "prev_hash": previous, "hash": None})
         entry["hash"] = entry_hash(entry)
-        names = [name for name, _ in COLUMNS]
         _execute(self._connection, self.where,
-                 f"INSERT INTO entries ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                 tuple(json.dumps(entry[name], sort_keys=True) if KINDS[name] == "json" and entry[name] is not None
-                       else entry[name] for name in names))
+                 f"INSERT INTO entries ({', '.join(KINDS)}) VALUES ({', '.join('?' * len(KINDS))})",
+                 tuple(json.dumps(entry[name], sort_keys=True) if kind == "json" and entry[name] is not None
+                       else entry[name] for name, kind in KINDS.items()))
         _execute(self._connection, self.where, "UPDATE settings SET value = ? WHERE key = 'head'",
                  (json.dumps({"entries": entry["step"], "hash": entry["hash"]}),))
         self.entries.append(entry)
@@ -205,13 +204,12 @@ def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> d
 def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
     """Every entry in step order, each checked against its hash and the one before it; the first that is not
     what was written is refused by its step."""
-    names = [name for name, _ in COLUMNS]
-    rows = _execute(connection, where, f"SELECT {', '.join(names)} FROM entries ORDER BY step")
+    rows = _execute(connection, where, f"SELECT {', '.join(KINDS)} FROM entries ORDER BY step")
     entries, previous = [], stored["genesis"]
     for step, values in enumerate(rows, start=1):
         try:
             entry = _normalised({name: json.loads(value) if KINDS[name] == "json" and isinstance(value, str) else value
-                                 for name, value in zip(names, values)})
+                                 for name, value in zip(KINDS, values)})
         except (TypeError, json.JSONDecodeError):  # a byte of an entry's stored JSON changed
             raise InputError(f"{where}: entry {step} does not read as written (damaged){ALTERED}") from None
         if entry["step"] != step:

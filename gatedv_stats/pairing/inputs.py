@@ -66,8 +66,7 @@ def pairs_of(data: object, baseline: object, variant: object, baseline_arm: str 
         return [pilot_pair(runs_from_frame(data, {}, "frame", long_table=True), baseline_arm=baseline_arm,
                            variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired,
                            allow_mismatch=tuple(allow_mismatch), unit=unit or "auto", what="frame")]
-    return [load_paired(tables=None if data is None else runs_or_paths(data),
-                        baseline=_side(baseline), variant=_side(variant),
+    return [load_paired(tables=_side(data), baseline=_side(baseline), variant=_side(variant),
                         baseline_arm=baseline_arm, variant_arm=variant_arm, eval_set=eval_set,
                         allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch), unit=unit or "auto",
                         skipped=skipped)]

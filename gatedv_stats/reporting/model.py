@@ -79,7 +79,7 @@ class ReportData:
 
     @property
     def figure_count(self) -> int:
-        return sum(len(section.figures) for section in self.sections)
+        return len(self.figures)
 
     @property
     def figures(self) -> list[Figure]:

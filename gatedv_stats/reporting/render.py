@@ -7,11 +7,14 @@ report (`<name>_figures/*.svg` / `*.pdf`, rendered by `vl_convert`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -63,6 +66,8 @@ for _offset, _name in enumerate(_GREEK):
     _LATEX_SYMBOLS.setdefault(chr(0x3B1 + _offset), "$o$" if _name == "omicron" else f"$\\{_name}$")
     if _name != "varsigma":
         _LATEX_SYMBOLS.setdefault(chr(0x391 + _offset), _LATIN_CAPITALS.get(_name, f"$\\{_name.capitalize()}$"))
+# Scanned left to right; at each place the first symbol in the table's order that starts there is replaced.
+_LATEX_PATTERN = re.compile("|".join(map(re.escape, _LATEX_SYMBOLS)))
 
 
 def latex_escape(value: object) -> str:
@@ -70,35 +75,25 @@ def latex_escape(value: object) -> str:
     text = "" if value is None else str(value)
     if isinstance(value, Raw):
         return text
-    out, i = [], 0
-    while i < len(text):
-        for symbol, replacement in _LATEX_SYMBOLS.items():
-            if text.startswith(symbol, i):
-                out.append(replacement)
-                i += len(symbol)
-                break
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
+    return _LATEX_PATTERN.sub(lambda match: _LATEX_SYMBOLS[match.group()], text)
+
+
+# Each format's Jinja options: HTML autoescaped, Markdown and LaTeX through their escapes (LaTeX with \BLOCK{…} and
+# \VAR{…} delimiters: Jinja's own clash with TeX's braces).
+_JINJA_OPTIONS: dict[str, dict[str, Any]] = {
+    "html": {"autoescape": True},
+    "md": {"finalize": _markdown_escape},
+    "latex": {"finalize": latex_escape, "block_start_string": r"\BLOCK{", "block_end_string": "}",
+              "variable_start_string": r"\VAR{", "variable_end_string": "}", "comment_start_string": r"\#{",
+              "comment_end_string": "}", "trim_blocks": True, "lstrip_blocks": True},
+}
 
 
 @functools.cache
 def _environment(fmt: str) -> jinja2.Environment:
-    loader = jinja2.PackageLoader("reports", "templates")
-    if fmt == "html":
-        return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
-    if fmt == "md":
-        env = jinja2.Environment(loader=loader, autoescape=False, finalize=_markdown_escape,
-                                 undefined=jinja2.StrictUndefined)
-    else:
-        env = jinja2.Environment(loader=loader, autoescape=False, finalize=latex_escape,
-                                 undefined=jinja2.StrictUndefined, block_start_string=r"\BLOCK{",
-                                 block_end_string="}", variable_start_string=r"\VAR{", variable_end_string="}",
-                                 comment_start_string=r"\#{", comment_end_string="}", trim_blocks=True,
-                                 lstrip_blocks=True)
-    env.filters["raw"] = Raw
-    env.filters["code"] = Raw
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), undefined=jinja2.StrictUndefined,
+                             **_JINJA_OPTIONS[fmt])
+    env.filters.update(raw=Raw, code=Raw)  # unescaped text in Markdown and LaTeX
     return env
 
 
@@ -123,16 +118,12 @@ def vega_bundle() -> str:
 
     # vl_convert's stub omits __version__ and marks javascript_bundle's optional snippet as required.
     cached = _cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"  # type: ignore[attr-defined]
-    try:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
         return cached.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        pass
     bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]
     bundle = bundle.replace("</script", "<\\/script")  # cannot end the <script> early
-    try:
+    with contextlib.suppress(OSError):  # a read-only home only costs the rebuild next time
         write_text_atomic(cached, bundle)
-    except OSError:  # a read-only home only costs the rebuild next time
-        pass
     return bundle
 
 

@@ -10,10 +10,9 @@ draws figures for it, the report's Altair charts (`plot`). The statistics themse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gatedv_stats.analysis.arms import ArmsComparison, TaskSuite
-from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.analysis.pair import PairAnalysis
 from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.analysis.plan import FloorPlan, TaskPlan
@@ -34,25 +33,20 @@ __all__ = ["AnalysisResult", "ArmsResult", "ComparisonResult", "FloorPlanResult"
            "TaskPlanResult", "TaskSuiteResult", "result_of"]
 
 
+# The API result of each library result: of one pair, or of the pairs of a many-arms comparison.
+_OF_ONE_PAIR: dict[type, Callable[..., Result]] = {
+    Comparison: ComparisonResult, PairAnalysis: AnalysisResult, StudyPlan: PlanResult,
+    TaskComparison: TaskComparisonResult, TaskPlan: TaskPlanResult}
+_OF_PAIRS: dict[type, Callable[..., Result]] = {ArmsComparison: ArmsResult, TaskSuite: TaskSuiteResult}
+
+
 def result_of(result: object, paired: Paired | Sequence[Paired], skipped: tuple[SkippedFile, ...] | None) -> Result:
     """The API's presentation of a library result (of one pair, or of the pairs of a many-arms comparison)."""
     pairs = tuple(paired) if isinstance(paired, Sequence) else (paired,)
-    if isinstance(result, Comparison):
-        return ComparisonResult(result, pairs[0], skipped)
-    if isinstance(result, PairAnalysis):
-        return AnalysisResult(result, pairs[0], skipped)
-    if isinstance(result, ArmsComparison):
-        return ArmsResult(result, pairs, skipped)
-    if isinstance(result, StudyPlan):
-        return PlanResult(result, pairs[0], skipped)
-    if isinstance(result, TaskComparison):
-        return TaskComparisonResult(result, pairs[0], skipped)
-    if isinstance(result, TaskSuite):
-        return TaskSuiteResult(result, pairs, skipped)
+    if type(result) in _OF_ONE_PAIR:
+        return _OF_ONE_PAIR[type(result)](result, pairs[0], skipped)
+    if type(result) in _OF_PAIRS:
+        return _OF_PAIRS[type(result)](result, pairs, skipped)
     if isinstance(result, FloorPlan):
         return FloorPlanResult(result, skipped)
-    if isinstance(result, TaskPlan):
-        return TaskPlanResult(result, pairs[0], skipped)
-    if isinstance(result, LedgerHistory):
-        return LedgerResult(result)
     raise TypeError(f"no API result for {type(result).__name__}")

@@ -51,8 +51,9 @@ class Result(ABC):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What limits or changes the result, for the command line's stderr (the summary holds its notes)."""
-        return ()
+        """What limits or changes the result, for the command line's stderr (the summary holds its notes): the
+        wrapped result's `warnings`, where it has them."""
+        return getattr(getattr(self, self.wraps), "warnings", ()) if self.wraps else ()
 
     def _skipped(self) -> dict:
         return {} if self.skipped is None else {"skipped_unreadable": [file.to_dict() for file in self.skipped]}
@@ -77,6 +78,11 @@ def adjusted_headline(verdicts: Sequence[tuple[str, str]], reference: str, compa
     return f"{len(verdicts)} {comparisons} with {reference}, Holm-adjusted: {grouped}"
 
 
+def plan_quantities(plan: Any) -> dict[str, Any]:
+    """A plan's figures: what its `to_dict` holds that is not a mapping."""
+    return {key: value for key, value in plan.to_dict().items() if not isinstance(value, dict)}
+
+
 def quantities_table(quantities: dict[str, Any], caption: str) -> Table:
     """A table of a plan's quantities, one per row."""
     rows = tuple(row(key, "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
@@ -99,19 +105,15 @@ class PilotPlanResult(Result):
         """What the pilot's pairing dropped or accepted."""
         return self.paired.notes
 
-    def quantities(self) -> dict[str, Any]:
-        """The plan's figures: what its `to_dict` holds that is not a mapping."""
-        return {key: value for key, value in self.plan.to_dict().items() if not isinstance(value, dict)}
-
     def to_dict(self) -> dict:
         return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
                 "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
-                              **self.quantities()}])
+                              **plan_quantities(self.plan)}])
 
     def tables(self) -> list[Table]:
         task = "" if self.paired.task is None else f" on {self.paired.task}"
-        return [quantities_table(self.quantities(), f"Plan for {self.paired.variant_arm} vs "
+        return [quantities_table(plan_quantities(self.plan), f"Plan for {self.paired.variant_arm} vs "
                                  f"{self.paired.baseline_arm}{task} from the pilot runs.")]

@@ -12,7 +12,7 @@ from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.plan import FloorPlan
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.reporting.model import Table
-from gatedv_stats.results.base import Result, quantities_table
+from gatedv_stats.results.base import Result, plan_quantities, quantities_table
 
 
 @dataclass(frozen=True, repr=False)
@@ -58,7 +58,7 @@ class FloorPlanResult(Result):
                 f"{self.plan.power:g} at α = {self.plan.alpha:g} (noise floor {self.plan.floor.df:g} df)")
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{key: value for key, value in self.plan.to_dict().items() if not isinstance(value, dict)}])
+        return pd.DataFrame([plan_quantities(self.plan)])
 
     def tables(self) -> list[Table]:
         return [quantities_table(self.to_frame().iloc[0].to_dict(), "Plan from the setup's noise floor.")]

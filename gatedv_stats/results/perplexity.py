@@ -49,11 +49,6 @@ class ComparisonResult(Result):
 
     wraps: ClassVar[str] = "comparison"
 
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """Seeds dropped, mismatches accepted, undefined spreads, groups the units do not explain."""
-        return self.comparison.warnings
-
     def headline(self) -> str:
         result = self.comparison
         interval = ("" if result.seed_document is None else
@@ -110,7 +105,7 @@ class AnalysisResult(Result):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """The comparison's warnings (see `ComparisonResult.warnings`)."""
+        """The comparison's: seeds dropped, mismatches accepted, undefined spreads, groups the units do not explain."""
         return self.analysis.comparison.warnings
 
     @property
@@ -147,11 +142,6 @@ class ArmsResult(Result):
     skipped: tuple[SkippedFile, ...] | None = None
 
     wraps: ClassVar[str] = "arms"
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """Arms whose documents' groups differ far beyond what they explain."""
-        return self.arms.warnings
 
     def headline(self) -> str:
         return adjusted_headline([(arm.verdict, arm.arm if arm.eval_set is None else f"{arm.arm} ({arm.eval_set})")

@@ -120,7 +120,6 @@ def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, co
     if values.shape != n.shape:
         raise InputError(f"breakdown by {column}: {values.shape} values for {n.shape[0]} documents; give one value "
                          "per document")
-    n_pairs = baseline.shape[0]
     binned = column in ("n_targets", "n_bytes") or pd.api.types.is_numeric_dtype(values)
     labels, natural_order = _quantile_bins(values, bins) if binned else _categories(values)
     counts = pd.Series(labels).value_counts()
@@ -144,7 +143,7 @@ def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, co
                                   n_units=int(n[docs].sum()), nll_diff_mean=result.statistic,
                                   confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index))
     adjusted_level: float | None = None
-    if n_pairs >= 2 and groups:  # Bonferroni over the groups
+    if baseline.shape[0] >= 2 and groups:  # Bonferroni over the groups
         adjusted_level = 1.0 - (1.0 - confidence_level) / len(groups)
         groups = _with_seed_document(baseline, variant, n, members, groups, adjusted_level)
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),

@@ -149,5 +149,5 @@ def group_effects(differences: np.ndarray, labels: Mapping[str, np.ndarray], n_u
 
 
 def _holds_strings(values: pd.Series) -> bool:
-    return isinstance(values.dtype, pd.CategoricalDtype) or values.dtype == object or pd.api.types.is_string_dtype(
-        values.dtype)
+    # is_string_dtype holds for the object dtype too
+    return isinstance(values.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(values.dtype)

@@ -53,15 +53,12 @@ def final_curve_points(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
     """
     ordered = curves.sort_values("step", kind="stable")
     last = ordered.groupby(["arm", "lr", "seed"], as_index=False, sort=True).last()
-    status = last["run_status"] if "run_status" in last.columns else pd.Series(None, index=last.index, dtype=object)
-    updates = (last["run_updates"].to_numpy(dtype=np.float64) if "run_updates" in last.columns
-               else np.full(len(last), np.nan))
-    files = last["run_file"] if "run_file" in last.columns else pd.Series(None, index=last.index, dtype=object)
+    run_record = last.reindex(columns=["run_file", "run_status", "run_updates"])  # all NaN without a run record
+    files, status = run_record["run_file"], run_record["run_status"]
+    updates = run_record["run_updates"].to_numpy(dtype=np.float64)
     why = pd.Series(None, index=last.index, dtype=object)
-    for index in last.index:
-        where = files[index]
-        recorded_status, final = status[index], updates[index]
-        step = int(last.at[index, "step"])
+    steps = last["step"].astype(int)
+    for index, where, recorded_status, final, step in zip(last.index, files, status, updates, steps):
         if isinstance(recorded_status, str) and recorded_status != "finished":
             of = "" if np.isnan(final) else f" of {int(final)}"
             state = "diverged" if recorded_status == "diverged" else "has not finished"
@@ -69,8 +66,8 @@ def final_curve_points(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
                           f"step {step}{of})")
         elif not np.isnan(final) and step != int(final):
             why[index] = f"its curve ends at step {step}, not at the run's final update {int(final)} ({where})"
-    confirmed = status.eq("finished").to_numpy() & ~np.isnan(updates) & why.isna().to_numpy()
     standing = why.isna().to_numpy()
+    confirmed = status.eq("finished").to_numpy() & ~np.isnan(updates)
     longest = last[standing].groupby("arm")["step"].max()
     for index in last.index[standing & ~confirmed]:
         arm, step = last.at[index, "arm"], int(last.at[index, "step"])
@@ -109,10 +106,8 @@ def select_lr(table: pd.DataFrame, selection_seed: int | None = None) -> LRSelec
     absent = sorted(set(table["arm"]) - set(on_seed["arm"]))
     if absent:
         raise InputError(f"learning-rate table: selection seed {selection_seed} has no runs of {', '.join(absent)}")
-    selected = {}
-    for arm, group in on_seed.groupby("arm", sort=True):
-        ordered = group.sort_values(["dev_nll", "lr"], kind="stable")  # lowest NLL, then the lower rate
-        selected[arm] = float(ordered["lr"].iloc[0])
+    ordered = on_seed.sort_values(["dev_nll", "lr"], kind="stable")  # lowest NLL, then the lower rate
+    selected = {arm: float(lr) for arm, lr in ordered.groupby("arm", sort=True)["lr"].first(skipna=False).items()}
     ppl = on_seed.assign(ppl=np.exp(on_seed["dev_nll"].to_numpy(dtype=np.float64))).pivot(
         index="arm", columns="lr", values="ppl").sort_index()
     return LRSelection(selection_seed=int(selection_seed), selected=selected, ppl=ppl)

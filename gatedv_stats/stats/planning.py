@@ -96,14 +96,14 @@ def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.
     if not effect_size > 0.0:
         raise ParameterError(parameter, f"the standardised effect must be positive, got {effect_size}")
     _check_power_above_alpha(alpha, power)
-    pairs = _smallest_n(lambda nobs: one_sample_power(effect_size, nobs, alpha) >= power, MAX_PAIRS)
+    pairs = smallest_n(lambda nobs: one_sample_power(effect_size, nobs, alpha) >= power, MAX_PAIRS)
     if pairs is None:
         raise ParameterError(parameter, f"too small to detect: power {power} at alpha {alpha} needs more than "
                                         f"{MAX_PAIRS:.0e} pairs (standardised effect {effect_size:.3g})")
     return pairs
 
 
-def _smallest_n(enough: Callable[[int], bool], limit: int) -> int | None:
+def smallest_n(enough: Callable[[int], bool], limit: int) -> int | None:
     """The smallest n ≥ 2 for which `enough` (false up to some n, true from there on) holds, or None beyond
     `limit`: doubling, then bisection."""
     low, high = 2, 2
@@ -139,8 +139,7 @@ class Design:
         docs = n_docs or self.n_docs
         w2 = self.weight_square_sum * self.n_docs / docs
         seed_part = (self.seed_var + self.interaction_var * w2) / n_seeds
-        doc_part = self.doc_var * w2
-        variance = seed_part + doc_part
+        variance = seed_part + self.doc_var * w2
         doc_noise = w2 ** 2 * ((self.doc_var + self.interaction_var / n_seeds) ** 2 / max(docs - 1, 1)
                                + (self.interaction_var / n_seeds) ** 2 / max((n_seeds - 1) * (docs - 1), 1))
         satterthwaite = variance ** 2 / (seed_part ** 2 / (n_seeds - 1) + doc_noise)
@@ -152,7 +151,7 @@ class Design:
 
     def seeds_required(self, log_effect: float, alpha: float, power: float, n_docs: int | None = None) -> int | None:
         """Smallest S ≥ 2 with the power (power rises with S), or None beyond MAX_SEEDS."""
-        return _smallest_n(lambda n_seeds: self.power(log_effect, n_seeds, alpha, n_docs) >= power, MAX_SEEDS)
+        return smallest_n(lambda n_seeds: self.power(log_effect, n_seeds, alpha, n_docs) >= power, MAX_SEEDS)
 
     def detectable_log_effect(self, n_seeds: int, alpha: float, power: float) -> float:
         variance, df = self.variance(n_seeds)

@@ -272,10 +272,8 @@ def _bca_probabilities(d: np.ndarray, n: np.ndarray, distribution: np.ndarray, a
     spread = jackknife.mean() - jackknife
     scale = np.sum(spread ** 2) ** 1.5
     acceleration = np.sum(spread ** 3) / (6.0 * scale) if scale > 0 else 0.0
-    probabilities = []
-    for z_alpha in (ndtri(alpha), -ndtri(alpha)):
-        shifted = z0 + z_alpha
-        probabilities.append(float(ndtr(z0 + shifted / (1.0 - acceleration * shifted))))
-    if any(math.isnan(p) for p in probabilities):
+    shifted = z0 + np.array([ndtri(alpha), -ndtri(alpha)])
+    low, high = ndtr(z0 + shifted / (1.0 - acceleration * shifted))
+    if math.isnan(low) or math.isnan(high):
         raise InputError("the BCa interval is undefined for this sample (a degenerate bootstrap distribution)")
-    return probabilities[0], probabilities[1]
+    return float(low), float(high)

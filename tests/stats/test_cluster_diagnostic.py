@@ -16,7 +16,7 @@ from statsmodels.stats.anova import anova_lm
 
 from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare
-from gatedv_stats.analysis.diagnostics import paired_group_effects
+from gatedv_stats.analysis.perplexity import paired_group_effects
 from gatedv_stats.analysis.plan import plan as plan_study
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.lossfiles import LossRun, write_loss_file

@@ -90,15 +90,14 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
                             "counted; run lm_eval with --model_args ...,add_bos_token=False")
         files.append({"path": str(path), "sha256": file_sha256(path), "task": match["task"] if match else None,
                       "documents": count, "run": results.run() if results else None})
-    wordless = [row[4] for row in rows if row[2] is None]
+    logged = pd.DataFrame(rows, columns=["doc_id", "loss_sum", "words", "n_bytes", "where"])
+    wordless = list(logged.loc[logged["words"].isna(), "where"])
     by_words = not wordless
     if not by_words and len(wordless) != len(rows):
         warnings.append(f"{len(wordless)} of {len(rows)} samples log no word count (word_perplexity; the first at "
                         f"{wordless[0]}): every document's targets are its bytes")
-    docs = pd.DataFrame({"doc_id": [row[0] for row in rows], "loss_sum": [row[1] for row in rows],
-                         "n_targets": [row[2] if by_words else row[3] for row in rows],
-                         "n_bytes": [row[3] for row in rows]})
-    docs = validate_docs(docs, ", ".join(map(str, paths)), row_names=[row[4] for row in rows])
+    docs = validate_docs(logged.assign(n_targets=logged["words" if by_words else "n_bytes"]),
+                         ", ".join(map(str, paths)), row_names=list(logged["where"]))
     meta = {"source": "lm-evaluation-harness", "lm_eval_tasks": sorted({f["task"] for f in files if f["task"]}),
             "lm_eval_files": files, "target_unit": "word" if by_words else "byte", "loss_unit": "nats",
             "doc_id_field": f"doc.{id_field}" if id_field else "doc_id", "scoring": "bos"}

@@ -49,12 +49,13 @@ class HarnessResults:
     def read(cls, path: str | Path) -> HarnessResults:
         return cls(Path(path), read_json_object(path))
 
-    def _section(self, key: str) -> dict:
+    def section(self, key: str) -> dict:
+        """The results file's object under `key` ({} when it holds none)."""
         value = self.data.get(key)
         return value if isinstance(value, dict) else {}
 
     def config(self, task: str) -> dict | None:
-        config = self._section("configs").get(task)
+        config = self.section("configs").get(task)
         return config if isinstance(config, dict) else None
 
     def output_type(self, task: str) -> str | None:
@@ -65,13 +66,13 @@ class HarnessResults:
         return None if config is None else canonical_sha256({k: v for k, v in config.items() if k != "metadata"})
 
     def n_shot(self, task: str) -> int | None:
-        shots = self._section("n-shot").get(task)
+        shots = self.section("n-shot").get(task)
         if shots is None and self.config(task):
             shots = self.config(task).get("num_fewshot")  # type: ignore[union-attr]
         return shots if isinstance(shots, int) and not isinstance(shots, bool) else None
 
     def higher_is_better(self, task: str) -> dict[str, bool]:
-        given = self._section("higher_is_better").get(task)
+        given = self.section("higher_is_better").get(task)
         return {k: v for k, v in given.items() if isinstance(v, bool)} if isinstance(given, dict) else {}
 
     def mean_metrics(self, task: str) -> set[str] | None:
@@ -90,16 +91,16 @@ class HarnessResults:
         return str(metadata.get("gatedv_eval_set")), str(metadata["gatedv_eval_set_sha256"])
 
     def reported(self, task: str, key: str) -> float | None:
-        value = self._section("results").get(task, {}).get(key)
+        value = self.section("results").get(task, {}).get(key)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     def task_hash(self, task: str) -> str | None:
-        value = self._section("task_hashes").get(task)
+        value = self.section("task_hashes").get(task)
         return value if isinstance(value, str) else None
 
     def groups(self) -> dict[str, list[str]]:
         """Each top-level group (not itself a subtask of another group) with its leaf tasks, in order."""
-        listed = {group: [str(t) for t in tasks] for group, tasks in self._section("group_subtasks").items()
+        listed = {group: [str(t) for t in tasks] for group, tasks in self.section("group_subtasks").items()
                   if isinstance(tasks, list)}
         nested = {task for tasks in listed.values() for task in tasks}
 
@@ -109,13 +110,13 @@ class HarnessResults:
 
     def run(self) -> dict:
         """Provenance of the run: model, harness and library versions."""
-        config = self._section("config")
+        config = self.section("config")
         return {**{key: self.data.get(key) for key in RUN_KEYS}, **{key: config.get(key) for key in CONFIG_KEYS},
                 "results_file": self.path.name}
 
     def model(self) -> str | None:
         """The evaluated model: its `pretrained` argument, else the harness's model name."""
-        pretrained = model_args(self._section("config")).get("pretrained")
+        pretrained = model_args(self.section("config")).get("pretrained")
         return str(pretrained) if pretrained else self.data.get("model_name")
 
     def doubled_bos(self) -> str | None:
@@ -124,7 +125,7 @@ class HarnessResults:
         The harness conditions a rolling document on the BOS token; when the tokenizer also prepends BOS to the
         text (`add_bos_token=True` in the model arguments, or in a local model's tokenizer_config.json with no
         `add_bos_token` argument given), the BOS itself is predicted and counted."""
-        args = model_args(self._section("config"))
+        args = model_args(self.section("config"))
         given = str(args.get("add_bos_token", "")).lower()
         if given == "true":
             return "the model arguments set add_bos_token=True"

@@ -49,7 +49,8 @@ def setup_section(analysis: ExperimentAnalysis) -> Section:
 
 
 def _collect(analysis: ExperimentAnalysis) -> tuple[dict, dict]:
-    """Per arm the sets of recorded values (size, lr, seed, ...) and the first model config seen."""
+    """Per arm the sets of recorded values (size, lr, seed, ...; None for a value a record lacks, left out where
+    shown) and the first model config seen."""
     by_arm: dict = defaultdict(lambda: defaultdict(set))
     configs: dict = {}
     for info in analysis.inputs.run_infos:  # trainer run directories: the training record
@@ -60,20 +61,20 @@ def _collect(analysis: ExperimentAnalysis) -> tuple[dict, dict]:
         configs.setdefault(arm, config)
         entry = by_arm[arm]
         for key in ("size", "lr", "seed", "updates", "warmup", "parameters"):
-            _add(entry[key], info.get(key))
-        _add(entry["knobs"], _knobs_text(info.get("knobs")))
+            entry[key].add(info.get(key))
+        entry["knobs"].add(_knobs_text(info.get("knobs")))
         batch = info.get("batch_size")
-        _add(entry["batch"], batch)
+        entry["batch"].add(batch)
         if batch and info.get("updates") and config.get("seq_len"):
             entry["exposures"].add(int(info["updates"]) * int(batch) * int(config["seq_len"]))
     for run in analysis.inputs.runs:  # loss files: what was evaluated
         if run.meta.get("config"):
             configs.setdefault(run.arm, run.meta["config"])
         entry = by_arm[run.arm]
-        _add(entry["lr"], lr_of(run))
+        entry["lr"].add(lr_of(run))
         entry["seed"].add(run.seed)
-        _add(entry["updates"], run.meta.get("step"))
-        _add(entry["knobs"], _knobs_text(run.meta.get("knobs")))
+        entry["updates"].add(run.meta.get("step"))
+        entry["knobs"].add(_knobs_text(run.meta.get("knobs")))
     return by_arm, configs
 
 
@@ -82,11 +83,6 @@ def _knobs_text(knobs) -> str | None:
     if not isinstance(knobs, dict) or not knobs:
         return None
     return ", ".join(f"{name}={value}" for name, value in sorted(knobs.items()))
-
-
-def _add(values: set, value) -> None:
-    if value is not None:
-        values.add(value)
 
 
 def _config_text(config: dict, key: str) -> str:
@@ -104,11 +100,12 @@ def _config_pair(config: dict, first: str, second: str) -> str:
 
 
 def _joined(values: set, fmt: Callable) -> str:
-    return ", ".join(fmt(value) for value in sorted(values)) if values else MISSING
+    recorded = sorted(values - {None})
+    return ", ".join(map(fmt, recorded)) if recorded else MISSING
 
 
 def _seed_text(seeds: set) -> str:
-    ordered = sorted(int(seed) for seed in seeds)
+    ordered = sorted(int(seed) for seed in seeds if seed is not None)
     if len(ordered) > 2 and ordered[-1] - ordered[0] == len(ordered) - 1:  # distinct, so consecutive
         return f"{len(ordered)} ({ordered[0]}–{ordered[-1]})"
     return f"{len(ordered)} ({', '.join(map(str, ordered))})"
