@@ -37,10 +37,11 @@ def sealed(record: dict, key: str) -> dict:
 def check_seal(record: dict, key: str, path: str | os.PathLike[str], advice: str, *, required: bool = False) -> dict:
     """`record` (read from `path`) when it records no `key` (unless `required`), or when `key` is the SHA-256 of the
     rest of it; else a `damaged` error (edited by hand, or damaged)."""
-    if key not in record and not required:
+    if key not in record:
+        if required:
+            raise damaged(path, f"it records no sha256 of its content ({key})", advice)
         return record
-    content = {name: value for name, value in record.items() if name != key}
-    if record[key] != canonical_sha256(content):
+    if record[key] != sealed(record, key)[key]:
         raise damaged(path, f"its content does not match the sha256 it records ({key})", advice)
     return record
 
