@@ -169,7 +169,7 @@ def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     path = Path(path)
     meta = dict(meta)
     for key in RUN_KEYS:
-        if meta.get(key) is None:
+        if meta.get(key) in (None, ""):  # a file without them could not be read back
             raise InputError(f"{path}: metadata needs {key!r}")
     meta["seed"] = read_seed(meta["seed"], f"{path}: metadata seed")
     meta.setdefault("gatedv_version", __version__)

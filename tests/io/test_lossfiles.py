@@ -53,6 +53,8 @@ def test_write_rejects_bad_documents_and_leaves_no_file(tmp_path):
         write_loss_file(tmp_path / "bad.parquet", docs, {"arm": "a", "seed": 1})
     with pytest.raises(InputError, match="metadata needs 'seed'"):
         write_loss_file(tmp_path / "bad.parquet", docs_frame(), {"arm": "a"})
+    with pytest.raises(InputError, match="metadata needs 'arm'"):
+        write_loss_file(tmp_path / "bad.parquet", docs_frame(), {"arm": "", "seed": 1})
     assert list(tmp_path.iterdir()) == []
 
 
