@@ -10,12 +10,15 @@ from pathlib import Path
 
 from gatedv_stats.core.atomic import write_text_atomic
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import read_json_object
+from gatedv_stats.core.files import read_count, read_json_object
 from gatedv_stats.core.integrity import check_seal, sealed
 from gatedv_stats.core.outputs import check_output_file
 
 FLOOR_FORMAT = "gatedv-noise-floor/1"
 REQUIRED = ("seed_variance", "df", "metric", "unit", "setup", "source")
+LISTS = ("values", "seeds", "inputs")  # recorded where the floor came from; absent from older files
+# Far above any metric's seed variance; beyond it the interval's arithmetic overflows.
+MAX_VARIANCE = 1e100
 REMEASURE = "measure the floor again with gatedv noise-floor, or restore an intact copy"  # a damaged floor file
 
 
@@ -39,8 +42,13 @@ def read_floor_file(path: str | os.PathLike[str]) -> dict:
         raise InputError(f"{where}: field {missing[0]!r} is missing")
     for field in ("seed_variance", "df"):
         value = content[field]
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise InputError(f"{where}: field {field!r} must be a positive number (got {value!r})")
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= MAX_VARIANCE:
+            raise InputError(f"{where}: field {field!r} must be a positive number up to {MAX_VARIANCE:g} (got "
+                             f"{value!r})")
     if not isinstance(content["setup"], dict):
         raise InputError(f"{where}: field 'setup' must be a JSON object")
+    read_count(content.get("n_sources", 0), f"{where}: field 'n_sources'")
+    wrong = next((field for field in LISTS if not isinstance(content.get(field, []), list)), None)
+    if wrong is not None:
+        raise InputError(f"{where}: field {wrong!r} must be a list (got {content[wrong]!r})")
     return {**content, "path": str(where)}
