@@ -7,7 +7,6 @@ alike; the ledger itself is `analysis.ledger` over the file of `io.ledgerfile`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -134,4 +133,4 @@ def _floor_record(noise_floor: Floor | None) -> tuple[str | None, str | None]:
     return os.fspath(noise_floor), file_sha256(noise_floor)
 
 
-__all__: Sequence[str] = ["Ledger"]
+__all__ = ["Ledger"]

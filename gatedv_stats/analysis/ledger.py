@@ -123,7 +123,8 @@ class LedgerHistory:
         for entry in self.entries:
             if entry.keep and (best is None or entry.row["reference"] == best.row["candidate"]
                                or entry.row["reference"] != best.row["reference"] or entry.scale_of != best.scale_of
-                               or _more_favourable(entry, best)):
+                               or (entry.row["estimate"] > best.row["estimate"] if entry.scale_of.higher_is_better
+                                   else entry.row["estimate"] < best.row["estimate"])):
                 best = entry
             out.append(best)
         return tuple(out)
@@ -253,8 +254,3 @@ def source_files(paired: Paired, side: str) -> list[dict]:
         if path not in files:
             files[path] = recorded or (file_sha256(path) if Path(path).is_file() else None)
     return [{"path": path, "sha256": sha256} for path, sha256 in files.items()]
-
-
-def _more_favourable(entry: LedgerEntry, best: LedgerEntry) -> bool:
-    better = entry.row["estimate"] > best.row["estimate"]
-    return better if entry.scale_of.higher_is_better else entry.row["estimate"] < best.row["estimate"]

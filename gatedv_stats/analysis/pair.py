@@ -184,9 +184,8 @@ def _bits_per_byte(paired: Paired, comparison: Comparison) -> BitsPerByte | None
     bits = 1.0 / math.log(2.0)
     baseline_mean, variant_mean = float(np.mean(baseline)), float(np.mean(variant))
     relative = variant_mean / baseline_mean - 1.0 if baseline_mean > 0 else None
-    interval = relative_interval = None
-    if per_byte is not None:
-        interval = ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
+    interval = None if per_byte is None else ConfidenceInterval(*(end * bits for end in per_byte.confidence_interval))
+    relative_interval = None
     if per_byte is not None and relative is not None:
         # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
         half = (per_byte.confidence_interval.high - per_byte.nll_diff_mean) / (baseline_mean / bits)

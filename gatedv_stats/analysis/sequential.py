@@ -57,7 +57,10 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     first = 1 if floor is not None else 2
     max_seeds = check_at_least("max_seeds", max_seeds, first)
     fit = _fit(with_floor(paired, floor, allow_mismatch), floor, first, max_seeds)
-    seed_variance, seed_df = _seed_part(fit)
+    # τ̂² and its df as the fit uses them: the floor's (pooled with the study's, or the study's where the F test
+    # refuses the floor), else the study's own spread on S − 1 df
+    seed_variance, seed_df = ((fit.v_seed, fit.n_seeds - 1.0) if fit.floor_use is None else
+                              (fit.floor_use.seed.variance, fit.floor_use.seed.df))
     document_term, document_high = _document_term(fit, seed_variance)
     information = tuple(gs.information(n, seed_variance, document_term) for n in range(first, max_seeds + 1))
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
@@ -111,7 +114,7 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
                              higher_is_better=design.higher_is_better, equivalence=bounds,
                              futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.nll_diff_mean, se=fit.se,
-                df=df, information=design.planned_information(n_pairs), observed_information=fit.se ** -2,
+                df=df, information=design.information[n_pairs - design.first_look], observed_information=fit.se ** -2,
                 fraction=fractions[-1], efficacy=float(efficacy[-1]),
                 futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
                 futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
@@ -130,19 +133,20 @@ def check_unchanged(design: SequentialDesign, *, max_seeds: int | None = None, a
     """Refuse, in one line naming the parameter, a setting given that differs from the design's: a design is fixed
     before its first look, and its K, α, spending function, power, SESOI and noise floor cannot change."""
     where = design.path or "the design"
+    taken = f"{len(design.looks)} look{'s' if len(design.looks) != 1 else ''} taken"
     given = {"max_seeds": max_seeds, "alpha": alpha, "power": power, "sesoi": sesoi, "spending": spending}
     for name, value in given.items():
         recorded = getattr(design, name)
         if value is not None and not (value == recorded or (isinstance(value, float) and isinstance(recorded, float)
                                                             and math.isclose(value, recorded, rel_tol=1e-12))):
-            raise ParameterError(name, f"{where} fixes {name} {recorded} ({_looks_taken(design)}); a design cannot "
+            raise ParameterError(name, f"{where} fixes {name} {recorded} ({taken}); a design cannot "
                                  f"change once it has started: start a new design file for {name} {value}")
     recorded = design.floor
     if floor is not None and not (recorded is not None and recorded["seed_variance"] == floor.seed.variance
                                   and recorded["df"] == floor.seed.df and recorded.get("sha256") == floor.sha256):
         raise ParameterError("noise_floor", f"{where} was designed "
                              f"{'without a noise floor' if design.floor is None else 'with another noise floor'} "
-                             f"({_looks_taken(design)}); a design cannot change once it has started")
+                             f"({taken}); a design cannot change once it has started")
 
 
 def load_design(path: str | os.PathLike[str]) -> SequentialDesign:
@@ -152,8 +156,7 @@ def load_design(path: str | os.PathLike[str]) -> SequentialDesign:
 
 def save_design(path: str | os.PathLike[str], design: SequentialDesign) -> SequentialDesign:
     """Write the design and its looks (atomically, sealed); returns it with its path."""
-    content = design.to_dict()
-    write_design_file(path, content["design"], content["looks"])
+    write_design_file(path, design.design_dict(), [look.to_dict() for look in design.looks])
     return replace(design, path=os.fspath(path))
 
 
@@ -204,14 +207,6 @@ def _fit(paired: Paired, floor: NoiseFloor | None, first: int, max_seeds: int) -
     return fit
 
 
-def _seed_part(fit: SeedDocumentResult) -> tuple[float, float]:
-    """τ̂² and its df as the fit uses them: the floor's (pooled with the study's, or the study's where the F test
-    refuses the floor), else the study's own spread on S − 1 df."""
-    if fit.floor_use is not None:
-        return fit.floor_use.seed.variance, fit.floor_use.seed.df
-    return fit.v_seed, fit.n_seeds - 1.0
-
-
 def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float, float | None]:
     """c for the design's information, and where one seed pair cannot pin it down, the upper end of its range. From
     two seed pairs on, the fit's document part (0 where the pre-test pools it). With one seed pair the units'
@@ -251,11 +246,11 @@ def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha:
             document_terms: tuple[float, float | None], max_seeds: int, floored: bool) -> dict:
     """The drift at the SESOI, the futility boundary's β (with a noise floor only), the power and the notes on what
     the budget and the documents allow."""
-    none = {"drift": None, "futility_beta": None, "power_at_sesoi": None, "fixed_power_at_sesoi": None,
-            "target_information": None, "notes": ()}
     if sesoi is None:
-        return {**none, "notes": ("no smallest effect of interest: no futility boundary, no equivalence and no "
-                                  "power; the looks decide better or worse only",)}
+        return {"drift": None, "futility_beta": None, "power_at_sesoi": None, "fixed_power_at_sesoi": None,
+                "target_information": None,
+                "notes": ("no smallest effect of interest: no futility boundary, no equivalence and no power; the "
+                          "looks decide better or worse only",)}
     # the SESOI as a size on D's scale: the nearer equivalence bound (log(1 + X) for a relative ΔP X, else X)
     size = min(abs(bound) for bound in paired.scale.equivalence_bounds(sesoi))
     efficacy, _ = gs.efficacy_bounds(fractions, alpha / 2.0, spending)
@@ -365,8 +360,3 @@ def _look_notes(design: SequentialDesign, fit: SeedDocumentResult) -> tuple[str,
 
 def _units_sha256(paired: Paired) -> str:
     return canonical_sha256([str(unit) for unit in paired.doc_ids] + [int(n) for n in paired.n_units])
-
-
-def _looks_taken(design: SequentialDesign) -> str:
-    count = len(design.looks)
-    return f"{count} look{'s' if count != 1 else ''} taken"

@@ -120,9 +120,6 @@ class SequentialDesign:
         """The design's hash: of the design part alone, fixed before the first look."""
         return canonical_sha256(self.design_dict())
 
-    def planned_information(self, n_pairs: int) -> float:
-        return self.information[n_pairs - self.first_look]
-
     def design_dict(self) -> dict:
         """The design part of the file (everything but the looks and the path)."""
         data = {name: value for name, value in asdict(self).items() if name not in ("looks", "path")}
@@ -173,7 +170,7 @@ class SequentialDesign:
                  f"  seed variance τ² {self.seed_variance:.4g} ({self.seed_variance_df:g} df, "
                  f"{self.seed_variance_source}), document term c {self.document_term:.4g}{high}: information "
                  f"{self.information[0]:.4g} at {self.first_look} → {self.information[-1]:.4g} at {self.max_seeds} "
-                 f"seed pairs (cap 1/c {_cap(self.document_term)})"]
+                 f"seed pairs (cap 1/c {'∞' if self.document_term <= 0.0 else f'{1.0 / self.document_term:.4g}'})"]
         if self.power_at_sesoi is not None:
             lines.append(f"  power at the smallest effect of interest {fmt.format_percent(self.power_at_sesoi)} "
                          f"(target {fmt.format_percent(self.power)}; a fixed design of {self.max_seeds} seed pairs: "
@@ -181,10 +178,6 @@ class SequentialDesign:
                          f"β {self.futility_beta:.3g}")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
-
-
-def _cap(document_term: float) -> str:
-    return "∞" if document_term <= 0.0 else f"{1.0 / document_term:.4g}"
 
 
 def _finite(value: float | None) -> float | None:

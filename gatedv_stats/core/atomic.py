@@ -22,6 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeGuard
 
 from gatedv_stats.core.errors import InputError, NoSpaceError, RunFailure
 from gatedv_stats.core.files import file_sha256
@@ -103,18 +104,12 @@ def atomic_file(path: str | os.PathLike[str], *, verify: bool = False,
         except BaseException as error:
             _raise_no_space(writer.error or error, _target(path))
             raise
-        if verify:
-            check_written(tmp, writer.sha256, path)
+        if verify and (found := file_sha256(tmp)) != writer.sha256:
+            raise RunFailure(f"{path}: read back, the file written does not hold what was written (sha256 "
+                             f"{found[:12]}… instead of {writer.sha256[:12]}…; a failing disk?); the previous "
+                             f"{Path(path).name} is kept")
         if before_replace is not None:
             before_replace(writer.sha256)
-
-
-def check_written(tmp: Path, sha256: str, path: str | os.PathLike[str]) -> None:
-    """The file `tmp`, about to replace `path`, holds what was written to it (its SHA-256 is `sha256`)."""
-    found = file_sha256(tmp)
-    if found != sha256:
-        raise RunFailure(f"{path}: read back, the file written does not hold what was written (sha256 {found[:12]}… "
-                         f"instead of {sha256[:12]}…; a failing disk?); the previous {Path(path).name} is kept")
 
 
 def remove_stale_temp_files(directory: str | os.PathLike[str], name: str | None = None) -> list[Path]:
@@ -128,9 +123,12 @@ def remove_stale_temp_files(directory: str | os.PathLike[str], name: str | None 
         except OSError:  # renamed into place or removed meanwhile
             continue
         try:
-            if _try_lock(fd):
-                candidate.unlink(missing_ok=True)
-                removed.append(candidate)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by a live writer (EWOULDBLOCK), or no locks here: keep the file
+            continue
+        else:
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
         finally:
             os.close(fd)
     return removed
@@ -149,7 +147,7 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *,
     return writer.sha256
 
 
-def is_no_space(error: BaseException) -> bool:
+def is_no_space(error: BaseException) -> TypeGuard[OSError]:
     """Whether `error` is a file system that is full (`ENOSPC`) or a quota that is used up (`EDQUOT`)."""
     return isinstance(error, OSError) and error.errno in NO_SPACE_ERRNOS
 
@@ -163,8 +161,7 @@ def no_space_message(path: str | os.PathLike[str], error: OSError, *, existed: b
 
 
 def _raise_no_space(error: BaseException, target: Path) -> None:
-    if is_no_space(error) and not isinstance(error, NoSpaceError):
-        assert isinstance(error, OSError)
+    if is_no_space(error):
         raise NoSpaceError(no_space_message(target, error, existed=target.is_file()), str(target),
                            error.strerror or os.strerror(error.errno or 0)) from None
 
@@ -197,15 +194,6 @@ def _locked_temp_file(target: Path) -> tuple[int, Path]:
             if os.stat(name).st_ino == os.fstat(fd).st_ino:
                 return fd, Path(name)
         os.close(fd)
-
-
-def _try_lock(fd: int) -> bool:
-    """Whether no other process holds the file's lock (False also where locks are unsupported)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # held (EWOULDBLOCK), or no locks here: keep the file
-        return False
-    return True
 
 
 def current_umask() -> int:

@@ -72,7 +72,12 @@ def file_lock(path: str | os.PathLike[str], *, wait: bool, busy: str) -> Iterato
     fd, stale = _acquire(path, wait, busy)
     _held[str(path)] = 1
     try:
-        _write_record(fd)
+        # Who holds the lock, for the message of another process that finds it held (on a full disk it goes
+        # without: the lock itself needs no space).
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
         yield HeldLock(path, stale)
     finally:
         _held.pop(str(path), None)
@@ -108,16 +113,13 @@ def _acquire(path: Path, wait: bool, busy: str) -> tuple[int, dict | None]:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            holder = _read_record(fd)
-            os.close(fd)
-            raise LockBusy(busy.format(holder=describe(holder)), str(path), holder) from None
         except OSError as error:
-            if error.errno not in _NO_LOCKS:
+            held = isinstance(error, BlockingIOError)  # by another process (only when not waiting)
+            if not held and error.errno not in _NO_LOCKS:
                 os.close(fd)
                 raise
-            holder = _read_record(fd)  # no locks here: the record decides
-            if holder and not _gone(holder) and holder.get("pid") != os.getpid():
+            holder = _read_record(fd)  # held, or no locks here: then the record decides
+            if held or (holder and not _gone(holder) and holder.get("pid") != os.getpid()):
                 os.close(fd)
                 if wait:
                     time.sleep(1.0)
@@ -136,15 +138,6 @@ def _read_record(fd: int) -> dict:
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
-
-
-def _write_record(fd: int) -> None:
-    """Who holds the lock, for the message of another process that finds it held (on a full disk it goes without:
-    the lock itself needs no space)."""
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
 
 
 def _gone(holder: dict) -> bool:

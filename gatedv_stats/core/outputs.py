@@ -58,11 +58,10 @@ def check_output_dir(path: str | os.PathLike[str], flag: str) -> None:
     path = Path(path)
     if os.path.lexists(path) and not path.is_dir():
         raise InputError(f"{flag}: {path} exists and is not a directory")
-    if path.is_dir():
-        if not _writable(path):
-            raise InputError(f"{flag}: {path}: directory is not writable (permission denied)")
-        return
-    _check_creatable(path, flag)
+    if not path.is_dir():
+        _check_creatable(path, flag)
+    elif not _writable(path):
+        raise InputError(f"{flag}: {path}: directory is not writable (permission denied)")
 
 
 @contextlib.contextmanager

@@ -149,16 +149,12 @@ def _exit_when_told(sentinel: int, stop_read: int) -> None:
     grace = _stop_grace
     if grace is not None:
         _stop_reached.wait(grace)
-    _stop_children_and_exit(PARENT_GONE_EXIT if sentinel in ready else 128 + signal.SIGTERM)
-
-
-def _stop_children_and_exit(status: int) -> None:
     _children_lock.acquire()  # held to the end: no command starts after this point
     for child in _children:
         child.terminate()
     for child in _children:
         _await_or_kill(child)
-    os._exit(status)
+    os._exit(PARENT_GONE_EXIT if sentinel in ready else 128 + signal.SIGTERM)
 
 
 def _await_or_kill(process: subprocess.Popen) -> None:

@@ -268,7 +268,6 @@ def _results_file(source: Path) -> Path:
 
 
 def _model_directory(model_dir: str | Path) -> Path:
-    """The directory `model_dir` names, holding weight files."""
     path = Path(model_dir)
     if not path.is_dir():
         raise ParameterError("model_dir", f"{path}: no such model directory")

@@ -134,10 +134,9 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     out = pd.DataFrame({"arm": frame["arm"].astype(str), "seed": _seeds(frame["seed"], source)})
     for column, integer in (("lr", False), ("step", True), ("dev_nll", False)):
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values)
+        bad = ~np.isfinite(values) | (values < 0)
         if integer:
-            bad |= np.isfinite(values) & (values != np.round(values))
-        bad |= values < 0
+            bad |= values != np.round(values)  # NaN and ±inf are bad already
         kind = "a non-negative integer" if integer else "a finite non-negative number"
         if column == "dev_nll" and not bad.any():
             bad = values > MAX_TARGET_NLL
@@ -161,7 +160,6 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
 
 
 def _sorted(curves: pd.DataFrame) -> pd.DataFrame:
-    """Rows by run and step."""
     return curves.sort_values(RUN_KEY + ["step"], kind="stable").reset_index(drop=True)
 
 

@@ -10,7 +10,6 @@ apart by its `arm`, `seed` and `task` columns. Rows in error messages are counte
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,13 +27,13 @@ from gatedv_stats.io.lossfiles import (
     LOSS_FILE_SUFFIXES,
     SkippedFile,
     check_doc_ids,
+    check_table,
     fail_rows,
     is_blank,
     numeric_column,
     read_inputs,
     read_table,
     reading,
-    row_location,
     write_sealed_parquet,
 )
 from gatedv_stats.io.table_metadata import group_metadata
@@ -97,14 +96,7 @@ def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,
     """Check and normalise the per-item columns; returns doc_id, the metrics (float64, finite), then the other
     columns as text (grouping columns and hashes, none missing). An error in one row names it `<source>: row <n>`,
     or `row_names[i]` when given."""
-    where = row_location(source, row_names)
-    if len(frame) == 0:
-        raise InputError(f"{source}: no rows")
-    if "doc_id" not in frame.columns:
-        close = difflib.get_close_matches("doc_id", [str(c) for c in frame.columns], n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise InputError(f"{source}: missing column 'doc_id'{hint}; its columns are "
-                         f"{', '.join(map(str, frame.columns))}")
+    where = check_table(frame, source, row_names, ("doc_id",), "columns")
     if not metrics:
         raise InputError(f"{source}: no metric column (a numeric per-item score such as acc or exact_match)")
     out = pd.DataFrame({"doc_id": check_doc_ids(frame["doc_id"], source, where).to_numpy(dtype=object)})

@@ -187,7 +187,6 @@ def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
 
 
 def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> dict:
-    """Create the tables of a new ledger with these settings."""
     ledger = {**settings, "format": LEDGER_FORMAT,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     types = {name: "TEXT" if kind == "json" else kind.upper() for name, kind in COLUMNS}  # JSON stored as text

@@ -142,7 +142,9 @@ def read_inputs(paths: Sequence[str | Path], read_file: Callable[[Path], list[Ru
                 runs.extend(read_file(path))
             continue
         held, unreadable = False, 0
-        for candidate in loss_file_candidates(path):
+        # Files named like loss files, broken links included (they are unreadable files).
+        for candidate in [found for found in paths_under(path)
+                          if found.suffix in LOSS_FILE_SUFFIXES and (found.is_file() or not found.exists())]:
             if candidate.resolve() in read:  # named as well, or under another directory given
                 held = True
                 continue
@@ -191,15 +193,7 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
     """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes].
 
     An error in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
-    where = row_location(source, row_names)
-    if len(frame) == 0:
-        raise InputError(f"{source}: no rows")
-    for column in REQUIRED_COLUMNS:
-        if column not in frame.columns:
-            close = difflib.get_close_matches(column, [str(c) for c in frame.columns], n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(f"{source}: missing column {column!r}{hint}; its per-document columns are "
-                             f"{', '.join(map(str, frame.columns))}")
+    where = check_table(frame, source, row_names, REQUIRED_COLUMNS, "per-document columns")
     doc_id = check_doc_ids(frame["doc_id"], source, where)
     loss_sum = numeric_column(frame["loss_sum"], "loss_sum", source, where)
     fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
@@ -239,8 +233,18 @@ def json_default(value: object) -> object:
     raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")
 
 
-def row_location(source: str, row_names: Sequence[str] | None) -> Callable[[int], str]:
-    """How an error names row i (counted from 0): `<source>: row <i + 1>`, or `row_names[i]`."""
+def check_table(frame: pd.DataFrame, source: str, row_names: Sequence[str] | None, required: Sequence[str],
+                 listed: str) -> Callable[[int], str]:
+    """How an error names row i (counted from 0), `<source>: row <i + 1>` or `row_names[i]`, of a table with rows
+    and the `required` columns (one missing is named with the closest name it has and its `listed` columns)."""
+    if len(frame) == 0:
+        raise InputError(f"{source}: no rows")
+    for column in required:
+        if column not in frame.columns:
+            close = difflib.get_close_matches(column, [str(c) for c in frame.columns], n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(f"{source}: missing column {column!r}{hint}; its {listed} are "
+                             f"{', '.join(map(str, frame.columns))}")
     if row_names is not None:
         return row_names.__getitem__
     return lambda row: f"{source}: row {row + 1}"
@@ -287,12 +291,6 @@ def fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str, values: n
 
 def _more(count: int) -> str:
     return f" (and {count - 1} more rows)" if count > 1 else ""
-
-
-def loss_file_candidates(directory: Path) -> list[Path]:
-    """Files under `directory` named like loss files, broken links included (they are unreadable files)."""
-    return [path for path in paths_under(directory)
-            if path.suffix in LOSS_FILE_SUFFIXES and (path.is_file() or not path.exists())]
 
 
 def _has_loss_column(path: Path) -> bool:

@@ -11,7 +11,6 @@ from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.pairing.selection import natural_key
 from gatedv_stats.reporting.model import ReportData, Section
 from gatedv_stats.reporting.sections.ablations import ablation_section
-from gatedv_stats.reporting.sections.comparison import KEY as COMPARISON_KEY
 from gatedv_stats.reporting.sections.comparison import comparison_section
 from gatedv_stats.reporting.sections.cost import cost_section
 from gatedv_stats.reporting.sections.curves import curves_section
@@ -45,18 +44,18 @@ def build_report(analysis: ExperimentAnalysis, ledger: LedgerHistory | None = No
     arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
     subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
-    sections = tuple(builder(analysis) for builder in SECTION_BUILDERS)
-    if analysis.tasks is not None:  # only when the inputs hold item-score files: after the paired comparisons
-        after = next(k for k, section in enumerate(sections) if section.key == COMPARISON_KEY) + 1
-        sections = sections[:after] + (tasks_section(analysis),) + sections[after:]
-    if ledger is not None:  # only when asked for (gatedv report --ledger)
-        before = next(k for k, section in enumerate(sections) if section.key == "provenance")
-        sections = sections[:before] + (ledger_section(ledger),) + sections[before:]
+    sections = []
+    for builder in SECTION_BUILDERS:
+        if builder is provenance_section and ledger is not None:  # only when asked for (gatedv report --ledger)
+            sections.append(ledger_section(ledger))
+        sections.append(builder(analysis))
+        if builder is comparison_section and analysis.tasks is not None:  # only when the inputs hold item scores
+            sections.append(tasks_section(analysis))
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
                       reference=analysis.reference, sections=_with_unique_keys(sections))
 
 
-def _with_unique_keys(sections: tuple[Section, ...]) -> tuple[Section, ...]:
+def _with_unique_keys(sections: list[Section]) -> tuple[Section, ...]:
     """Sections whose tables and figures have keys (HTML ids, LaTeX labels, figure file names) used once each:
     names that differ only in punctuation ("a b", "a-b") make the same key, and a repeat gets "-2", "-3", ..."""
     used: set[str] = set()

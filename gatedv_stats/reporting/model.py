@@ -78,10 +78,6 @@ class ReportData:
     sections: tuple[Section, ...]
 
     @property
-    def figure_count(self) -> int:
-        return len(self.figures)
-
-    @property
     def figures(self) -> list[Figure]:
         return [figure for section in self.sections for figure in section.figures]
 

@@ -20,10 +20,6 @@ FACET_WIDTH = 260
 FACET_HEIGHT = 180
 
 
-def _zero_rule() -> alt.Chart:
-    return alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="#555", strokeDash=[4, 3]).encode(y="zero:Q")
-
-
 def delta_p_curve_chart(pairs: pd.DataFrame, mean: pd.DataFrame, *, title: str) -> alt.LayerChart:
     """Training-curve ΔP(t) (paper Figure 2): thin per-pair curves beside the thick mean curve.
 
@@ -43,7 +39,8 @@ def delta_p_curve_chart(pairs: pd.DataFrame, mean: pd.DataFrame, *, title: str) 
         .mark_line(strokeWidth=2.5)
         .encode(x=x, y=y, color=color, tooltip=["variant:N", "step:Q", alt.Tooltip("delta_p:Q", format="+.2%")])
     )
-    return alt.layer(_zero_rule(), per_pair, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
+    zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="#555", strokeDash=[4, 3]).encode(y="zero:Q")
+    return alt.layer(zero, per_pair, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
 
 
 def final_quarter_chart(final: pd.DataFrame, *, title: str) -> alt.LayerChart:
@@ -136,8 +133,6 @@ def _vega_lite_validator() -> jsonschema.protocols.Validator:
     return jsonschema.validators.validator_for(schema)(schema)
 
 
-# --- forest plot of D per document group ---
-
 FOREST_MAX_GROUPS = 40  # groups per panel; beyond, the largest are shown (thousands of domains cannot be read)
 
 
@@ -182,9 +177,6 @@ def _forest(data: pd.DataFrame, panel: str, label: str, estimate: str, x_title: 
             .facet(row=alt.Row(f"{panel}:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
             .properties(title=title)
             .resolve_scale(y="independent"))
-
-
-# --- a research ledger's wealth ---
 
 
 def ledger_wealth_chart(steps: pd.DataFrame, *, title: str) -> alt.LayerChart:

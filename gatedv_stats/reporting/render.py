@@ -41,9 +41,7 @@ def _markdown_escape(value: object) -> str:
     text = "" if value is None else str(value)
     if isinstance(value, Raw):
         return text
-    for char in "\\`*_<>|":
-        text = text.replace(char, "\\" + char)
-    return text.replace("\n", " ")
+    return re.sub(r"([\\`*_<>|])", r"\\\1", text).replace("\n", " ")
 
 
 # Longer keys first: "ΔP" and "P̄" (P + combining macron) are whole symbols.
@@ -103,11 +101,6 @@ def tables_html(tables: Sequence[Table]) -> str:
     return "".join(template.render(table=table) for table in tables).strip()
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(os.environ.get("GATEDV_CACHE_DIR") or Path(base) / "gatedv-stats")
-
-
 @functools.lru_cache(maxsize=1)
 def vega_bundle() -> str:
     """vega, vega-lite and vega-embed as one classic script (defines window.vegaEmbed), from vl_convert.
@@ -116,8 +109,10 @@ def vega_bundle() -> str:
     """
     import vl_convert
 
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    cache_dir = Path(os.environ.get("GATEDV_CACHE_DIR") or Path(base) / "gatedv-stats")
     # vl_convert's stub omits __version__ and marks javascript_bundle's optional snippet as required.
-    cached = _cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"  # type: ignore[attr-defined]
+    cached = cache_dir / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"  # type: ignore[attr-defined]
     with contextlib.suppress(OSError, UnicodeDecodeError):
         return cached.read_text(encoding="utf-8")
     bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]
@@ -133,47 +128,33 @@ def _script_json(spec: dict) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _write_figures(report: ReportData, out: Path, fmt: str) -> dict[str, str]:
-    """Render each figure beside the report; returns figure key -> path relative to the report."""
-    import vl_convert
-
-    if not report.figures:
-        return {}
-    folder = out.with_name(out.stem + "_figures")
-    paths = {}
-    for figure in report.figures:
-        name = f"{folder.name}/{figure.key}{_FIGURE_SUFFIX[fmt]}"
-        if fmt == "md":
-            write_text_atomic(out.parent / name, vl_convert.vegalite_to_svg(figure.spec))
-        else:
-            write_bytes_atomic(out.parent / name, vl_convert.vegalite_to_pdf(figure.spec))
-        paths[figure.key] = name
-    return paths
-
-
 def render_report(report: ReportData, out: Path, fmt: str) -> Path:
     """Write `report` to `out` in `fmt` ("html", "md", "latex"), figures included; returns the path written."""
     if fmt not in FORMATS:
         raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
     template = _environment(fmt).get_template(f"report{FORMATS[fmt]}.j2")
     if fmt == "html":
-        text = template.render(report=report, vega_bundle=vega_bundle() if report.figure_count else "",
-                               figure_json={figure.key: _script_json(figure.spec) for figure in report.figures})
-    else:
-        figure_files = _write_figures(report, out, fmt)
-        text = template.render(report=report, figure_files=figure_files)
-    write_text_atomic(out, text)
-    if fmt != "html":
-        _remove_stale_figures(out, fmt, kept=set(figure_files.values()))
-    return out
+        write_text_atomic(out, template.render(
+            report=report, vega_bundle=vega_bundle() if report.figures else "",
+            figure_json={figure.key: _script_json(figure.spec) for figure in report.figures}))
+        return out
+    import vl_convert
 
-
-def _remove_stale_figures(out: Path, fmt: str, kept: set[str]) -> None:
-    """Remove the figures of an earlier report of the same name that this one no longer shows."""
     folder = out.with_name(out.stem + "_figures")
-    for path in folder.glob(f"*{_FIGURE_SUFFIX[fmt]}"):
-        if f"{folder.name}/{path.name}" not in kept:
+    suffix = _FIGURE_SUFFIX[fmt]
+    figure_files = {}  # figure key -> its file beside the report, relative to it
+    for figure in report.figures:
+        name = f"{folder.name}/{figure.key}{suffix}"
+        if fmt == "md":
+            write_text_atomic(out.parent / name, vl_convert.vegalite_to_svg(figure.spec))
+        else:
+            write_bytes_atomic(out.parent / name, vl_convert.vegalite_to_pdf(figure.spec))
+        figure_files[figure.key] = name
+    write_text_atomic(out, template.render(report=report, figure_files=figure_files))
+    for path in folder.glob(f"*{suffix}"):  # an earlier report's figures that this one no longer shows
+        if f"{folder.name}/{path.name}" not in figure_files.values():
             path.unlink(missing_ok=True)
+    return out
 
 
 def default_output(inputs: list[Path], fmt: str) -> Path:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
 from gatedv_stats.analysis.arms import ArmsComparison
@@ -158,10 +157,8 @@ class ArmsResult(Result):
     def tables(self) -> list[Table]:
         groups = []
         for eval_set in dict.fromkeys(arm.eval_set for arm in self.arms.arms):
-            rows = tuple(verdict_row(arm.arm, arm.verdict, arm.delta_p,
-                                     None if arm.delta_p_seed_document_ci is None else
-                                     (arm.delta_p_seed_document_ci[0], arm.delta_p_seed_document_ci[1]),
-                                     arm.n_pairs, arm.unit)
+            rows = tuple(verdict_row(arm.arm, arm.verdict, arm.delta_p, None if arm.delta_p_seed_document_ci is None
+                                     else tuple(arm.delta_p_seed_document_ci), arm.n_pairs, arm.unit)
                          for arm in self.arms.arms if arm.eval_set == eval_set)
             groups.append(RowGroup(fmt.eval_set_name(eval_set), rows))
         return [verdicts_table(self.arms.reference, 1.0 - self.arms.alpha, self.arms.sesoi, tuple(groups),
@@ -169,12 +166,10 @@ class ArmsResult(Result):
 
     def plot(self) -> alt.VConcatChart:
         """The report's figures of every comparison: per-document differences and per-seed paired PPL."""
-        def summary(arm: str, paired: Paired, losses: np.ndarray) -> ArmSummary:
-            return arm_summary(arm, paired.seeds, losses, paired.n_units)
-
         compared = [(f"{pair.variant_arm} vs {pair.baseline_arm}" + ("" if pair.eval_set is None else
                                                                     f", {pair.eval_set}"), pair,
-                     summary(pair.baseline_arm, pair, pair.baseline), summary(pair.variant_arm, pair, pair.variant))
+                     arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units),
+                     arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units))
                     for pair in self.pairs]
         sets = {pair.eval_set for pair in self.pairs}
         return _charts(fmt.eval_set_name(sets.pop()) if len(sets) == 1 else "every evaluation set", compared)

@@ -10,6 +10,7 @@ interval does.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -71,8 +72,7 @@ class Breakdown:
 
     def to_dict(self) -> dict:
         """The published JSON keys (level, samples)."""
-        data = asdict(self)
-        data["groups"] = [group.to_dict() for group in self.groups]
+        data = {**asdict(self), "groups": [group.to_dict() for group in self.groups]}
         data["level"], data["samples"] = data.pop("confidence_level"), data.pop("n_resamples")
         return data
 
@@ -126,54 +126,34 @@ def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, co
     small = set(counts[counts < min_docs].index)
     labels = np.array([OTHER if label in small else label for label in labels], dtype=object)
     order = [label for label in natural_order if label in counts.index and label not in small]
-    left_out = 0
-    if small:
-        pooled = int(np.count_nonzero(labels == OTHER))
-        if pooled >= min_docs:
-            order.append(OTHER)
-        else:
-            left_out = pooled
-    members = _members(labels, order)
+    pooled = int(np.count_nonzero(labels == OTHER)) if small else 0  # the small groups' documents
+    if pooled >= min_docs:
+        order.append(OTHER)
+    left_out = pooled if pooled < min_docs else 0
     differences = metrics.document_differences(baseline, variant)
+    # with two seed pairs or more, each group's seed-and-document interval at the Bonferroni level over the groups
+    adjusted_level = 1.0 - (1.0 - confidence_level) / len(order) if baseline.shape[0] >= 2 and order else None
+    members = pd.Series(labels).groupby(labels).indices  # each group's documents, in document order
     groups = []
-    for index, (group, docs) in enumerate(zip(order, members)):
+    for index, group in enumerate(order):
+        docs = members[group]
         result = document_bootstrap(differences[docs], n[docs], n_resamples=n_resamples,
                                     confidence_level=confidence_level, rng_seed=rng_seed + index, method=method)
+        fit: SeedDocumentResult | None = None
+        if adjusted_level is not None:
+            with contextlib.suppress(InputError):  # no spread within the group
+                fit = seed_document_interval(baseline[:, docs], variant[:, docs], n[docs],
+                                             confidence_level=adjusted_level)
         groups.append(GroupEffect(group=str(group), n_docs=int(docs.size),
                                   n_units=int(n[docs].sum()), nll_diff_mean=result.statistic,
-                                  confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index))
-    adjusted_level: float | None = None
-    if baseline.shape[0] >= 2 and groups:  # Bonferroni over the groups
-        adjusted_level = 1.0 - (1.0 - confidence_level) / len(groups)
-        groups = _with_seed_document(baseline, variant, n, members, groups, adjusted_level)
+                                  confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index,
+                                  seed_document_interval=None if fit is None else fit.confidence_interval,
+                                  p_value=None if fit is None else fit.p_value))
+    if adjusted_level is not None:  # Holm over the groups
+        groups = [replace(effect, p_holm=p_holm) for effect, p_holm in zip(groups, holm([g.p_value for g in groups]))]
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
                      n_resamples=n_resamples, method=method, rng_seed=rng_seed, adjusted_level=adjusted_level)
-
-
-def _members(labels: np.ndarray, order: list) -> list[np.ndarray]:
-    """The indices of each group's documents in document order (what `labels == group` selects), found in one
-    pass instead of one comparison of every label per group."""
-    codes = pd.Index(order, dtype=object).get_indexer(labels)  # -1: a document left out
-    by_group = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[by_group], np.arange(len(order) + 1))
-    return [by_group[bounds[k]:bounds[k + 1]] for k in range(len(order))]
-
-
-def _with_seed_document(baseline: np.ndarray, variant: np.ndarray, n: np.ndarray, members: list[np.ndarray],
-                        groups: list[GroupEffect], adjusted_level: float) -> list[GroupEffect]:
-    """Each group's seed-and-document interval at the Bonferroni level and its Holm-adjusted p-value."""
-    fits: list[SeedDocumentResult | None] = []
-    for docs in members:
-        try:
-            fits.append(seed_document_interval(baseline[:, docs], variant[:, docs], n[docs],
-                                               confidence_level=adjusted_level))
-        except InputError:  # no spread within the group
-            fits.append(None)
-    p_values = [None if fit is None else fit.p_value for fit in fits]
-    return [replace(effect, seed_document_interval=None if fit is None else fit.confidence_interval,
-                    p_value=p_value, p_holm=p_holm)
-            for effect, fit, p_value, p_holm in zip(groups, fits, p_values, holm(p_values))]
 
 
 def _quantile_bins(values: np.ndarray, bins: int) -> tuple[np.ndarray, list[str]]:

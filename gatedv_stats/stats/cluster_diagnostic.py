@@ -61,9 +61,7 @@ class GroupEffectTest:
     noun: str = "documents"  # what the units are: documents, items
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["f_statistic"] = self.f_statistic if math.isfinite(self.f_statistic) else None
-        return data
+        return {**asdict(self), "f_statistic": self.f_statistic if math.isfinite(self.f_statistic) else None}
 
     def summary(self) -> str:
         """What the test found, in one sentence."""
@@ -110,20 +108,15 @@ def group_effect_test(differences: np.ndarray, labels: np.ndarray, n_units: np.n
     within = float(np.sum((means - group_means[group_of]) ** 2)) / (n_docs - n_groups)
     f_statistic = between / within if within > 0.0 else math.inf if between > 0.0 else 0.0
     p_value = 1.0 if f_statistic == 0.0 else float(special.fdtrc(n_groups - 1, n_docs - n_groups, f_statistic))
-    se_ratio = _se_ratio(y, n, labels)
+    se_ratio = None  # with one seed pair there is no verdict whose SE the groups could widen
+    if y.shape[0] >= 2:
+        documents = float(crossed_moments(y, n / n.sum()).var_d)
+        clusters = float(clustered_moments(y, n, labels).var_d)
+        se_ratio = math.sqrt(clusters / documents) if documents > 0.0 else None
     flagged = p_value < level and (se_ratio is None or se_ratio >= MIN_SE_RATIO)
     return GroupEffectTest(column=column, n_groups=n_groups, n_docs=n_docs, f_statistic=f_statistic,
                            df_between=n_groups - 1, df_within=n_docs - n_groups, p_value=p_value, se_ratio=se_ratio,
                            level=level, flagged=flagged, noun=noun)
-
-
-def _se_ratio(y: np.ndarray, n: np.ndarray, labels: np.ndarray) -> float | None:
-    """sqrt(Var̂(D) with the groups as clusters / Var̂(D) with documents as the sampled units), or None."""
-    if y.shape[0] < 2:
-        return None
-    documents = float(crossed_moments(y, n / n.sum()).var_d)
-    clusters = float(clustered_moments(y, n, labels).var_d)
-    return math.sqrt(clusters / documents) if documents > 0.0 else None
 
 
 def grouping_columns(columns: pd.DataFrame, exclude: str | None = None) -> tuple[str, ...]:
@@ -132,7 +125,8 @@ def grouping_columns(columns: pd.DataFrame, exclude: str | None = None) -> tuple
     found = []
     for name in columns.columns:
         values = columns[name]
-        if name == exclude or (name not in GROUPING_COLUMNS and not _holds_strings(values)):
+        if name == exclude or (name not in GROUPING_COLUMNS and not isinstance(values.dtype, pd.CategoricalDtype)
+                               and not pd.api.types.is_string_dtype(values.dtype)):  # true of the object dtype too
             continue
         sizes = values.astype(str).value_counts().to_numpy()
         if int(np.sum(sizes >= MIN_GROUP_SIZE)) >= MIN_GROUPS and len(values) >= MIN_GROUP_SIZE * sizes.size:
@@ -146,8 +140,3 @@ def group_effects(differences: np.ndarray, labels: Mapping[str, np.ndarray], n_u
     level = DIAGNOSTIC_LEVEL / max(len(labels), 1)
     return tuple(group_effect_test(differences, values, n_units, level=level, column=column, noun=noun)
                  for column, values in labels.items())
-
-
-def _holds_strings(values: pd.Series) -> bool:
-    # is_string_dtype holds for the object dtype too
-    return isinstance(values.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(values.dtype)

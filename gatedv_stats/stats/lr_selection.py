@@ -51,8 +51,7 @@ def final_curve_points(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
     the other runs' lengths. A run whose record does not give both stands only when its curve reaches the last
     step of every other standing curve of its arm: the rates of one arm are compared after the same training.
     """
-    ordered = curves.sort_values("step", kind="stable")
-    last = ordered.groupby(["arm", "lr", "seed"], as_index=False, sort=True).last()
+    last = curves.sort_values("step", kind="stable").groupby(["arm", "lr", "seed"], as_index=False).last()
     run_record = last.reindex(columns=["run_file", "run_status", "run_updates"])  # all NaN without a run record
     files, status = run_record["run_file"], run_record["run_status"]
     updates = run_record["run_updates"].to_numpy(dtype=np.float64)

@@ -42,9 +42,6 @@ class SeedVariance:
     variance: float
     df: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class FloorEstimate:

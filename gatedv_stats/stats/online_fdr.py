@@ -105,12 +105,6 @@ class OnlineProcedure:
             return level / (tau - lambda_) if lambda_ < p_value <= tau else 0.0
         return level
 
-    def reward(self, kept_before: int) -> float:
-        """The wealth a keep earns back, after `kept_before` keeps."""
-        if self.procedure == "alpha-spending":
-            return 0.0
-        return self.alpha - self.w0 if kept_before == 0 else self.alpha
-
 
 def online_procedure(procedure: str = DEFAULT_PROCEDURE, alpha: float = DEFAULTS.alpha) -> OnlineProcedure:
     """A procedure with R onlineFDR's default parameters at level `alpha`."""
@@ -129,14 +123,11 @@ class OnlineDecision:
     keep: bool  # p ≤ α_t
     wealth: float  # the wealth left after it
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def online_decisions(p_values: Iterable[float], procedure: OnlineProcedure) -> tuple[OnlineDecision, ...]:
     """The level, the decision and the wealth left of every test of a stream, in order."""
     method = procedure.method()
-    wealth, kept = procedure.w0, 0
+    wealth, kept = procedure.w0, False
     decisions = []
     for p_value in p_values:
         p_value = float(p_value)
@@ -145,9 +136,9 @@ def online_decisions(p_values: Iterable[float], procedure: OnlineProcedure) -> t
         keep = bool(method.test_one(p_value))
         level = float(method.last_test_level or 0.0)
         wealth -= procedure.cost(level, p_value)
-        if keep:
-            wealth += procedure.reward(kept)
-            kept += 1
+        if keep and procedure.procedure != "alpha-spending":  # a keep earns wealth back, except alpha-spending's
+            wealth += procedure.alpha if kept else procedure.alpha - procedure.w0
+            kept = True
         decisions.append(OnlineDecision(level, keep, wealth))
     return tuple(decisions)
 

@@ -137,8 +137,7 @@ def _flipped_sums(d: np.ndarray, n_vectors: int, rng_seed: int, progress: bool |
     the sums of the 256 subsets of its 8 documents, segment by segment, one table row for all vectors at once.
     """
     groups = -(-d.size // _GROUP)
-    padded = np.zeros(groups * _GROUP)
-    padded[:d.size] = d
+    padded = np.pad(d, (0, groups * _GROUP - d.size))
     words = -(-d.size // 64)
     segments = [range(start, min(start + _SEGMENT_GROUPS, groups)) for start in range(0, groups, _SEGMENT_GROUPS)]
     kept = [_subset_sums(padded, segment) for segment in segments] if groups << _GROUP <= _KEPT_TABLE_ENTRIES else None

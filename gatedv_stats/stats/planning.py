@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import optimize, stats
@@ -173,9 +173,6 @@ class SeedDocumentPlan:
     seed_mean_square_upper: float  # upper confidence bound on E[V_seed] = σ²_seed + σ²_int Σw²
     seeds_required_upper: int | None  # at that bound, on the pilot's documents
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     def summary(self, n_seeds: int, n_docs: int, unit: str = "token") -> list[str]:
         def seeds(count: int | None) -> str:
             return f"more than {MAX_SEEDS}" if count is None else str(count)
@@ -201,8 +198,7 @@ def seed_document_plan(fit: SeedDocumentResult, weight_square_sum: float, log_ef
     design = Design(fit.seed_var, fit.doc_var or 0.0, interaction, weight_square_sum, fit.n_docs)
     chi2 = stats.chi2.ppf(1.0 - UPPER_BOUND_LEVEL, fit.n_seeds - 1)
     upper = (fit.n_seeds - 1) * fit.v_seed / chi2
-    pessimistic = Design(max(upper - interaction * weight_square_sum, 0.0), design.doc_var, interaction,
-                         weight_square_sum, fit.n_docs)
+    pessimistic = replace(design, seed_var=max(upper - interaction * weight_square_sum, 0.0))
     return SeedDocumentPlan(
         seed_var=design.seed_var, doc_var=design.doc_var, interaction_var=interaction,
         pilot_power=design.power(log_effect, fit.n_seeds, alpha),
@@ -227,9 +223,6 @@ class VarianceComponents:
     doc_var: float  # σ_doc², clipped at 0
     residual_var: float  # σ_resid²
     equal_units: bool  # every document has the same n_units (the equal weighting is then exact)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -335,11 +328,7 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
         seeds_required=pairs(seed_sd),
         seeds_required_many_docs=None if many_docs_sd == 0.0 else pairs(many_docs_sd),
         docs_required=pairs(doc_sd),
-        seed_level_mde=_relative_mde(components.n_seeds, seed_sd, alpha, power),
-        doc_level_mde=_relative_mde(components.n_docs, doc_sd, alpha, power),
+        seed_level_mde=math.expm1(detectable_effect_size(components.n_seeds, alpha, power) * seed_sd),
+        doc_level_mde=math.expm1(detectable_effect_size(components.n_docs, alpha, power) * doc_sd),
         components=components,
     )
-
-
-def _relative_mde(nobs: int, sd: float, alpha: float, power: float) -> float:
-    return math.expm1(detectable_effect_size(nobs, alpha, power) * sd)

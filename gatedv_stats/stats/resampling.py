@@ -50,10 +50,9 @@ class BootstrapResult:
 
     def to_dict(self) -> dict:
         """Every field but the distribution, with its standard error after the interval."""
-        names = ("statistic", "confidence_interval", "standard_error", "n_resamples", "confidence_level", "rng_seed",
-                 "method")
-        return {name: list(self.confidence_interval) if name == "confidence_interval" else getattr(self, name)
-                for name in names}
+        return {"statistic": self.statistic, "confidence_interval": list(self.confidence_interval),
+                "standard_error": self.standard_error, "n_resamples": self.n_resamples,
+                "confidence_level": self.confidence_level, "rng_seed": self.rng_seed, "method": self.method}
 
 
 def ratio_statistic(d: np.ndarray, n_units: np.ndarray) -> float:
@@ -85,8 +84,7 @@ def bootstrap_ratio_distribution(d: np.ndarray, n_units: np.ndarray, *, n_resamp
                                                 else sums / constant_denominator)
         return draw
 
-    _run_streams(n_resamples, rows, rng_seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
-                 progress=progress, desc="document bootstrap")
+    _run_streams(n_resamples, rows, rng_seed, start_stream, count, progress=progress, desc="document bootstrap")
     return distribution
 
 
@@ -110,8 +108,7 @@ def resampled_sums(table: np.ndarray, *, n_resamples: int, rng_seed: int, progre
 
     # Each stream's products are small: BLAS threads of their own would only contend with the streams' threads.
     with _blas_controller().limit(limits=1, user_api="blas"):
-        _run_streams(n_resamples, rows, rng_seed, start_stream, threaded=n_resamples * count >= _THREADED_DRAWS,
-                     progress=progress, desc=desc)
+        _run_streams(n_resamples, rows, rng_seed, start_stream, count, progress=progress, desc=desc)
     return sums
 
 
@@ -139,10 +136,11 @@ def _blas_controller() -> ThreadpoolController:
 
 
 def _run_streams(n_resamples: int, rows: int, rng_seed: int,
-                 start_stream: Callable[[np.random.Generator], Callable[[int, int], None]], *, threaded: bool,
+                 start_stream: Callable[[np.random.Generator], Callable[[int, int], None]], count: int, *,
                  progress: bool | None, desc: str) -> None:
     """Deal chunks of `rows` resamples round-robin to generators spawned from `rng_seed` (chunk c to generator
-    c % _STREAMS); each generator's `start_stream(generator)(start, size)` draws its chunks in order, on threads."""
+    c % _STREAMS); each generator's `start_stream(generator)(start, size)` draws its chunks in order, on threads
+    when the resamples of the `count` documents make `_THREADED_DRAWS` draws or more."""
     chunk_starts = range(0, n_resamples, rows)
     streams = range(min(_STREAMS, len(chunk_starts)))
     seeds = np.random.SeedSequence(rng_seed).spawn(len(streams))  # the first children of spawn(_STREAMS)
@@ -156,7 +154,7 @@ def _run_streams(n_resamples: int, rows: int, rng_seed: int,
             with bar_lock:
                 bar.update(size)
 
-    threads = min(_thread_count(), len(streams)) if threaded else 1
+    threads = min(_thread_count(), len(streams)) if n_resamples * count >= _THREADED_DRAWS else 1
     with tqdm(total=n_resamples, disable=None if progress is None else not progress, unit="resample",
               desc=desc, leave=False) as bar:
         if threads == 1:

@@ -84,9 +84,7 @@ class SeedPermutationTest:
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["notes"] = list(self.notes)
-        return data
+        return {**asdict(self), "notes": list(self.notes)}
 
     def summary(self) -> str:
         lines = [f"seed permutation test (exact, all {self.n_sign_vectors:,} sign vectors of {self.n_seeds} seed "
@@ -115,9 +113,8 @@ class SignTest:
 
     def to_dict(self) -> dict:
         """The published JSON keys (the alternative is named by the key the test is published under)."""
-        data = asdict(self)
+        data = {**asdict(self), "notes": list(self.notes)}
         del data["alternative"]
-        data["notes"] = list(self.notes)
         return data
 
     def summary(self) -> str:

@@ -84,12 +84,12 @@ def _grid(mean: float, low: float, high: float, r: int) -> tuple[np.ndarray, np.
     return z, w
 
 
-def _advance(grid: _Grid, t: np.ndarray, k: int, drift: float, low: float, high: float, r: int) -> _Grid:
+def _advance(grid: _Grid, t: np.ndarray, k: int, drift: float, low: float, high: float) -> _Grid:
     """Z_k on its continuation region (low, high): at the first look from its own law, later from Z_{k−1} on its
     `grid`, the convolution of §19.2."""
     t_k = float(t[k])
     mean = drift * math.sqrt(t_k)
-    z, w = _grid(mean, low, high, r)
+    z, w = _grid(mean, low, high, GRID_POINTS)
     if k == 0:
         return z, w * np.exp(-0.5 * (z - mean) ** 2) / math.sqrt(2.0 * math.pi)
     if grid[0].size == 0 or z.size == 0:
@@ -124,8 +124,7 @@ def _solve(excess, low: float, high: float) -> float:
 # --- boundaries ---
 
 
-def efficacy_bounds(fractions: Numbers, alpha: float, function: str = "obf", *,
-                    r: int = GRID_POINTS) -> tuple[np.ndarray, np.ndarray]:
+def efficacy_bounds(fractions: Numbers, alpha: float, function: str = "obf") -> tuple[np.ndarray, np.ndarray]:
     """The one-sided efficacy boundaries e_k of z spending `alpha` (one direction's) by `function` at `fractions`,
     under H0 and ignoring any futility boundary (non-binding); with the cumulative α spent at each look. An
     increment too small to spend gives e_k = +∞."""
@@ -140,12 +139,12 @@ def efficacy_bounds(fractions: Numbers, alpha: float, function: str = "obf", *,
             bounds[k] = float(-special.ndtri(increment))
         else:
             bounds[k] = _solve(lambda b: _beyond(grid, t, k, 0.0, b, above=True) - increment, -_FAR, _FAR)
-        grid = _advance(grid, t, k, 0.0, -math.inf, bounds[k], r)
+        grid = _advance(grid, t, k, 0.0, -math.inf, bounds[k])
     return bounds, spent
 
 
 def futility_bounds(fractions: Numbers, efficacy: Numbers, drift: float, beta: float,
-                    function: str = "obf", *, r: int = GRID_POINTS) -> tuple[np.ndarray, np.ndarray]:
+                    function: str = "obf") -> tuple[np.ndarray, np.ndarray]:
     """The futility boundaries f_k ≤ e_k of z (oriented so that the benefit is positive) spending a total `beta` by
     `function` under the `drift` θ√I_K: P_θ(f_j < Z_j < e_j for j < k, Z_k ≤ f_k) = β(t_k) − β(t_{k−1}); where no
     f_k ≤ e_k spends that much, f_k = e_k. With the cumulative β spent at each look."""
@@ -164,12 +163,12 @@ def futility_bounds(fractions: Numbers, efficacy: Numbers, drift: float, beta: f
             bound = _solve(lambda f: _beyond(grid, t, k, drift, f, above=False) - increment, mean - _FAR,
                            min(upper[k], mean + _FAR))
         bounds[k] = min(bound, upper[k])
-        grid = _advance(grid, t, k, drift, bounds[k], upper[k], r)
+        grid = _advance(grid, t, k, drift, bounds[k], upper[k])
     return bounds, spent
 
 
 def crossing_probabilities(fractions: Numbers, upper: Numbers, lower: Numbers | None = None,
-                           drift: float = 0.0, *, r: int = GRID_POINTS) -> tuple[np.ndarray, np.ndarray]:
+                           drift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """P(the first exit from the continuation regions (lower_k, upper_k) is above upper_k at look k) and below
     lower_k, for Z_k ~ N(drift·√t_k, 1) with Corr(Z_k, Z_l) = √(t_k / t_l)."""
     t = check_fractions(fractions)
@@ -184,41 +183,37 @@ def crossing_probabilities(fractions: Numbers, upper: Numbers, lower: Numbers | 
         else:
             above[k] = _beyond(grid, t, k, drift, float(high[k]), above=True)
             below[k] = _beyond(grid, t, k, drift, float(low[k]), above=False)
-        grid = _advance(grid, t, k, drift, low[k], high[k], r)
+        grid = _advance(grid, t, k, drift, low[k], high[k])
     return above, below
 
 
-def futility_beta(fractions: Numbers, efficacy: Numbers, drift: float, beta: float,
-                  function: str = "obf", *, r: int = GRID_POINTS) -> float:
+def futility_beta(fractions: Numbers, efficacy: Numbers, drift: float, beta: float, function: str = "obf") -> float:
     """The total β the futility boundary spends at `drift`: `beta` (1 − the target power), or less where that would
     cost more than `MAX_FUTILITY_COST` of the power at the drift (against the efficacy boundaries alone); 0 with
     no look before the last."""
     t = check_fractions(fractions)
     if t.size < 2:
         return 0.0
-    alone = power(t, efficacy, drift, r=r)
+    alone = power(t, efficacy, drift)
 
     def excess(total: float) -> float:
-        lower, _ = futility_bounds(t, efficacy, drift, total, function, r=r)
-        return alone - power(t, efficacy, drift, [*lower[:-1], -math.inf], r=r) - MAX_FUTILITY_COST
+        lower, _ = futility_bounds(t, efficacy, drift, total, function)
+        return alone - power(t, efficacy, drift, [*lower[:-1], -math.inf]) - MAX_FUTILITY_COST
 
     if excess(beta) <= 0.0:
         return beta
     return float(optimize.brentq(excess, 1e-12, beta, xtol=1e-6))
 
 
-def power(fractions: Numbers, efficacy: Numbers, drift: float,
-          futility: Numbers | None = None, *, r: int = GRID_POINTS) -> float:
+def power(fractions: Numbers, efficacy: Numbers, drift: float, futility: Numbers | None = None) -> float:
     """P(crossing the efficacy boundary in the direction of `drift`) at that drift (futility obeyed, if given)."""
-    above, _ = crossing_probabilities(fractions, efficacy, futility, drift, r=r)
+    above, _ = crossing_probabilities(fractions, efficacy, futility, drift)
     return float(above.sum())
 
 
-def drift_for_power(fractions: Numbers, efficacy: Numbers, target: float, *,
-                    r: int = GRID_POINTS) -> float:
+def drift_for_power(fractions: Numbers, efficacy: Numbers, target: float) -> float:
     """The drift θ√I_K at which the efficacy boundaries (no futility) have power `target`."""
-    return float(optimize.brentq(lambda drift: power(fractions, efficacy, drift, r=r) - target, 0.0, 2 * _FAR,
-                                 xtol=1e-8))
+    return float(optimize.brentq(lambda drift: power(fractions, efficacy, drift) - target, 0.0, 2 * _FAR, xtol=1e-8))
 
 
 # --- information with the documents fixed ---

@@ -76,10 +76,7 @@ class MacroAverage:
     item_share: float  # the item terms' share of Var̂(M)
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["confidence_interval"] = list(self.confidence_interval)
-        data["per_seed"] = list(self.per_seed)
-        return data
+        return {**asdict(self), "confidence_interval": list(self.confidence_interval), "per_seed": list(self.per_seed)}
 
 
 def macro_average(fits: Sequence[SeedDocumentResult], *, variant_arm: str = "variant") -> MacroAverage:

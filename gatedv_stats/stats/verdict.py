@@ -36,9 +36,8 @@ class Verdict:
     explanation: str
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["equivalence_bounds"] = None if self.equivalence_bounds is None else list(self.equivalence_bounds)
-        return data
+        bounds = self.equivalence_bounds
+        return {**asdict(self), "equivalence_bounds": None if bounds is None else list(bounds)}
 
     def summary(self) -> str:
         return f"verdict: {self.verdict} — {self.explanation}"

@@ -41,7 +41,8 @@ class ItemScores:
 
 def read_item_scores(path: Path, output_type: str, *, id_field: str = "", results: HarnessResults | None = None,
                      task: str | None = None) -> ItemScores:
-    """The items of one sample log of `output_type`; with its results file, checked against the reported means."""
+    """The items of one sample log of `output_type` (holding a sample, as `imports.lmeval.TaskLog.open` checks); with
+    its results file, checked against the reported means."""
     by_filter: dict[str, dict[str, dict[str, float]]] = {}
     rows: dict[str, dict] = {}
     first: dict[str, str] = {}
@@ -63,8 +64,6 @@ def read_item_scores(path: Path, output_type: str, *, id_field: str = "", result
         for field, value in hashes.items():
             if row.get(field) != value:
                 raise InputError(f"{where}: {field} of document {doc_id!r} differs from its line at {first[doc_id]}")
-    if not rows:
-        raise InputError(f"{path}: holds no sample")
     for name, docs in by_filter.items():
         if len(docs) != len(rows):
             raise InputError(f"{path}: filter {name!r} has {len(docs)} of the {len(rows)} documents")

@@ -111,16 +111,6 @@ def _eval_set_meta(docs: pd.DataFrame, eval_set: EvalSetLike | None, declared: s
     declare (a task of `gatedv export-tasks` names its set); none when neither."""
     if eval_set is None:
         return dict(zip(("eval_set", "eval_set_sha256"), declared.pop())) if len(declared) == 1 else {}
-    _check_eval_set(docs, eval_set, source)
-    other = next((sha for _, sha in declared if sha != eval_set.sha256), None)
-    if other is not None:
-        raise InputError(f"{source}: the task was exported from an evaluation set of SHA-256 {other}, not "
-                         f"{eval_set.name!r} ({eval_set.sha256})")
-    return {"eval_set": eval_set.name, "eval_set_sha256": eval_set.sha256}
-
-
-def _check_eval_set(docs: pd.DataFrame, eval_set: EvalSetLike, source: str) -> None:
-    """The logged documents are the set's, with its byte counts."""
     expected = dict(zip(map(str, eval_set.doc_ids), map(int, eval_set.n_bytes)))
     logged = dict(zip(docs["doc_id"], docs["n_bytes"].astype(int)))
     missing, extra = sorted(set(expected) - set(logged)), sorted(set(logged) - set(expected))
@@ -131,6 +121,11 @@ def _check_eval_set(docs: pd.DataFrame, eval_set: EvalSetLike, source: str) -> N
     if differing is not None:
         raise InputError(f"{source}: document {differing!r} has {logged[differing]} bytes, in eval set "
                          f"{eval_set.name!r} {expected[differing]}; the log scored other text")
+    other = next((sha for _, sha in declared if sha != eval_set.sha256), None)
+    if other is not None:
+        raise InputError(f"{source}: the task was exported from an evaluation set of SHA-256 {other}, not "
+                         f"{eval_set.name!r} ({eval_set.sha256})")
+    return {"eval_set": eval_set.name, "eval_set_sha256": eval_set.sha256}
 
 
 def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int | None, int]:

@@ -67,8 +67,8 @@ class HarnessResults:
 
     def n_shot(self, task: str) -> int | None:
         shots = self.section("n-shot").get(task)
-        if shots is None and self.config(task):
-            shots = self.config(task).get("num_fewshot")  # type: ignore[union-attr]
+        if shots is None:
+            shots = (self.config(task) or {}).get("num_fewshot")
         return shots if isinstance(shots, int) and not isinstance(shots, bool) else None
 
     def higher_is_better(self, task: str) -> dict[str, bool]:

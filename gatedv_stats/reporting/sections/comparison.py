@@ -54,10 +54,18 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
                     for pair, decided in zip(group.pairs, group.verdicts))))
         if not row_groups:
             continue
-        name = eval_set_name(eval_set)
-        tables.append(comparison_table(f"comparison-{slug(eval_set)}", name, reference, settings.confidence_level,
+        name, key = eval_set_name(eval_set), slug(eval_set)
+        tables.append(comparison_table(f"comparison-{key}", name, reference, settings.confidence_level,
                                        settings.n_resamples, settings.rng_seed, tuple(row_groups)))
-        figures += _figures(eval_set, reference, diffs, per_seed)
+        differences, seeds = comparison_charts(name, diffs, per_seed)
+        figures += [
+            Figure(f"doc-differences-{key}", f"Per-document differences, {name}",
+                   f"Per-document NLL difference per target (variant − {reference}, averaged over seeds) on the "
+                   f"{name}; left of zero the variant is better.", plots.chart_spec(differences)),
+            Figure(f"paired-seeds-{key}", f"Per-seed paired PPL, {name}",
+                   f"PPL of each seed's {reference} run beside its paired variant run on the {name}.",
+                   plots.chart_spec(seeds)),
+        ]
     if not tables:
         why = (f"No evaluation set and learning rate holds the reference arm {reference!r} together with "
                "another arm, so there is nothing to compare.")
@@ -134,19 +142,6 @@ def per_seed_rows(label: str, reference: ArmSummary, variant: ArmSummary) -> lis
         {"comparison": label, "role": role, "arm": summary.arm, "seed": int(seed), "ppl": float(ppl)}
         for role, summary in (("reference", reference), ("variant", variant))
         for seed, ppl in zip(summary.seeds, summary.ppl)
-    ]
-
-
-def _figures(eval_set: str | None, reference: str, diffs: list, per_seed: list) -> list[Figure]:
-    name, key = eval_set_name(eval_set), slug(eval_set)
-    differences, seeds = comparison_charts(name, diffs, per_seed)
-    return [
-        Figure(f"doc-differences-{key}", f"Per-document differences, {name}",
-               f"Per-document NLL difference per target (variant − {reference}, averaged over seeds) on the "
-               f"{name}; left of zero the variant is better.", plots.chart_spec(differences)),
-        Figure(f"paired-seeds-{key}", f"Per-seed paired PPL, {name}",
-               f"PPL of each seed's {reference} run beside its paired variant run on the {name}.",
-               plots.chart_spec(seeds)),
     ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.analysis.ledger import LedgerEntry, LedgerHistory
+from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, row
@@ -69,10 +69,11 @@ def ledger_table(history: LedgerHistory, step: int | None = None) -> Table:
     for entry, best in zip(history.entries, history.running_best()):
         if step is not None and entry.row["step"] != step:
             continue
-        kept = entry.keep
         rows.append(row(str(entry.row["step"]), entry.row["candidate"], entry.row["reference"], entry.estimate_text(),
                         f"{entry.row['p_value']:.3g}", f"{entry.row['level']:.3g}",
-                        Cell(entry.row["decision"], bold=kept), f"{entry.row['wealth']:.4g}", _best_text(best)))
+                        Cell(entry.row["decision"], bold=entry.keep), f"{entry.row['wealth']:.4g}",
+                        MISSING if best is None else f"{best.row['candidate']} (step {best.row['step']}): "
+                                                     f"{best.estimate_text()} vs {best.row['reference']}"))
     notes = tuple(f"Step {entry.row['step']}: {entry.row['note']}" for entry in history.entries
                   if entry.row["note"] and step in (None, entry.row["step"]))
     level = history.entries[0].row["confidence_level"] if history.entries else 0.95
@@ -81,9 +82,3 @@ def ledger_table(history: LedgerHistory, step: int | None = None) -> Table:
     return Table("ledger", caption, ("Step", "Candidate", "Against", "Estimate [interval]", "One-sided p", "Level",
                                      "Decision", "Wealth left", "Running best [interval]"), "rlllrrlrl",
                  (RowGroup(None, tuple(rows)),), notes)
-
-
-def _best_text(best: LedgerEntry | None) -> str:
-    if best is None:
-        return MISSING
-    return f"{best.row['candidate']} (step {best.row['step']}): {best.estimate_text()} vs {best.row['reference']}"

@@ -22,7 +22,8 @@ def lr_selection_section(analysis: ExperimentAnalysis) -> Section:
         assert result.omitted is not None  # an analysis without a selection says why
         return omitted(KEY, TITLE, " ".join((result.omitted, *result.notes)))
     lrs = list(selection.ppl.columns)
-    parameters = _parameters_by_arm(analysis)
+    parameters = {arm: int(info["parameters"]) for info in analysis.inputs.run_infos  # from the run.json records
+                  if info.get("parameters") is not None and (arm := record_arm(info))}
     rows = []
     for arm in arm_order(selection.ppl.index, analysis.reference):
         cells = selection.ppl.loc[arm]
@@ -41,9 +42,3 @@ def lr_selection_section(analysis: ExperimentAnalysis) -> Section:
                   ("Each arm selects the rate with the lowest final development NLL on the selection seed; ties "
                    "favour the lower rate.", *result.notes))
     return Section(KEY, TITLE, tables=(table,))
-
-
-def _parameters_by_arm(analysis: ExperimentAnalysis) -> dict[str, int]:
-    """Trainable parameters per arm from the run.json files that record them."""
-    return {arm: int(info["parameters"]) for info in analysis.inputs.run_infos
-            if info.get("parameters") is not None and (arm := record_arm(info))}

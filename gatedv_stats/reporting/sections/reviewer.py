@@ -68,7 +68,7 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
                 ("Variant", "p", "Holm", "BH", "t p", "Holm", "BH", "Sign-flip p", "Holm", "BH"), "lrrrrrrrrr",
                 tuple(adjusted)))
         if forest:
-            figures.append(_forest(pd.concat(forest, ignore_index=True), eval_set, level))
+            figures.append(_forest(pd.concat(forest, ignore_index=True), key, name, level))
     if not tables:
         return omitted(KEY, TITLE, f"No evaluation set holds the reference arm {reference!r} with another arm.")
     intro = ("The verdicts above rest on the seed-and-document interval. Beside it: the two-level bootstrap "
@@ -79,15 +79,14 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
     return Section(KEY, TITLE, intro=intro, tables=tuple(tables), figures=tuple(figures))
 
 
-def _forest(frame: pd.DataFrame, eval_set: str | None, level: str) -> Figure:
+def _forest(frame: pd.DataFrame, key: str, name: str, level: str) -> Figure:
     columns = ", ".join(dict.fromkeys(frame["column"]))
-    name = eval_set_name(eval_set)
     shown = plots.largest_groups(frame)
     capped = (f" Where a comparison has more than {plots.FOREST_MAX_GROUPS} groups, its {plots.FOREST_MAX_GROUPS} "
               f"with the most documents are shown ({len(shown):,} of {len(frame):,} groups in all; "
               f"`gatedv analyze --by {columns}` lists every one)." if len(shown) < len(frame) else "")
     return Figure(
-        f"forest-{slug(eval_set)}", f"D per document group, {name}",
+        f"forest-{key}", f"D per document group, {name}",
         f"Mean NLL difference D per group of documents ({columns}) with {level} document-bootstrap "
         f"intervals on the {name}; left of zero the variant is better.{capped}",
         plots.chart_spec(plots.forest_chart(shown, title=f"D per group ({name})")))
