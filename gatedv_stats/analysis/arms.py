@@ -67,9 +67,6 @@ class ArmTest:
     permutation_p_holm: float
     permutation_p_bh: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class ArmsComparison:
@@ -85,11 +82,11 @@ class ArmsComparison:
     def to_dict(self) -> dict:
         return {"reference": self.reference, "alpha": self.alpha, "sesoi": self.sesoi,
                 "permutation_resamples": self.n_resamples, "permutation_seed": self.rng_seed,
-                "arms": [arm.to_dict() for arm in self.arms], "notes": list(self.notes),
+                "arms": [asdict(arm) for arm in self.arms], "notes": list(self.notes),
                 "warnings": list(self.warnings)}
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([arm.to_dict() for arm in self.arms])
+        return pd.DataFrame([asdict(arm) for arm in self.arms])
 
     def summary(self) -> str:
         lines = [f"every arm against {self.reference} ({len(self.arms)} comparisons; p-values two-sided, adjusted "

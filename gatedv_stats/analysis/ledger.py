@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +32,7 @@ from gatedv_stats.stats.scale import Scale
 from gatedv_stats.stats.verdict import one_sided_p_value
 
 HISTORY_COLUMNS = ("step", "time", "candidate", "against", "task", "estimate", "low", "high", "delta_p", "p_value",
-                   "level", "decision", "wealth", "best_step", "best", "note")  # of `LedgerHistory.rows`, in order
+                   "level", "decision", "wealth", "best_step", "best", "note")  # of `LedgerHistory.to_frame`, in order
 
 
 @dataclass(frozen=True)
@@ -58,14 +58,6 @@ class LedgerEntry:
         """The scale the estimate is read on."""
         return Scale(**self.row["scale"])
 
-    @property
-    def procedure_of(self) -> OnlineProcedure:
-        return OnlineProcedure.from_dict(self.row["parameters"])
-
-    @property
-    def interval(self) -> ConfidenceInterval:
-        return ConfidenceInterval(self.row["low"], self.row["high"])
-
     def estimate_text(self) -> str:
         """"ΔP −2.03% [−3.10%, −0.95%]" (perplexity) or "+1.20 points [+0.40, +2.00] points" (a task metric)."""
         scale = self.scale_of
@@ -73,7 +65,7 @@ class LedgerEntry:
             interval = (self.row["delta_p_low"], self.row["delta_p_high"])
             return f"ΔP {fmt.format_delta_p(self.row['delta_p'])} {fmt.format_delta_p_interval(interval)}"
         return (f"{fmt.format_difference(self.row['estimate'], scale.proportion)} "
-                f"{scale.format_interval(self.interval)}")
+                f"{scale.format_interval(ConfidenceInterval(self.row['low'], self.row['high']))}")
 
     def to_dict(self) -> dict:
         return dict(self.row)
@@ -85,7 +77,7 @@ class LedgerEntry:
         relation = "≤" if self.keep else ">"
         lines = [f"step {row['step']}: {row['candidate']} vs {row['reference']}{task}: {row['decision']} "
                  f"(one-sided p = {row['p_value']:.3g} {relation} level {row['level']:.3g}; "
-                 f"{self.procedure_of.describe()})",
+                 f"{OnlineProcedure.from_dict(row['parameters']).describe()})",
                  f"  {self.estimate_text()} ({fmt.format_level(row['confidence_level'])} interval, {row['n_pairs']} "
                  f"seed pairs; verdict {row['verdict']}); wealth left {row['wealth']:.4g}"]
         if row["noise_floor"] or row["noise_floor_sha256"]:
@@ -133,18 +125,12 @@ class LedgerHistory:
         count = f"{len(self.entries)} {'entry' if len(self.entries) == 1 else 'entries'}"
         return f"{self.path}: {count}, {self.kept} kept; {self.procedure.describe()}"
 
-    def rows(self) -> list[dict]:
-        """One plain row per entry with the running best beside it."""
-        out = []
-        for entry, best in zip(self.entries, self.running_best()):
-            row = {**entry.row, "against": entry.row["reference"],
-                   "best_step": None if best is None else best.row["step"],
-                   "best": None if best is None else best.row["candidate"]}
-            out.append({name: row[name] for name in HISTORY_COLUMNS})
-        return out
-
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows(), columns=list(HISTORY_COLUMNS))
+        """One row per entry with the running best beside it."""
+        return pd.DataFrame([{**entry.row, "against": entry.row["reference"],
+                              "best_step": None if best is None else best.row["step"],
+                              "best": None if best is None else best.row["candidate"]}
+                             for entry, best in zip(self.entries, self.running_best())], columns=list(HISTORY_COLUMNS))
 
     def to_dict(self) -> dict:
         return {"path": self.path, "procedure": self.procedure.to_dict(), "error_rate": self.procedure.error_rate,
@@ -231,8 +217,7 @@ def comparison_content(comparison: Comparison | TaskComparison, paired: Paired) 
     log_ratio = paired.scale.log_ratio
     return {
         "candidate": paired.variant_arm, "reference": paired.baseline_arm, "task": paired.task, "unit": paired.unit,
-        "scale": {"metric": paired.scale.metric, "higher_is_better": paired.scale.higher_is_better,
-                  "log_ratio": log_ratio, "proportion": paired.scale.proportion},
+        "scale": asdict(paired.scale),
         "n_pairs": paired.n_pairs, "candidate_files": source_files(paired, "variant"),
         "reference_files": source_files(paired, "baseline"), "estimate": fit.nll_diff_mean,
         "low": fit.confidence_interval.low, "high": fit.confidence_interval.high,

@@ -29,6 +29,14 @@ def _unlistable(error: OSError) -> None:
     raise InputError(f"{error.filename}: cannot list the directory: {error.strerror or type(error).__name__}")
 
 
+def each_once(paths: list[Path]) -> list[Path]:
+    """Each file once, in the order first named, however many ways it was named (itself, through a directory)."""
+    first: dict[Path, Path] = {}
+    for path in paths:
+        first.setdefault(path.resolve(), path)
+    return list(first.values())
+
+
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a file's bytes, read in 1 MiB blocks; a file that cannot be read is an `InputError` naming it."""
     digest = hashlib.sha256()

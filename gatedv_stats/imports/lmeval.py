@@ -194,9 +194,15 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
         imported = _import_results(single, out, arm, seed, id_field, eval_set, model)
     else:
         imported = _import_logs(inputs, out, arm, seed, id_field, eval_set, model)
-    if provenance is not None:
+    if provenance is not None:  # every file rewritten with it in its metadata, the rows unchanged
         for written in imported.files:
-            _add_provenance(Path(written.path), written.kind, provenance)
+            path = Path(written.path)
+            if written.kind == "loss":
+                losses = read_loss_file(path)
+                write_loss_file(path, losses.docs, {**losses.meta, **provenance})
+            else:
+                (run,) = read_item_file(path)
+                write_item_file(path, run.items, {**run.meta, **provenance})
     return imported
 
 
@@ -217,8 +223,7 @@ def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: 
         listed = ", ".join(f"{log.path.name}: {KIND_NAMES[log.output_type]}" for log in logs)
         raise InputError(f"{len(logs)} logs ({listed}): an item-score file holds one task; import each log to its "
                          "own file, or the results directory (a group's subtasks become one file)")
-    _check_no_eval_set(eval_set, logs[0])
-    written, warnings = _write_task(logs[0], Path(out), arm, seed, model)
+    written, warnings = _write_task(logs[0], Path(out), arm, seed, model, eval_set)
     return LmEvalImport(arm, seed, (written,), logs[0].results is not None, warnings)
 
 
@@ -226,7 +231,13 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
                     eval_set: EvalSetLike | None, model_dir: Path | None) -> LmEvalImport:
     """Every task of one harness run (its results file and sample logs) into the directory `out`."""
     check_output_dir(out, "--out")
-    results = HarnessResults.read(_results_file(source))
+    files = [source] if source.is_file() else sorted(source.rglob("results_*.json"))
+    if len(files) != 1:
+        listed = ", ".join(str(path.relative_to(source)) for path in files[:5])
+        raise InputError(f"{source}: {'no' if not files else len(files)} lm-evaluation-harness results files "
+                         f"(results_<date>.json){f': {listed}' if files else ''}; give the directory of one run, "
+                         "or its results file")
+    results = HarnessResults.read(files[0])
     date = results.path.name[len("results_"):-len(".json")]
     found = {match["task"]: path for path in sorted(results.path.parent.glob(f"samples_*_{date}.jsonl"))
              if (match := SAMPLES_NAME.fullmatch(path.name)) and match["date"] == date}
@@ -240,31 +251,17 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
     in_groups = {task for tasks in grouped.values() for task in tasks}
     model = _model_meta(model_dir, [results])
     written: list[tuple[ImportedFile, tuple[str, ...]]] = []  # each file with its warnings
-    out = Path(out)
-    with cleaned_on_failure(out):
+    with cleaned_on_failure(out) as out:
         for task, log in logs.items():
             if log.output_type == ROLLING:
                 written.append(_write_loss_file([log.path], out / f"{task}.parquet", task, arm, seed, log.id_field,
                                                 eval_set, model))
             elif task not in in_groups:
-                _check_no_eval_set(eval_set, log)
-                written.append(_write_task(log, out / f"{task}.parquet", arm, seed, model))
+                written.append(_write_task(log, out / f"{task}.parquet", arm, seed, model, eval_set))
         written += [_write_group(group, [logs[task] for task in tasks], results, out, arm, seed, model)
                     for group, tasks in grouped.items() if tasks]
     return LmEvalImport(arm, seed, tuple(file for file, _ in written), True,
                         tuple(note for _, notes in written for note in notes))
-
-
-def _results_file(source: Path) -> Path:
-    if source.is_file():
-        return source
-    found = sorted(source.rglob("results_*.json"))
-    if len(found) != 1:
-        listed = ", ".join(str(path.relative_to(source)) for path in found[:5])
-        raise InputError(f"{source}: {'no' if not found else len(found)} lm-evaluation-harness results files "
-                         f"(results_<date>.json){f': {listed}' if found else ''}; give the directory of one run, "
-                         "or its results file")
-    return found[0]
 
 
 def _model_directory(model_dir: str | Path) -> Path:
@@ -296,12 +293,6 @@ def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]
     return {"model_sha256": files_sha256(weight_files(model_dir))}
 
 
-def _check_no_eval_set(eval_set: EvalSetLike | None, log: TaskLog) -> None:
-    if eval_set is not None:
-        raise InputError(f"--eval-set: {log.path} is a {KIND_NAMES[log.output_type]} task; an evaluation "
-                         "set names the documents of a rolling-loglikelihood (perplexity) log")
-
-
 def _directions(metrics: Sequence[str], results: HarnessResults | None, task: str) -> dict[str, bool]:
     """Which way is better for each metric: the results file's, else the known metrics' (else higher)."""
     reported = results.higher_is_better(task) if results else {}
@@ -324,7 +315,11 @@ def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, ar
     return written, samples.warnings
 
 
-def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict) -> tuple[ImportedFile, tuple[str, ...]]:
+def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict,
+                eval_set: EvalSetLike | None) -> tuple[ImportedFile, tuple[str, ...]]:
+    if eval_set is not None:
+        raise InputError(f"--eval-set: {log.path} is a {KIND_NAMES[log.output_type]} task; an evaluation "
+                         "set names the documents of a rolling-loglikelihood (perplexity) log")
     scores = log.scores()
     warnings = scores.warnings
     if log.results is None:
@@ -372,16 +367,6 @@ def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: 
                             {metric: float(items[metric].mean()) for metric in shared},
                             tuple(log.task for log in logs))
     return imported, tuple(warnings)
-
-
-def _add_provenance(path: Path, kind: str, provenance: dict) -> None:
-    """Rewrite an imported file with `provenance` in its metadata (the rows unchanged)."""
-    if kind == "loss":
-        losses = read_loss_file(path)
-        write_loss_file(path, losses.docs, {**losses.meta, **provenance})
-        return
-    (run,) = read_item_file(path)
-    write_item_file(path, run.items, {**run.meta, **provenance})
 
 
 __all__ = ["ImportedFile", "LmEvalImport", "LossSums", "TaskLog", "import_lm_eval"]

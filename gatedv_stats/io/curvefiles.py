@@ -10,7 +10,7 @@ import pandas as pd
 
 from gatedv_stats.core.atomic import write_bytes_atomic
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import file_sha256, paths_under, read_seed
+from gatedv_stats.core.files import each_once, file_sha256, paths_under, read_seed
 from gatedv_stats.core.formatting import format_lr
 from gatedv_stats.core.integrity import check_file_sha256
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL
@@ -40,22 +40,17 @@ def write_curve_file(path: str | Path, rows: list[dict], *, record: bool = False
     return write_bytes_atomic(path, text.encode("utf-8"), before_replace=recorded if record else None)
 
 
-def check_recorded_curve(path: Path) -> None:
-    """A trainer's curve.csv is the one the run.json beside it records (`write_curve_file(record=True)`): a
-    `damaged` error otherwise. Files of other trainers, and curves recorded nowhere, are read as they are."""
+def read_curve_file(path: str | Path) -> pd.DataFrame:
+    """Read and validate one curve file (CSV or Parquet); one file may hold many runs. A trainer's curve.csv must be
+    the one the run.json beside it records (`write_curve_file(record=True)`): a `damaged` error otherwise. Files of
+    other trainers, and curves recorded nowhere, are read as they are."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
     record = read_run_record(path.parent) if path.name == CURVE_FILE_NAME else None
     if record and record.get("curve_sha256"):
         check_file_sha256(path, [record["curve_sha256"], record.get("previous_curve_sha256")],
                           path.parent / RUN_FILE_NAME, REWRITE_CURVE)
-
-
-def read_curve_file(path: str | Path) -> pd.DataFrame:
-    """Read and validate one curve file (CSV or Parquet); one file may hold many runs. A trainer's curve.csv is
-    checked against the SHA-256 its run.json records first (`check_recorded_curve`)."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    check_recorded_curve(path)
     try:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except pd.errors.EmptyDataError:
@@ -71,16 +66,15 @@ def read_curve_inputs(paths: Sequence[str | Path]) -> pd.DataFrame:
 
     Each row carries `RUN_RECORD_COLUMNS` from the run.json beside its file, when there is one; a curve row of
     another arm, rate or seed than that run.json's is an error naming both files."""
-    files: dict[Path, Path] = {}
+    files: list[Path] = []
     for given in paths:
         path = Path(given)
         found = ([candidate for candidate in paths_under(path) if candidate.name == CURVE_FILE_NAME] if path.is_dir()
                  else [path])
         if not found:
             raise InputError(f"{path}: no {CURVE_FILE_NAME} found")
-        for candidate in found:
-            files.setdefault(candidate.resolve(), candidate)
-    frames = [with_run_record(read_curve_file(path), path).assign(file=str(path)) for path in files.values()]
+        files += found
+    frames = [with_run_record(read_curve_file(path), path).assign(file=str(path)) for path in each_once(files)]
     combined = pd.concat(frames, ignore_index=True)
     key = RUN_KEY + ["step"]
     twice = combined.duplicated(key, keep=False).to_numpy()
@@ -131,7 +125,9 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     if missing:
         raise InputError(f"{source}: missing column {', '.join(map(repr, missing))}; columns are "
                          f"{', '.join(map(str, frame.columns))}")
-    out = pd.DataFrame({"arm": frame["arm"].astype(str), "seed": _seeds(frame["seed"], source)})
+    firsts = frame["seed"].reset_index(drop=True).drop_duplicates()  # each seed read once, named by its first row
+    seeds = {value: read_seed(value, f"{source}: row {row + 1}: seed") for row, value in firsts.items()}
+    out = pd.DataFrame({"arm": frame["arm"].astype(str), "seed": frame["seed"].map(seeds).to_numpy(dtype=np.int64)})
     for column, integer in (("lr", False), ("step", True), ("dev_nll", False)):
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
         bad = ~np.isfinite(values) | (values < 0)
@@ -161,10 +157,3 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
 
 def _sorted(curves: pd.DataFrame) -> pd.DataFrame:
     return curves.sort_values(RUN_KEY + ["step"], kind="stable").reset_index(drop=True)
-
-
-def _seeds(column: pd.Series, source: str) -> np.ndarray:
-    """The seed column read exactly (int64), each distinct value checked once and named by its first row."""
-    firsts = column.reset_index(drop=True).drop_duplicates()
-    seeds = {value: read_seed(value, f"{source}: row {row + 1}: seed") for row, value in firsts.items()}
-    return column.map(seeds).to_numpy(dtype=np.int64)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.core.files import file_sha256, paths_under
+from gatedv_stats.core.files import each_once, file_sha256, paths_under
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
 from gatedv_stats.io.itemfiles import ItemRun, is_item_file, read_item_inputs
@@ -65,7 +65,7 @@ def _sort_inputs(inputs: list[Path]) -> dict[str, list[Path]]:
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
-    return {kind: paths if kind == "loss file" else _once(paths) for kind, paths in found.items()}
+    return {kind: paths if kind == "loss file" else each_once(paths) for kind, paths in found.items()}
 
 
 def found_item_file(path: Path) -> bool:
@@ -75,14 +75,6 @@ def found_item_file(path: Path) -> bool:
         return is_item_file(path)
     except UnreadableFileError:
         return False
-
-
-def _once(paths: list[Path]) -> list[Path]:
-    """Each file once, in the order first named, however many ways it was named (itself, through a directory)."""
-    first: dict[Path, Path] = {}
-    for path in paths:
-        first.setdefault(path.resolve(), path)
-    return list(first.values())
 
 
 def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None) -> ExperimentInputs:

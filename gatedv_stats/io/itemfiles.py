@@ -19,10 +19,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from gatedv_stats import __version__
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import read_json_object, read_seed
-from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.io.lossfiles import (
     LOSS_FILE_SUFFIXES,
     SkippedFile,
@@ -34,7 +32,7 @@ from gatedv_stats.io.lossfiles import (
     read_inputs,
     read_table,
     reading,
-    write_sealed_parquet,
+    write_run_file,
 )
 from gatedv_stats.io.table_metadata import group_metadata
 
@@ -73,22 +71,16 @@ class ItemRun:
 def write_item_file(path: str | Path, items: pd.DataFrame, meta: dict) -> None:
     """Write one run of one task as Parquet (a `.parquet` path), atomically, each metadata value JSON-encoded under
     its key; `meta` needs `arm`, `seed` and `task`, and `metrics` when a metric column has an unusual name."""
-    check_output_file(path, "item-score file", suffix=".parquet")
-    path = Path(path)
-    meta = {**meta, "format": ITEM_FORMAT}
-    for key in RUN_COLUMNS:
-        if meta.get(key) in (None, ""):
-            raise InputError(f"{path}: metadata needs {key!r}")
-    meta["seed"] = read_seed(meta["seed"], f"{path}: metadata seed")
-    meta.setdefault("gatedv_version", __version__)
-    duplicated = sorted({str(name) for name in items.columns[items.columns.duplicated()]})
-    if duplicated:
-        raise InputError(f"{path}: column {', '.join(map(repr, duplicated))} appears more than once")
-    metrics = _metric_names(items, meta, str(path))
-    items = validate_items(items, str(path), metrics)
-    meta["metrics"] = list(metrics)
-    meta["higher_is_better"] = _higher_is_better(meta, metrics, str(path))
-    write_sealed_parquet(path, items, meta)
+    def rows(path: Path, meta: dict) -> pd.DataFrame:  # the metrics and their directions recorded in `meta`
+        duplicated = sorted({str(name) for name in items.columns[items.columns.duplicated()]})
+        if duplicated:
+            raise InputError(f"{path}: column {', '.join(map(repr, duplicated))} appears more than once")
+        metrics = _metric_names(items, meta, str(path))
+        checked = validate_items(items, str(path), metrics)
+        meta.update(metrics=list(metrics), higher_is_better=_higher_is_better(meta, metrics, str(path)))
+        return checked
+
+    write_run_file(path, "item-score file", {**meta, "format": ITEM_FORMAT}, RUN_COLUMNS, rows)
 
 
 def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,

@@ -95,9 +95,7 @@ def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[Ledg
         _execute(connection, where, "PRAGMA journal_mode=WAL")
         _execute(connection, where, "BEGIN IMMEDIATE")
         try:
-            stored = _settings(connection, where)
-            if stored is None:
-                stored = _initialise(connection, where, settings)
+            stored = _settings(connection, where) or _initialise(connection, where, settings)
             writer = LedgerWriter(connection, where, stored["ledger"], _checked_entries(connection, where, stored))
             yield writer
         except BaseException:

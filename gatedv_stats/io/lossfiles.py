@@ -167,22 +167,23 @@ def read_inputs(paths: Sequence[str | Path], read_file: Callable[[Path], list[Ru
 def write_loss_file(path: str | Path, docs: pd.DataFrame, meta: dict) -> None:
     """Write one run as Parquet (a `.parquet` path), atomically, with each metadata value JSON-encoded under
     its key."""
-    check_output_file(path, "loss file", suffix=".parquet")
+    write_run_file(path, "loss file", meta, RUN_KEYS, lambda path, meta: validate_docs(docs, str(path)))
+
+
+def write_run_file(path: str | Path, what: str, meta: dict, keys: Sequence[str],
+                   rows: Callable[[Path, dict], pd.DataFrame]) -> None:
+    """One run as the Parquet file `path` (a `what`), sealed with its content's SHA-256 and written atomically, each
+    metadata value JSON-encoded under its key: `meta` needs `keys`, and `rows(path, meta)` gives the checked rows
+    (it may add to `meta`) once the metadata is checked."""
+    check_output_file(path, what, suffix=".parquet")
     path = Path(path)
     meta = dict(meta)
-    for key in RUN_KEYS:
+    for key in keys:
         if meta.get(key) in (None, ""):  # a file without them could not be read back
             raise InputError(f"{path}: metadata needs {key!r}")
     meta["seed"] = read_seed(meta["seed"], f"{path}: metadata seed")
     meta.setdefault("gatedv_version", __version__)
-    docs = validate_docs(docs, str(path))
-    write_sealed_parquet(path, docs, meta)
-
-
-def write_sealed_parquet(path: Path, frame: pd.DataFrame, meta: dict) -> None:
-    """One run's rows as Parquet, sealed with its content's SHA-256 and written atomically, each metadata value
-    JSON-encoded under its key."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = pa.Table.from_pandas(rows(path, meta), preserve_index=False)
     kv = dict(table.schema.metadata or {})
     kv.update({key.encode(): json.dumps(value, default=json_default).encode() for key, value in meta.items()})
     with atomic_file(path) as writer:

@@ -5,9 +5,9 @@ sums; loss files, or with a metric the item-score files of downstream tasks."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -56,17 +56,17 @@ def pairs_of(data: object, baseline: object, variant: object, baseline_arm: str 
         return [_from_arrays(baseline, variant, n_targets, baseline_arm or "baseline",  # type: ignore[arg-type]
                              variant_arm or "variant")]
     check_kind([data, baseline, variant], metric)
+    read: Callable[[Any], list] = path_list if metric is not None else runs_or_paths
+    tables, baselines, variants = (None if side is None else read(side) for side in (data, baseline, variant))
     if metric is not None:
-        return load_item_pairs(tables=None if data is None else path_list(data),  # type: ignore[arg-type]
-                               baseline=None if baseline is None else path_list(baseline),  # type: ignore[arg-type]
-                               variant=None if variant is None else path_list(variant),  # type: ignore[arg-type]
-                               baseline_arm=baseline_arm, variant_arm=variant_arm, metric=metric,
-                               allow_mismatch=allow_mismatch, allow_unpaired=allow_unpaired, skipped=skipped)
+        return load_item_pairs(tables=tables, baseline=baselines, variant=variants, baseline_arm=baseline_arm,
+                               variant_arm=variant_arm, metric=metric, allow_mismatch=allow_mismatch,
+                               allow_unpaired=allow_unpaired, skipped=skipped)
     if isinstance(data, pd.DataFrame) and baseline is None and variant is None:  # arms default as a pilot's
-        return [pilot_pair(runs_from_frame(data, {}, "frame", long_table=True), baseline_arm=baseline_arm,
-                           variant_arm=variant_arm, eval_set=eval_set, allow_unpaired=allow_unpaired,
-                           allow_mismatch=tuple(allow_mismatch), unit=unit or "auto", what="frame")]
-    return [load_paired(tables=_side(data), baseline=_side(baseline), variant=_side(variant),
+        return [pilot_pair(tables, baseline_arm=baseline_arm, variant_arm=variant_arm,  # type: ignore[arg-type]
+                           eval_set=eval_set, allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch),
+                           unit=unit or "auto", what="frame")]
+    return [load_paired(tables=tables, baseline=baselines, variant=variants,
                         baseline_arm=baseline_arm, variant_arm=variant_arm, eval_set=eval_set,
                         allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch), unit=unit or "auto",
                         skipped=skipped)]
@@ -105,10 +105,6 @@ def runs_or_paths(data: Inputs) -> list:
     if isinstance(data, pd.DataFrame):
         return runs_from_frame(data, {}, "frame", long_table=True)
     return path_list(data)  # type: ignore[arg-type]
-
-
-def _side(side: Side | None) -> list | None:
-    return None if side is None else runs_or_paths(side)
 
 
 def _is_numbers(side: object) -> bool:

@@ -41,7 +41,12 @@ def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, 
     their items by `doc_id`, checking that both arms scored the same items in the same way."""
     check_mismatch_fields(allow_mismatch, MISMATCH_FIELDS)
     check_distinct_arms(baseline_arm, variant_arm)
-    runs = _task_runs(runs, task)
+    tasks = sorted({run.task for run in runs})
+    if task is None and len(tasks) > 1:
+        raise InputError(f"the item scores hold several tasks ({', '.join(tasks)}); choose one")
+    runs = [run for run in runs if task is None or run.task == task]
+    if not runs:
+        raise InputError(f"no item scores of task {task!r} (tasks found: {', '.join(tasks) or 'none'})")
     task = runs[0].task
     prefix = f"task {task}: "
     by_seed = [_arm_runs(runs, arm, prefix) for arm in (baseline_arm, variant_arm)]
@@ -88,16 +93,6 @@ def pair_tasks(runs: Sequence[ItemRun], *, reference: str, metric: str, variant_
     if not pairs:
         raise InputError(f"no task holds {reference!r} together with {', '.join(others)}")
     return pairs
-
-
-def _task_runs(runs: Sequence[ItemRun], task: str | None) -> list[ItemRun]:
-    tasks = sorted({run.task for run in runs})
-    if task is None and len(tasks) > 1:
-        raise InputError(f"the item scores hold several tasks ({', '.join(tasks)}); choose one")
-    chosen = [run for run in runs if task is None or run.task == task]
-    if not chosen:
-        raise InputError(f"no item scores of task {task!r} (tasks found: {', '.join(tasks) or 'none'})")
-    return chosen
 
 
 def _arm_runs(runs: Sequence[ItemRun], arm: str, prefix: str) -> dict[int, ItemRun]:

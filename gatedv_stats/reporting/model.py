@@ -94,5 +94,4 @@ def omitted(key: str, title: str, why: str) -> Section:
 
 def slug(value: str | None) -> str:
     """[a-z0-9-] text for a table or figure key."""
-    text = "".join(ch if ch.isalnum() else "-" for ch in str(value or "unnamed").lower())
-    return text.strip("-") or "unnamed"
+    return "".join(ch if ch.isalnum() else "-" for ch in str(value or "unnamed").lower()).strip("-") or "unnamed"

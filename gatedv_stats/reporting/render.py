@@ -38,10 +38,9 @@ class Raw(str):
 
 
 def _markdown_escape(value: object) -> str:
-    text = "" if value is None else str(value)
     if isinstance(value, Raw):
-        return text
-    return re.sub(r"([\\`*_<>|])", r"\\\1", text).replace("\n", " ")
+        return value
+    return re.sub(r"([\\`*_<>|])", r"\\\1", "" if value is None else str(value)).replace("\n", " ")
 
 
 # Longer keys first: "ΔP" and "P̄" (P + combining macron) are whole symbols.
@@ -70,10 +69,9 @@ _LATEX_PATTERN = re.compile("|".join(map(re.escape, _LATEX_SYMBOLS)))
 
 def latex_escape(value: object) -> str:
     """Text safe inside a LaTeX document, with the report's symbols as math ("−2.03%" → "$-$2.03\\%")."""
-    text = "" if value is None else str(value)
     if isinstance(value, Raw):
-        return text
-    return _LATEX_PATTERN.sub(lambda match: _LATEX_SYMBOLS[match.group()], text)
+        return value
+    return _LATEX_PATTERN.sub(lambda match: _LATEX_SYMBOLS[match.group()], "" if value is None else str(value))
 
 
 # Each format's Jinja options: HTML autoescaped, Markdown and LaTeX through their escapes (LaTeX with \BLOCK{…} and

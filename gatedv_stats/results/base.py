@@ -102,8 +102,8 @@ class PilotPlanResult(Result):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What the pilot's pairing dropped or accepted."""
-        return self.paired.notes
+        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
+        return self.paired.notes + getattr(self.plan, "warnings", ())
 
     def to_dict(self) -> dict:
         return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,

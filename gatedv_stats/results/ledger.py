@@ -21,14 +21,9 @@ class LedgerEntryResult(Result):
 
     entry: LedgerEntry
     history: LedgerHistory  # the ledger with this entry, for the running best
-    comparison_warnings: tuple[str, ...] = ()  # the comparison's own (seeds dropped, mismatches accepted, …)
+    warnings: tuple[str, ...] = ()  # the comparison's own (seeds dropped, mismatches accepted, …)
     skipped: None = None
     wraps: ClassVar[str] = "entry"
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """The warnings of the comparison behind the entry."""
-        return self.comparison_warnings
 
     def headline(self) -> str:
         row = self.entry.row

@@ -25,16 +25,18 @@ from gatedv_stats.reporting.sections.comparison import (
 )
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
 from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline
-from gatedv_stats.stats.metrics import ArmSummary, arm_summary, document_differences
+from gatedv_stats.stats.metrics import arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
 
-def _charts(name: str, pairs: Sequence[tuple[str, Paired, ArmSummary, ArmSummary]]) -> alt.VConcatChart:
-    """The report's figures of these (label, paired, reference summary, variant summary) comparisons."""
+def _charts(name: str, pairs: Sequence[tuple[str, Paired]]) -> alt.VConcatChart:
+    """The report's figures of these (label, paired) comparisons."""
     diffs = [pd.DataFrame({"comparison": label,
                            "diff": document_differences(paired.baseline, paired.variant) / paired.n_units})
-             for label, paired, _, _ in pairs]
-    per_seed = [entry for label, _, reference, variant in pairs for entry in per_seed_rows(label, reference, variant)]
+             for label, paired in pairs]
+    per_seed = [entry for label, paired in pairs for entry in per_seed_rows(
+        label, arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_units),
+        arm_summary(paired.variant_arm, paired.seeds, paired.variant, paired.n_units))]
     return alt.vconcat(*comparison_charts(name, diffs, per_seed))
 
 
@@ -87,9 +89,8 @@ class ComparisonResult(Result):
 
     def plot(self) -> alt.VConcatChart:
         """The report's figures of this comparison: per-document differences and per-seed paired PPL."""
-        result = self.comparison
-        label = f"{result.variant.arm} vs {result.baseline.arm}"
-        return _charts(fmt.eval_set_name(self.paired.eval_set), [(label, self.paired, result.baseline, result.variant)])
+        label = f"{self.paired.variant_arm} vs {self.paired.baseline_arm}"
+        return _charts(fmt.eval_set_name(self.paired.eval_set), [(label, self.paired)])
 
 
 @dataclass(frozen=True, repr=False)
@@ -167,10 +168,7 @@ class ArmsResult(Result):
     def plot(self) -> alt.VConcatChart:
         """The report's figures of every comparison: per-document differences and per-seed paired PPL."""
         compared = [(f"{pair.variant_arm} vs {pair.baseline_arm}" + ("" if pair.eval_set is None else
-                                                                    f", {pair.eval_set}"), pair,
-                     arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units),
-                     arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units))
-                    for pair in self.pairs]
+                                                                    f", {pair.eval_set}"), pair) for pair in self.pairs]
         sets = {pair.eval_set for pair in self.pairs}
         return _charts(fmt.eval_set_name(sets.pop()) if len(sets) == 1 else "every evaluation set", compared)
 
@@ -186,11 +184,6 @@ class PlanResult(PilotPlanResult):
         return (f"{self.paired.variant_arm} vs {self.paired.baseline_arm}: {plan.seeds_required} seed pairs to detect "
                 f"ΔP {fmt.format_delta_p(plan.effect)} with power {plan.power:g} at α = {plan.alpha:g} (pilot "
                 f"{plan.n_seeds} seeds × {fmt.format_count(plan.n_docs)} documents)")
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
-        return self.paired.notes + self.plan.warnings
 
     def summary(self) -> str:
         return f"{self.paired.variant_arm} vs {self.paired.baseline_arm}\n{self.plan.summary()}"

@@ -44,14 +44,11 @@ class GroupEffect:
 
     def to_dict(self) -> dict:
         """The published JSON keys (low, high: the models-fixed interval), then the seed-and-document ones."""
-        interval = self.seed_document_interval
+        low, high = self.seed_document_interval or (None, None)
         return {"group": self.group, "n_docs": self.n_docs, "n_units": self.n_units,
                 "nll_diff_mean": self.nll_diff_mean, "low": self.confidence_interval.low,
-                "high": self.confidence_interval.high,
-                "bootstrap_seed": self.bootstrap_seed,
-                "seed_document_low": None if interval is None else interval.low,
-                "seed_document_high": None if interval is None else interval.high,
-                "p_value": self.p_value, "p_holm": self.p_holm}
+                "high": self.confidence_interval.high, "bootstrap_seed": self.bootstrap_seed,
+                "seed_document_low": low, "seed_document_high": high, "p_value": self.p_value, "p_holm": self.p_holm}
 
 
 @dataclass(frozen=True)
@@ -149,8 +146,7 @@ def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, co
                                   confidence_interval=result.confidence_interval, bootstrap_seed=rng_seed + index,
                                   seed_document_interval=None if fit is None else fit.confidence_interval,
                                   p_value=None if fit is None else fit.p_value))
-    if adjusted_level is not None:  # Holm over the groups
-        groups = [replace(effect, p_holm=p_holm) for effect, p_holm in zip(groups, holm([g.p_value for g in groups]))]
+    groups = [replace(effect, p_holm=p_holm) for effect, p_holm in zip(groups, holm([g.p_value for g in groups]))]
     return Breakdown(column=column, binned=binned, groups=tuple(groups), pooled_groups=len(small),
                      left_out_docs=left_out, min_docs=min_docs, confidence_level=confidence_level,
                      n_resamples=n_resamples, method=method, rng_seed=rng_seed, adjusted_level=adjusted_level)

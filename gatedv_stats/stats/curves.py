@@ -34,16 +34,9 @@ class CurveComparison:
                              "variant_ppl_mean": self.variant_ppl_mean, "delta_p": self.delta_p})
 
     def to_dict(self) -> dict:
-        return {
-            "baseline_arm": self.baseline_arm,
-            "variant_arm": self.variant_arm,
-            "baseline_lr": self.baseline_lr,
-            "variant_lr": self.variant_lr,
-            "seeds": [int(seed) for seed in self.seeds],
-            "steps": [int(step) for step in self.steps],
-            "delta_p": [float(value) for value in self.delta_p],
-            "per_pair": self.per_pair.to_dict(orient="records"),
-        }
+        return {"baseline_arm": self.baseline_arm, "variant_arm": self.variant_arm, "baseline_lr": self.baseline_lr,
+                "variant_lr": self.variant_lr, "seeds": self.seeds.tolist(), "steps": self.steps.tolist(),
+                "delta_p": self.delta_p.tolist(), "per_pair": self.per_pair.to_dict(orient="records")}
 
 
 def curve_delta_p(curves: pd.DataFrame, baseline_arm: str, variant_arm: str, *, baseline_lr: float | None = None,

@@ -76,14 +76,8 @@ class ArmSummary:
 
     def to_dict(self) -> dict:
         """The JSON view: arm, seeds, nll, ppl, ppl_mean, ppl_sd (null when undefined)."""
-        return {
-            "arm": self.arm,
-            "seeds": [int(seed) for seed in self.seeds],
-            "nll": [float(value) for value in self.nll],
-            "ppl": [float(value) for value in self.ppl],
-            "ppl_mean": float(self.ppl_mean),
-            "ppl_sd": None if math.isnan(self.ppl_sd) else float(self.ppl_sd),
-        }
+        return {"arm": self.arm, "seeds": self.seeds.tolist(), "nll": self.nll.tolist(), "ppl": self.ppl.tolist(),
+                "ppl_mean": float(self.ppl_mean), "ppl_sd": None if math.isnan(self.ppl_sd) else float(self.ppl_sd)}
 
 
 def arm_summary(arm: str, seeds: np.ndarray, loss_sums: np.ndarray, n_units: np.ndarray,

@@ -57,8 +57,7 @@ def t_power(noncentrality: float, df: float, alpha: float) -> float:
     lower = stats.nct.cdf(-critical, df, noncentrality)
     if not math.isfinite(lower):
         # scipy's lower tail fails far out (λ ≳ 8); it is below P(T < 0) = Φ(−λ), negligible there
-        bound = stats.norm.cdf(-noncentrality)
-        if bound > 1e-12:
+        if stats.norm.cdf(-noncentrality) > 1e-12:
             raise ArithmeticError(f"noncentral t lower tail undefined at λ = {noncentrality}, df = {df}")
         lower = 0.0
     return float(stats.nct.sf(critical, df, noncentrality) + lower)
@@ -196,8 +195,7 @@ def seed_document_plan(fit: SeedDocumentResult, weight_square_sum: float, log_ef
     """Plan the seed-and-document test from a pilot's fit (`weight_square_sum`: its Σw²)."""
     interaction = fit.interaction_var or 0.0
     design = Design(fit.seed_var, fit.doc_var or 0.0, interaction, weight_square_sum, fit.n_docs)
-    chi2 = stats.chi2.ppf(1.0 - UPPER_BOUND_LEVEL, fit.n_seeds - 1)
-    upper = (fit.n_seeds - 1) * fit.v_seed / chi2
+    upper = (fit.n_seeds - 1) * fit.v_seed / stats.chi2.ppf(1.0 - UPPER_BOUND_LEVEL, fit.n_seeds - 1)
     pessimistic = replace(design, seed_var=max(upper - interaction * weight_square_sum, 0.0))
     return SeedDocumentPlan(
         seed_var=design.seed_var, doc_var=design.doc_var, interaction_var=interaction,

@@ -48,8 +48,6 @@ def verdict(result: SeedDocumentResult, scale: Scale = PERPLEXITY, *, sesoi: flo
     """Decide better / worse / no detectable difference / equivalent from a seed-and-document result whose D is
     read on `scale` per `unit` ("token", "word", "byte" or "item"). `p_value` and `tost_p_value` replace the
     fit's own (e.g. by Holm-adjusted ones across arms or tasks)."""
-    if sesoi is not None:
-        sesoi = scale.check_sesoi(sesoi)
     alpha = result.alpha
     if p_value is None:
         p_value = result.p_value
@@ -60,6 +58,7 @@ def verdict(result: SeedDocumentResult, scale: Scale = PERPLEXITY, *, sesoi: flo
     direction = scale.direction(result.nll_diff_mean) if excludes_zero else None
     bounds = None
     if sesoi is not None:
+        sesoi = scale.check_sesoi(sesoi)
         bounds = scale.equivalence_bounds(sesoi)
         if tost_p_value is None:
             estimate, se = ((result.log_ratio, result.log_ratio_se) if scale.log_ratio

@@ -71,14 +71,13 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
     declared: set[tuple[str, str]] = set()
     for given in paths:
         path = Path(given)
-        count = 0
+        before = len(rows)
         for where, sample in sample_lines(path):
             row = _document(sample, where, id_field)
             if row[0] in seen:
                 raise InputError(f"{where}: document {row[0]!r} appears again (first at {seen[row[0]]})")
             seen[row[0]] = where
             rows.append((*row, where))
-            count += 1
         match = SAMPLES_NAME.fullmatch(path.name)
         results = results_beside(path, match["date"] if match else None)
         doubled = results.doubled_bos() if results else None
@@ -89,7 +88,7 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
                             "document on BOS and the tokenizer prepends another, which is then predicted and "
                             "counted; run lm_eval with --model_args ...,add_bos_token=False")
         files.append({"path": str(path), "sha256": file_sha256(path), "task": match["task"] if match else None,
-                      "documents": count, "run": results.run() if results else None})
+                      "documents": len(rows) - before, "run": results.run() if results else None})
     logged = pd.DataFrame(rows, columns=["doc_id", "loss_sum", "words", "n_bytes", "where"])
     wordless = list(logged.loc[logged["words"].isna(), "where"])
     by_words = not wordless

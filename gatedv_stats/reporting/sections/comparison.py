@@ -40,8 +40,6 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
         compared = _compared_arms(groups)
         for group in groups:
             notes += _left_out(group, reference, compared)
-            if group.holds_reference and group.mixed:
-                continue
             for pair in group.pairs:
                 label = _label(pair.variant, reference, group.group.lr)
                 notes += [f"{eval_set_name(eval_set)}, {label}: {warning}" for warning in

@@ -27,12 +27,10 @@ def setup_section(analysis: ExperimentAnalysis) -> Section:
         entry, config = by_arm[arm], configs.get(arm) or {}
         rows.append(row(
             arm,
-            _joined(entry["knobs"], str),
-            _joined(entry["size"], str),
+            *(_joined(entry[key], str) for key in ("knobs", "size")),
             _config_pair(config, "n_layers", "d_model"),
             _config_pair(config, "n_heads", "head_dim"),
-            _config_text(config, "d_ff"),
-            _config_text(config, "vocab_size"),
+            *(_config_text(config, key) for key in ("d_ff", "vocab_size")),
             *(_joined(entry[key], format_count) for key in ("parameters", "updates", "warmup", "batch", "exposures")),
             _joined(entry["lr"], format_lr),
             _seed_text(entry["seed"]),

@@ -31,11 +31,10 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
             adjusted = adjusted or group.adjusted is not None
             if rows:
                 row_groups.append(RowGroup(group.group.label, tuple(rows)))
-    if not row_groups and left_out_notes(analysis):
-        return omitted(KEY, TITLE, f"No verdict: every comparison with the reference arm {analysis.reference!r} was "
-                                   "left out (the paired comparison below says why).")
     if not row_groups:
-        return omitted(KEY, TITLE, f"No evaluation set holds the reference arm {analysis.reference!r} with another "
+        return omitted(KEY, TITLE, f"No verdict: every comparison with the reference arm {analysis.reference!r} was "
+                                   "left out (the paired comparison below says why)." if left_out_notes(analysis) else
+                                   f"No evaluation set holds the reference arm {analysis.reference!r} with another "
                                    "arm, so there is no verdict to give.")
     table = verdicts_table(analysis.reference, analysis.settings.confidence_level, analysis.settings.sesoi,
                            tuple(row_groups), tuple(notes), adjusted)
