@@ -288,16 +288,12 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
             raise ParameterError("data", "give pilot runs, or a {noise_floor} to plan from", ("noise_floor",),
                                  leading=False)
         return result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), skipped_once(skipped))
-    if isinstance(data, Paired):
-        paired = data
-    else:
-        check_kind([data], metric)
-        paired = pilot_of(data, metric, eval_set, allow_unpaired, allow_mismatch, unit, skipped, baseline_arm,
-                        variant_arm)
-    if floor is not None:
-        return result_of(floor_plan(floor, effect, paired=paired, alpha=alpha, power=power), paired,
-                         skipped_once(skipped))
-    return result_of(plan_pair(paired, effect, alpha=alpha, power=power), paired, skipped_once(skipped))
+    check_kind([data], metric)  # paths only: a Paired is what it is
+    paired = data if isinstance(data, Paired) else pilot_of(data, metric, eval_set, allow_unpaired, allow_mismatch,
+                                                            unit, skipped, baseline_arm, variant_arm)
+    made = (plan_pair(paired, effect, alpha=alpha, power=power) if floor is None else
+            floor_plan(floor, effect, paired=paired, alpha=alpha, power=power))
+    return result_of(made, paired, skipped_once(skipped))
 
 
 def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *, fmt: str | None = None,
@@ -327,8 +323,8 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
     settings = AnalysisSettings(reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
                                 confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
                                 noise_floor=floor_of(noise_floor))
-    return write_report([Path(path) for path in path_list(inputs)], None if out is None else os.fspath(out), fmt,
-                        settings, skipped=skipped, left_out=left_out, workers=workers, ledger=ledger)
+    return write_report([Path(path) for path in path_list(inputs)], out, fmt, settings, skipped=skipped,
+                        left_out=left_out, workers=workers, ledger=ledger)
 
 
 def noise_floor(inputs: Inputs, *, metric: str | None = None, studies: bool = False, out: PathLike | None = None,

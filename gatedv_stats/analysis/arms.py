@@ -269,17 +269,6 @@ def _suite(pairs: Sequence[Paired], fits: list[SeedDocumentResult | None], *, al
                                confidence_level=1.0 - alpha)
                for pair, fit, decided in zip(pairs, fits, verdicts)]
     raw = [None if fit is None else fit.p_value for fit in fits]
-    macros, notes = _macros(results)
-    if cluster is not None:
-        notes += [f"{pair.task}: no {cluster} column; its items are the sampled units" for pair in pairs
-                  if cluster not in pair.doc_columns]
-    notes += [note for result in results for note in (f"{result.task}: {text}" for text in result.notes)]
-    return TaskSuite(reference=pairs[0].baseline_arm, metric=pairs[0].metric, results=tuple(results),
-                     p_values=tuple(raw), p_holm=tuple(holm(raw)), macro=tuple(macros), alpha=alpha,
-                     notes=tuple(dict.fromkeys(notes)))
-
-
-def _macros(results: Sequence[TaskComparison]) -> tuple[list[MacroAverage], list[str]]:
     macros, notes = [], []
     for arm in dict.fromkeys(result.variant_arm for result in results):
         mine = [result for result in results if result.variant_arm == arm]
@@ -290,4 +279,10 @@ def _macros(results: Sequence[TaskComparison]) -> tuple[list[MacroAverage], list
             continue
         macros.append(macro_average([result.interval for result in mine if result.interval is not None],
                                     variant_arm=arm))
-    return macros, notes
+    if cluster is not None:
+        notes += [f"{pair.task}: no {cluster} column; its items are the sampled units" for pair in pairs
+                  if cluster not in pair.doc_columns]
+    notes += [note for result in results for note in (f"{result.task}: {text}" for text in result.notes)]
+    return TaskSuite(reference=pairs[0].baseline_arm, metric=pairs[0].metric, results=tuple(results),
+                     p_values=tuple(raw), p_holm=tuple(holm(raw)), macro=tuple(macros), alpha=alpha,
+                     notes=tuple(dict.fromkeys(notes)))

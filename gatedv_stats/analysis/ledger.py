@@ -3,7 +3,7 @@ procedure that bounds the share of false keeps over the whole stream (docs/stati
 online FDR").
 
 An entry is one comparison (`analysis.compare`) of a candidate against a reference, on the pair's scale: its
-estimate and interval, its one-sided p-value (H0: the candidate is not better; `stats.verdict.one_sided_p_value`),
+estimate and interval, its one-sided p-value (H0: the candidate is not better; `stats.verdict.one_sided_p`),
 then the level the procedure gives it (`stats.online_fdr`), keep or discard and the wealth left. The file
 (`io.ledgerfile`) fixes the procedure and α at creation and chains the entries by hash; each new entry is decided
 inside the write transaction, from the whole history replayed, so concurrent writers serialise.
@@ -29,7 +29,7 @@ from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.online_fdr import DEFAULT_PROCEDURE, OnlineProcedure, online_decisions, online_procedure
 from gatedv_stats.stats.scale import Scale
-from gatedv_stats.stats.verdict import one_sided_p_value
+from gatedv_stats.stats.verdict import one_sided_p
 
 HISTORY_COLUMNS = ("step", "time", "candidate", "against", "task", "estimate", "low", "high", "delta_p", "p_value",
                    "level", "decision", "wealth", "best_step", "best", "note")  # of `LedgerHistory.to_frame`, in order
@@ -225,7 +225,8 @@ def comparison_content(comparison: Comparison | TaskComparison, paired: Paired) 
         "delta_p": fit.delta_p if log_ratio else None,
         "delta_p_low": fit.delta_p_interval.low if log_ratio else None,
         "delta_p_high": fit.delta_p_interval.high if log_ratio else None,
-        "p_value": one_sided_p_value(fit, paired.scale), "verdict": comparison.verdict_text,
+        "p_value": one_sided_p(fit.nll_diff_mean, fit.se, fit.df, paired.scale.higher_is_better),
+        "verdict": comparison.verdict_text,
     }
 
 

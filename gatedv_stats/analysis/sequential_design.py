@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import canonical_sha256
-from gatedv_stats.stats.intervals import ConfidenceInterval
+from gatedv_stats.stats.intervals import ConfidenceInterval, finite_or_none
 from gatedv_stats.stats.scale import Scale
 from gatedv_stats.stats.sequential import STOPS
 
@@ -51,9 +51,9 @@ class Look:
     def to_dict(self) -> dict:
         data = {field.name: getattr(self, field.name) for field in fields(self)}
         data.update(seeds=list(self.seeds), inputs=list(self.inputs), notes=list(self.notes),
-                    interval=[_finite(value) for value in self.interval], efficacy=_finite(self.efficacy),
-                    critical=_finite(self.critical), futility=_finite(self.futility),
-                    futility_critical=_finite(self.futility_critical), stop=self.stop)
+                    interval=[finite_or_none(value) for value in self.interval], efficacy=finite_or_none(self.efficacy),
+                    critical=finite_or_none(self.critical), futility=finite_or_none(self.futility),
+                    futility_critical=finite_or_none(self.futility_critical), stop=self.stop)
         return data
 
     @classmethod
@@ -141,11 +141,10 @@ class SequentialDesign:
             design = dict(content["design"])
             design.update(information=tuple(float(value) for value in design["information"]),
                           fractions=tuple(float(value) for value in design["fractions"]),
-                          notes=tuple(design.get("notes", ())))
+                          notes=tuple(design.get("notes", ())), t_boundaries=design.get("t_boundaries", "marginal"))
             known = {field.name for field in fields(cls)} - {"looks", "path"}
             looks = tuple(Look.from_dict(look) for look in content["looks"])
-            made = cls(**{name: design[name] for name in known if name != "t_boundaries"},
-                       t_boundaries=design.get("t_boundaries", "marginal"), looks=looks, path=content.get("path"))
+            made = cls(**{name: design[name] for name in known}, looks=looks, path=content.get("path"))
         except (KeyError, TypeError, ValueError) as error:
             raise InputError(f"{where}: not a complete sequential design ({type(error).__name__}: {error})") from None
         if not (isinstance(made.max_seeds, int) and 1 <= made.first_look <= made.max_seeds
@@ -178,11 +177,6 @@ class SequentialDesign:
                          f"β {self.futility_beta:.3g}")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
-
-
-def _finite(value: float | None) -> float | None:
-    """A number for strict JSON: an infinity becomes None."""
-    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _number(value: float | None, sign: float = 1.0) -> float:

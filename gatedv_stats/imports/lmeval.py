@@ -186,7 +186,16 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
     if not arm or not arm.strip():
         raise ParameterError("arm", "must name the arm (a non-empty name)")
     check_seed(seed, "seed")
-    model = None if model_dir is None else _model_directory(model_dir)
+    model = None if model_dir is None else Path(model_dir)
+    if model is not None:
+        if not model.is_dir():
+            raise ParameterError("model_dir", f"{model}: no such model directory")
+        try:
+            weights = weight_files(model)
+        except OSError as error:
+            raise ParameterError("model_dir", f"{model}: cannot list the directory: {error.strerror}") from None
+        if not weights:
+            raise ParameterError("model_dir", f"{model}: holds no model weights (*.safetensors or pytorch_model*.bin)")
     if not inputs:
         raise InputError("no lm-evaluation-harness sample log given")
     single = Path(inputs[0])
@@ -262,19 +271,6 @@ def _import_results(source: Path, out: str | Path, arm: str, seed: int, id_field
                     for group, tasks in grouped.items() if tasks]
     return LmEvalImport(arm, seed, tuple(file for file, _ in written), True,
                         tuple(note for _, notes in written for note in notes))
-
-
-def _model_directory(model_dir: str | Path) -> Path:
-    path = Path(model_dir)
-    if not path.is_dir():
-        raise ParameterError("model_dir", f"{path}: no such model directory")
-    try:
-        weights = weight_files(path)
-    except OSError as error:
-        raise ParameterError("model_dir", f"{path}: cannot list the directory: {error.strerror}") from None
-    if not weights:
-        raise ParameterError("model_dir", f"{path}: holds no model weights (*.safetensors or pytorch_model*.bin)")
-    return path
 
 
 def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]) -> dict:

@@ -43,9 +43,12 @@ _NAMED = {"curve file": lambda path: path.name == CURVE_FILE_NAME, "run file": l
           "bench results": lambda path: path.match(BENCH_GLOB)}
 
 
-def _sort_inputs(inputs: list[Path]) -> dict[str, list[Path]]:
-    """The inputs by kind ("loss file": files and directories, for the loss-file reader; the others each file
-    once)."""
+def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None) -> ExperimentInputs:
+    """Read every loss file, curve file, run.json and bench*.json given or found under the given directories.
+
+    A file under a directory that looks like a loss file but cannot be read is an error; when a `skipped` list
+    is given it is appended there instead, and listed in the result's `skipped`."""
+    # The inputs by kind ("loss file": files and directories, for the loss-file reader, which reads each file once).
     found: dict[str, list[Path]] = {kind: [] for kind in ("loss file", *_NAMED, "item-score file")}
     for given in map(Path, inputs):
         if given.is_dir():
@@ -65,26 +68,8 @@ def _sort_inputs(inputs: list[Path]) -> dict[str, list[Path]]:
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
-    return {kind: paths if kind == "loss file" else each_once(paths) for kind, paths in found.items()}
-
-
-def found_item_file(path: Path) -> bool:
-    """An item-score file found under a directory; an unreadable file is left to the loss-file reader to report
-    (or skip)."""
-    try:
-        return is_item_file(path)
-    except UnreadableFileError:
-        return False
-
-
-def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None) -> ExperimentInputs:
-    """Read every loss file, curve file, run.json and bench*.json given or found under the given directories.
-
-    A file under a directory that looks like a loss file but cannot be read is an error; when a `skipped` list
-    is given it is appended there instead, and listed in the result's `skipped`."""
-    found = _sort_inputs(inputs)
-    # A file named twice (itself and through its directory) counts once.
-    runs = list({run.source: run for run in read_loss_inputs(found["loss file"], skipped=skipped)}.values())
+    found = {kind: paths if kind == "loss file" else each_once(paths) for kind, paths in found.items()}
+    runs = read_loss_inputs(found["loss file"], skipped=skipped)
     if not runs:
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
@@ -102,3 +87,12 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
         item_runs=tuple(read_item_inputs(found["item-score file"])),
     )
+
+
+def found_item_file(path: Path) -> bool:
+    """An item-score file found under a directory; an unreadable file is left to the loss-file reader to report
+    (or skip)."""
+    try:
+        return is_item_file(path)
+    except UnreadableFileError:
+        return False

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
@@ -96,10 +95,7 @@ def validate_items(frame: pd.DataFrame, source: str, metrics: Sequence[str], *,
         if metric not in frame.columns:
             raise InputError(f"{source}: metric {metric!r} has no column; its columns are "
                              f"{', '.join(map(str, frame.columns))}")
-        values = numeric_column(frame[metric], metric, source, where)
-        fail_rows(np.isnan(values), where, f"{metric} is missing or NaN")
-        fail_rows(np.isinf(values), where, f"{metric} is infinite", values)
-        out[metric] = values
+        out[metric] = numeric_column(frame[metric], metric, source, where, finite=True)
     for column in frame.columns:
         if column in out.columns:
             continue

@@ -196,9 +196,7 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
     An error in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
     where = check_table(frame, source, row_names, REQUIRED_COLUMNS, "per-document columns")
     doc_id = check_doc_ids(frame["doc_id"], source, where)
-    loss_sum = numeric_column(frame["loss_sum"], "loss_sum", source, where)
-    fail_rows(np.isnan(loss_sum), where, "loss_sum is missing or NaN")
-    fail_rows(np.isinf(loss_sum), where, "loss_sum is infinite", loss_sum)
+    loss_sum = numeric_column(frame["loss_sum"], "loss_sum", source, where, finite=True)
     fail_rows(loss_sum < 0, where, "loss_sum is negative", loss_sum)
     n_targets = _integers(frame["n_targets"], "n_targets", source, where, minimum=1)
     # Bounding each document's mean NLL also keeps every sum of loss sums finite in float64.
@@ -251,7 +249,8 @@ def check_table(frame: pd.DataFrame, source: str, row_names: Sequence[str] | Non
     return lambda row: f"{source}: row {row + 1}"
 
 
-def numeric_column(series: pd.Series, column: str, source: str, where: Callable[[int], str]) -> np.ndarray:
+def numeric_column(series: pd.Series, column: str, source: str, where: Callable[[int], str], *,
+                   finite: bool = False) -> np.ndarray:
     if pd.api.types.is_bool_dtype(series.dtype):
         raise InputError(f"{source}: {column} holds booleans, not numbers")
     values = pd.to_numeric(series, errors="coerce")
@@ -260,7 +259,11 @@ def numeric_column(series: pd.Series, column: str, source: str, where: Callable[
         row = int(np.flatnonzero(not_numeric)[0])
         raise InputError(f"{where(row)}: {column} {series.iloc[row]!r} is not a number"
                          f"{_more(int(not_numeric.sum()))}")
-    return values.to_numpy(dtype=np.float64)
+    numbers = values.to_numpy(dtype=np.float64)
+    if finite:
+        fail_rows(np.isnan(numbers), where, f"{column} is missing or NaN")
+        fail_rows(np.isinf(numbers), where, f"{column} is infinite", numbers)
+    return numbers
 
 
 def _integers(series: pd.Series, column: str, source: str, where: Callable[[int], str], *,

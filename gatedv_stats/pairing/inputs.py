@@ -135,8 +135,7 @@ def _from_arrays(baseline: object, variant: object, n_targets: Sequence[int] | n
                           "doc_id": np.tile([f"doc{i}" for i in range(n_docs)], 2 * n_seeds),
                           "n_targets": np.tile(counts, 2 * n_seeds),
                           "loss_sum": np.concatenate([values.ravel() for values in loss])})
-    return pilot_pair(runs_from_frame(frame, {}, "frame", long_table=True), baseline_arm=baseline_arm,
-                      variant_arm=variant_arm, what="frame")
+    return pilot_pair(runs_or_paths(frame), baseline_arm=baseline_arm, variant_arm=variant_arm, what="frame")
 
 
 def pilot_of(data: Inputs, metric: str | None, eval_set: str | None, allow_unpaired: bool,

@@ -49,7 +49,12 @@ def pair_items(runs: Sequence[ItemRun], *, baseline_arm: str, variant_arm: str, 
         raise InputError(f"no item scores of task {task!r} (tasks found: {', '.join(tasks) or 'none'})")
     task = runs[0].task
     prefix = f"task {task}: "
-    by_seed = [_arm_runs(runs, arm, prefix) for arm in (baseline_arm, variant_arm)]
+    by_seed: list[dict[int, ItemRun]] = []
+    for arm in (baseline_arm, variant_arm):
+        by_seed.append(runs_by_seed(runs, arm, prefix=prefix))
+        if not by_seed[-1]:
+            arms = ", ".join(sorted({run.arm for run in runs}, key=natural_key))
+            raise InputError(f"{prefix}no item scores of arm {arm!r} (arms found: {arms})")
     seeds, unpaired, ordered = paired_seeds(by_seed[0], by_seed[1], baseline_arm, variant_arm,
                                             allow_unpaired=allow_unpaired, prefix=prefix)
     higher = _direction(ordered, metric)
@@ -93,14 +98,6 @@ def pair_tasks(runs: Sequence[ItemRun], *, reference: str, metric: str, variant_
     if not pairs:
         raise InputError(f"no task holds {reference!r} together with {', '.join(others)}")
     return pairs
-
-
-def _arm_runs(runs: Sequence[ItemRun], arm: str, prefix: str) -> dict[int, ItemRun]:
-    by_seed = runs_by_seed(runs, arm, prefix=prefix)
-    if not by_seed:
-        arms = ", ".join(sorted({run.arm for run in runs}, key=natural_key))
-        raise InputError(f"{prefix}no item scores of arm {arm!r} (arms found: {arms})")
-    return by_seed
 
 
 def item_setup_value(run: ItemRun, name: str) -> object:

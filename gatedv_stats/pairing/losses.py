@@ -44,33 +44,6 @@ def pair_runs(baseline_runs: list[LossRun], variant_runs: list[LossRun], *, allo
     variant_by_seed = runs_by_seed(variant_runs, variant_arm, hint=hint)
     seeds, unpaired, runs = paired_seeds(baseline_by_seed, variant_by_seed, baseline_arm, variant_arm,
                                          allow_unpaired=allow_unpaired)
-    doc_ids, losses, n_units, doc_columns = _aligned(runs, unit)
-    half = len(seeds)
-    return Paired(
-        baseline_arm=baseline_arm,
-        variant_arm=variant_arm,
-        seeds=np.array(seeds, dtype=np.int64),
-        doc_ids=doc_ids,
-        n_units=n_units,
-        baseline=losses[:half],
-        variant=losses[half:],
-        doc_columns=doc_columns,
-        sources={
-            "baseline": [run.source for run in runs[:half]],
-            "variant": [run.source for run in runs[half:]],
-            "baseline_sha256": [run.sha256 for run in runs[:half]],
-            "variant_sha256": [run.sha256 for run in runs[half:]],
-        },
-        dropped_seeds=unpaired,
-        mismatches=mismatches,
-        unit=unit,
-        eval_set=runs[0].eval_set,
-        setup=shared_setup(runs, LOSS_SETUP, setup_value),
-    )
-
-
-def _aligned(runs: list[LossRun], unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
-    """Sorted doc ids, (runs, N) loss sums, the per-document denominator (targets or bytes), document columns."""
     doc_ids, rows = unit_rows([run.docs["doc_id"] for run in runs], [run.source for run in runs], "document")
     if unit == "byte":
         lacking = next((run for run in runs if "n_bytes" not in run.docs.columns), None)
@@ -85,8 +58,28 @@ def _aligned(runs: list[LossRun], unit: str) -> tuple[np.ndarray, np.ndarray, np
     if unit == "byte" and not np.all(denominator > 0):
         raise InputError(f"document {doc_ids[int(np.argmin(denominator))]}: n_bytes is 0; a per-byte comparison needs "
                          "the bytes of every document's target text")
-    doc_columns = pd.DataFrame({column: values for column, values in per_document.items() if values is not None})
-    return doc_ids, losses, denominator.astype(np.int64), doc_columns
+    half = len(seeds)
+    return Paired(
+        baseline_arm=baseline_arm,
+        variant_arm=variant_arm,
+        seeds=np.array(seeds, dtype=np.int64),
+        doc_ids=doc_ids,
+        n_units=denominator.astype(np.int64),
+        baseline=losses[:half],
+        variant=losses[half:],
+        doc_columns=pd.DataFrame({column: values for column, values in per_document.items() if values is not None}),
+        sources={
+            "baseline": [run.source for run in runs[:half]],
+            "variant": [run.source for run in runs[half:]],
+            "baseline_sha256": [run.sha256 for run in runs[:half]],
+            "variant_sha256": [run.sha256 for run in runs[half:]],
+        },
+        dropped_seeds=unpaired,
+        mismatches=mismatches,
+        unit=unit,
+        eval_set=runs[0].eval_set,
+        setup=shared_setup(runs, LOSS_SETUP, setup_value),
+    )
 
 
 UNITS = ("auto", "token", "byte")

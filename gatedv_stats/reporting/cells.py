@@ -10,8 +10,8 @@ MISSING = "—"
 
 
 def ppl_text(summary: ArmSummary) -> str:
-    """P̄ ± SD over seeds (P̄ alone with one seed)."""
-    return format_ppl(summary.ppl_mean, summary.ppl_sd if summary.n_seeds > 1 else None)
+    """P̄ ± SD over seeds (P̄ alone with one seed, whose SD is NaN)."""
+    return format_ppl(summary.ppl_mean, summary.ppl_sd)
 
 
 def delta_cells(delta: PairedDelta) -> list[str]:

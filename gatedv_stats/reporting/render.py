@@ -163,7 +163,7 @@ def default_output(inputs: list[Path], fmt: str) -> Path:
     return Path(name)
 
 
-def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
+def write_report(inputs: list[Path], out: str | os.PathLike[str] | None, fmt: str | None,
                  settings: AnalysisSettings = AnalysisSettings(), *, skipped: list[SkippedFile] | None = None,
                  left_out: list[str] | None = None, workers: int | None = None,
                  ledger: str | os.PathLike[str] | None = None) -> Path:
@@ -175,7 +175,6 @@ def write_report(inputs: list[Path], out: str | Path | None, fmt: str | None,
     ledger whose history the report shows (its chain checked)."""
     if fmt is not None and fmt not in FORMATS:
         raise ParameterError("fmt", f"{{fmt}} {fmt}: expected one of {', '.join(FORMATS)}", leading=False)
-    inputs = [Path(path) for path in inputs]
     if out is not None:
         check_path_given(out, "--out")
         out = Path(out)

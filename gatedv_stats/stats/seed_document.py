@@ -25,7 +25,7 @@ from gatedv_stats.stats.crossed import (
     form_diagonal,
     weighted_df,
 )
-from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
+from gatedv_stats.stats.intervals import ConfidenceInterval, finite_or_none, log_interval_as_change
 from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.noise_floor import MIN_FLOOR_DF, FloorUse, SeedVariance, use_floor
 
@@ -143,10 +143,10 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         log_ratio=log_ratio, log_ratio_se=se, delta_p=math.expm1(log_ratio),
         delta_p_interval=log_interval_as_change(log_ratio - half_width, log_ratio + half_width),
         per_seed=tuple(float(v) for v in np.atleast_1d(fit.per_seed)), seed_var=float(fit.seed_var),
-        doc_var=_finite_or_none(fit.doc_var), interaction_var=_finite_or_none(fit.interaction_var),
-        v_seed=float(fit.v_seed), q_doc=_finite_or_none(fit.q_doc), q_int=_finite_or_none(fit.q_int),
+        doc_var=finite_or_none(fit.doc_var), interaction_var=finite_or_none(fit.interaction_var),
+        v_seed=float(fit.v_seed), q_doc=finite_or_none(fit.q_doc), q_int=finite_or_none(fit.q_int),
         n_seeds=n_seeds, n_docs=n_docs, n_clusters=n_clusters, truncated=truncated,
-        doc_pretest_p=_finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
+        doc_pretest_p=finite_or_none(fit.doc_pretest_p), doc_pooled=bool(fit.doc_pooled),
         notes=_notes(fit, n_seeds, n_clusters or n_docs, unit) + (() if use is None else _floor_notes(use, df)),
         floor_use=use,
     )
@@ -229,11 +229,6 @@ def _notes(fit: CrossedMoments, n_seeds: int, n_sampled: int, unit: str) -> tupl
     return tuple(notes)
 
 
-def _finite_or_none(value) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _json_safe(value):
     """A field as strict JSON: tuples as lists, a floor use as its dict, undefined or infinite numbers as None."""
     if isinstance(value, tuple):
@@ -241,5 +236,5 @@ def _json_safe(value):
     if isinstance(value, FloorUse):
         return value.to_dict()
     if isinstance(value, (float, np.floating)):
-        return _finite_or_none(value)
+        return finite_or_none(value)
     return value

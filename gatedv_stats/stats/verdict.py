@@ -85,12 +85,6 @@ def one_sided_p(estimate: float, se: float, df: float, higher_is_better: bool) -
     return float(special.stdtr(df, -t if higher_is_better else t))  # scipy.stats.t.cdf without its checks
 
 
-def one_sided_p_value(result: SeedDocumentResult, scale: Scale = PERPLEXITY) -> float:
-    """The one-sided p of a seeds × units fit read on `scale` (H0: the variant is not better), with the SE and df of
-    its two-sided p and interval."""
-    return one_sided_p(result.nll_diff_mean, result.se, result.df, scale.higher_is_better)
-
-
 def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_value: float,
              sesoi: float | None, tost_p_value: float | None, scale: Scale, unit: str) -> str:
     noun = "item" if unit == "item" else "document"

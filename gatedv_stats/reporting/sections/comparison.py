@@ -19,11 +19,10 @@ from gatedv_stats.core.formatting import (
     format_nll_diff,
     format_pairs,
     format_percent,
-    format_ppl,
 )
 from gatedv_stats.pairing.selection import natural_key
 from gatedv_stats.reporting import plots
-from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE
+from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE, ppl_text
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
 from gatedv_stats.stats.metrics import ArmSummary
 
@@ -41,7 +40,7 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
         for group in groups:
             notes += _left_out(group, reference, compared)
             for pair in group.pairs:
-                label = _label(pair.variant, reference, group.group.lr)
+                label = pair_label(pair.variant, reference, group.group.lr)
                 notes += [f"{eval_set_name(eval_set)}, {label}: {warning}" for warning in
                           pair.analysis.comparison.warnings]
                 diffs.append(pd.DataFrame({"comparison": label, "diff": pair.per_token_differences()}))
@@ -95,11 +94,11 @@ def _left_out(group: GroupAnalysis, reference: str, compared: set[str]) -> list[
                 f"the reference arm {reference!r} has no runs at this learning rate on this set (compare them with "
                 "gatedv bootstrap, which pairs any two arms)."
                 for arm in sorted(set(group.group.arms) - compared, key=natural_key)]
-    return [f"{eval_set_name(group.group.eval_set)}, {_label(variant, reference, group.group.lr)}: left out because "
-            f"{why}." for variant, why in group.left_out]
+    return [f"{eval_set_name(group.group.eval_set)}, {pair_label(variant, reference, group.group.lr)}: "
+            f"left out because {why}." for variant, why in group.left_out]
 
 
-def _label(variant: str, reference: str, lr: float | None) -> str:
+def pair_label(variant: str, reference: str, lr: float | None) -> str:
     return f"{variant} vs {reference}, LR {format_lr(lr)}"
 
 
@@ -122,8 +121,8 @@ def comparison_row(variant: str, result: Comparison, decided: str) -> tuple[Cell
     """One variant's row; `decided` is its verdict (its own, or Holm-adjusted over several variants)."""
     return row(
         variant,
-        format_ppl(result.baseline.ppl_mean, result.baseline.ppl_sd),
-        format_ppl(result.variant.ppl_mean, result.variant.ppl_sd),
+        ppl_text(result.baseline),
+        ppl_text(result.variant),
         format_delta_p(result.delta_p),
         format_pairs(result.improved_pairs, result.n_pairs),
         decided,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING
@@ -39,8 +37,7 @@ def ledger_section(history: LedgerHistory) -> Section:
              "anchors the whole history.")
     if not history.entries:
         return Section(KEY, TITLE, intro=intro + ("The ledger has no entries yet.",), tables=(settings_table(history),))
-    steps = pd.DataFrame([{key: entry.row[key] for key in ("step", "wealth", "level", "decision", "candidate")}
-                          for entry in history.entries])
+    steps = history.to_frame()[["step", "wealth", "level", "decision", "candidate"]]
     figure = Figure("ledger-wealth", "Wealth of the ledger's procedure",
                     f"The wealth {procedure.describe()} has left after each step (points: keep or discard); a keep "
                     "earns wealth back, and at zero no further candidate could be kept.",

@@ -8,7 +8,6 @@ import os
 from gatedv_stats import __version__
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
 from gatedv_stats.core.formatting import format_count, format_level, format_lr, format_percent
-from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.pairing.selection import eval_set_sort_key, lr_of, natural_key
 from gatedv_stats.reporting.cells import MISSING
 from gatedv_stats.reporting.model import Block, Cell, RowGroup, Section, Table, row
@@ -40,17 +39,13 @@ def provenance_section(analysis: ExperimentAnalysis) -> Section:
                [run.meta.get("config") for run in inputs.runs] + [info.get("config") for info in inputs.run_infos]
                if config}
     blocks = tuple(Block(f"Configuration {i}", text) for i, text in enumerate(configs, start=1))
-    tables = (files, *_skipped_table(inputs.skipped, root), run_table, _settings_table(analysis))
-    return Section("provenance", "Provenance", tables=tables, blocks=blocks)
-
-
-def _skipped_table(skipped: tuple[SkippedFile, ...], root: str) -> tuple[Table, ...]:
-    """The unreadable files passed over (--skip-unreadable); none when every file was read."""
-    if not skipped:
-        return ()
-    return (Table("provenance-skipped", f"Unreadable files skipped ({len(skipped)}; --skip-unreadable): no run of "
-                  "theirs is in this report.", ("File", "Reason"), "ll",
-                  (RowGroup(None, tuple(row(_relative(file.path, root), file.reason) for file in skipped)),)),)
+    tables = [files, run_table, _settings_table(analysis)]
+    if inputs.skipped:  # the unreadable files passed over (--skip-unreadable)
+        tables.insert(1, Table("provenance-skipped", f"Unreadable files skipped ({len(inputs.skipped)}; "
+                               "--skip-unreadable): no run of theirs is in this report.", ("File", "Reason"), "ll",
+                               (RowGroup(None, tuple(row(_relative(file.path, root), file.reason)
+                                                     for file in inputs.skipped)),)))
+    return Section("provenance", "Provenance", tables=tuple(tables), blocks=blocks)
 
 
 def _settings_table(analysis: ExperimentAnalysis) -> Table:

@@ -12,12 +12,12 @@ from gatedv_stats.core.formatting import (
     format_delta_p_interval,
     format_interval,
     format_level,
-    format_lr,
     format_pairs,
 )
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE
 from gatedv_stats.reporting.model import Figure, RowGroup, Section, Table, omitted, row, slug
+from gatedv_stats.reporting.sections.comparison import pair_label
 
 KEY, TITLE = "reviewer", "Beyond the paper: seeds, tests, many arms, breakdowns"
 
@@ -39,7 +39,7 @@ def reviewer_section(analysis: ExperimentAnalysis) -> Section:
                 seed_level = pair.analysis.seed_level
                 if seed_level is not None:
                     limits.setdefault(pair.paired.n_pairs, seed_level.limits)
-                label = f"{pair.variant} vs {reference}, LR {format_lr(group.group.lr)}"
+                label = pair_label(pair.variant, reference, group.group.lr)
                 forest += [item.to_frame().assign(comparison=label, column=item.column)
                            for item in pair.analysis.breakdowns if item.groups]
         key, name = slug(eval_set), eval_set_name(eval_set)
