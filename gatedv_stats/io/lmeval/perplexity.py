@@ -95,31 +95,36 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
     if not by_words and len(wordless) != len(rows):
         warnings.append(f"{len(wordless)} of {len(rows)} samples log no word count (word_perplexity; the first at "
                         f"{wordless[0]}): every document's targets are its bytes")
-    source = ", ".join(map(str, paths))
-    docs = validate_docs(logged.assign(n_targets=logged["words" if by_words else "n_bytes"]), source,
-                         row_names=list(logged["where"]))
+    docs = validate_docs(logged.assign(n_targets=logged["words" if by_words else "n_bytes"]),
+                         ", ".join(map(str, paths)), row_names=list(logged["where"]))
     meta = {"source": "lm-evaluation-harness", "lm_eval_tasks": sorted({f["task"] for f in files if f["task"]}),
             "lm_eval_files": files, "target_unit": "word" if by_words else "byte", "loss_unit": "nats",
             "doc_id_field": f"doc.{id_field}" if id_field else "doc_id", "scoring": "bos"}
-    if eval_set is None:  # the set the tasks declare (a task of `gatedv export-tasks` names its set), if one
-        meta.update(zip(("eval_set", "eval_set_sha256"), declared.pop()) if len(declared) == 1 else {})
-        return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta, tuple(warnings))
+    meta.update(_eval_set_meta(docs, eval_set, declared, ", ".join(map(str, paths))))
+    return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta, tuple(warnings))
+
+
+def _eval_set_meta(docs: pd.DataFrame, eval_set: EvalSetLike | None, declared: set[tuple[str, str]],
+                   source: str) -> dict:
+    """`eval_set` and `eval_set_sha256`: of the set given (its documents checked), else of the one the tasks
+    declare (a task of `gatedv export-tasks` names its set); none when neither."""
+    if eval_set is None:
+        return dict(zip(("eval_set", "eval_set_sha256"), declared.pop())) if len(declared) == 1 else {}
     expected = dict(zip(map(str, eval_set.doc_ids), map(int, eval_set.n_bytes)))
-    logged_bytes = dict(zip(docs["doc_id"], docs["n_bytes"].astype(int)))
-    missing, extra = sorted(set(expected) - set(logged_bytes)), sorted(set(logged_bytes) - set(expected))
+    logged = dict(zip(docs["doc_id"], docs["n_bytes"].astype(int)))
+    missing, extra = sorted(set(expected) - set(logged)), sorted(set(logged) - set(expected))
     if missing or extra:
         raise InputError(f"{source}: the documents are not those of eval set {eval_set.name!r} ({len(missing)} of its "
                          f"{len(expected)} missing, first {missing[:1]}; {len(extra)} not in it, first {extra[:1]})")
-    differing = next((doc_id for doc_id, n in logged_bytes.items() if expected[doc_id] != n), None)
+    differing = next((doc_id for doc_id, n in logged.items() if expected[doc_id] != n), None)
     if differing is not None:
-        raise InputError(f"{source}: document {differing!r} has {logged_bytes[differing]} bytes, in eval set "
+        raise InputError(f"{source}: document {differing!r} has {logged[differing]} bytes, in eval set "
                          f"{eval_set.name!r} {expected[differing]}; the log scored other text")
     other = next((sha for _, sha in declared if sha != eval_set.sha256), None)
     if other is not None:
         raise InputError(f"{source}: the task was exported from an evaluation set of SHA-256 {other}, not "
                          f"{eval_set.name!r} ({eval_set.sha256})")
-    meta.update(eval_set=eval_set.name, eval_set_sha256=eval_set.sha256)
-    return HarnessSamples(docs[["doc_id", "n_targets", "loss_sum", "n_bytes"]], meta, tuple(warnings))
+    return {"eval_set": eval_set.name, "eval_set_sha256": eval_set.sha256}
 
 
 def _document(sample: dict, where: str, id_field: str) -> tuple[str, float, int | None, int]:
