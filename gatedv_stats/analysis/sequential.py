@@ -66,12 +66,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
         raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
                          "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
-    # the fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too large
-    # would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df makes of
-    # it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`)
-    fractions = (tuple(value / information[-1] for value in information) if floor is not None else
-                 tuple(float(value) for value in gst.effective_fractions(range(first, max_seeds + 1), alpha / 2.0,
-                                                                             spending)))
+    fractions = _fractions(information, floor is not None, first, max_seeds, alpha, spending)
     sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
                      (document_term, document_high), max_seeds, floor is not None)
     return SequentialDesign(
@@ -97,16 +92,9 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     floor = None if design.floor is None else NoiseFloor.from_dict(design.floor)
     paired = with_floor(paired, floor, allow_mismatch)
     seeds = tuple(int(seed) for seed in paired.seeds)
-    if design.looks:  # the last look again (the same seed pairs), or one that follows it
-        last, where = design.looks[-1], design.path or "the design"
-        if seeds == last.seeds:
-            return last
-        if not set(last.seeds) <= set(seeds) or len(seeds) <= len(last.seeds):
-            raise InputError(f"{where}: look {last.index} was at seed pairs {', '.join(map(str, last.seeds))}; the "
-                             f"next look needs those and more, the files hold {', '.join(map(str, seeds))}")
-        if last.stop and last.decision != "no useful gain":
-            raise InputError(f"{where}: the design stopped at look {last.index} ({last.decision}); start a new "
-                             "design file for another comparison")
+    repeated = _repeated(design, seeds)
+    if repeated is not None:
+        return repeated
     fit = _fit(paired, floor, design.first_look, design.max_seeds)
     n_pairs = fit.n_seeds
     counts = [previous.n_pairs for previous in design.looks] + [n_pairs]
@@ -231,6 +219,17 @@ def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float
     return max(part - seed_variance, 0.0), part
 
 
+def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int, alpha: float,
+               spending: str) -> tuple[float, ...]:
+    """The fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
+    large would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df
+    makes of it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`)."""
+    if floored:
+        return tuple(value / information[-1] for value in information)
+    return tuple(float(value) for value in gst.effective_fractions(range(first, max_seeds + 1), alpha / 2.0,
+                                                                       spending))
+
+
 def _efficacy(design: SequentialDesign, counts: Sequence[int],
               fractions: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """The looks' z boundaries and the cumulative α spent: with a noise floor by the recursion (read marginally on
@@ -308,6 +307,22 @@ def _check_same_study(design: SequentialDesign, paired: Paired) -> None:
     for name, value in design.setup.items():
         if name in paired.setup and paired.setup[name] != value:
             raise InputError(f"{where}: the design's runs record {name} {value}, these record {paired.setup[name]}")
+
+
+def _repeated(design: SequentialDesign, seeds: tuple[int, ...]) -> Look | None:
+    """The last look again (the same seed pairs), or None for a new look; refuse one that cannot follow."""
+    if not design.looks:
+        return None
+    last, where = design.looks[-1], design.path or "the design"
+    if seeds == last.seeds:
+        return last
+    if not set(last.seeds) <= set(seeds) or len(seeds) <= len(last.seeds):
+        raise InputError(f"{where}: look {last.index} was at seed pairs {', '.join(map(str, last.seeds))}; the next "
+                         f"look needs those and more, the files hold {', '.join(map(str, seeds))}")
+    if last.stop and last.decision != "no useful gain":
+        raise InputError(f"{where}: the design stopped at look {last.index} ({last.decision}); start a new design "
+                         "file for another comparison")
+    return None
 
 
 def _with_line(made: Look, design: SequentialDesign) -> Look:
