@@ -25,8 +25,10 @@ from gatedv_cli.options import (
     DEVICE,
     GRAD_ACCUM,
     JSON,
+    LEDGER,
     MAX_SEEDS,
     NOISE_FLOOR,
+    PROCEDURE,
     SIZE_KNOBS,
     SPENDING,
     TF32,
@@ -69,6 +71,8 @@ def sweep_command(
                                  "looks compare on (default: heldout)."),
     baseline_arm: str = typer.Option("baseline", "--baseline-arm", help="With --until-decided: the variant every "
                                      "other is compared with."),
+    ledger: str = LEDGER,
+    procedure: str = PROCEDURE,
     device: str = DEVICE,
     tf32: bool = TF32,
     bf16: bool = BF16,
@@ -91,7 +95,8 @@ def sweep_command(
     if not status:
         check_output_dir(grid.out, f"{experiment}: out")
     how = runtime(device, tf32, bf16, compile_model, grad_accum, checkpoint_activations)
-    sequential = SequentialSettings(max_seeds, sesoi, alpha, power, spending, noise_floor, eval_set, baseline_arm)
+    sequential = SequentialSettings(max_seeds, sesoi, alpha, power, spending, noise_floor, eval_set, baseline_arm,
+                                    ledger, procedure)
     if not until_decided:
         _no_sequential_options(sequential)
     if status:
@@ -132,7 +137,7 @@ def _train(options: ClusterOptions, jobs: int | None, how: Runtime, grid: Experi
 def _no_sequential_options(settings: SequentialSettings) -> None:
     given = {"--max-seeds": settings.max_seeds, "--sesoi": settings.sesoi, "--noise-floor": settings.noise_floor,
              "--alpha": settings.alpha, "--power": settings.power, "--spending": settings.spending,
-             "--eval-set": settings.eval_set}
+             "--eval-set": settings.eval_set, "--ledger": settings.ledger, "--procedure": settings.procedure}
     named = [flag for flag, value in given.items() if value is not None]
     if named or settings.baseline != "baseline":
         raise InputError(f"{', '.join(named or ['--baseline-arm'])}: only with --until-decided")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import JSON, METRIC, ManyFilesCommand, emit, warn
+from gatedv_cli.options import JSON, METRIC, NOTE, PROCEDURE, ManyFilesCommand, emit, warn
 
 ledger_app = typer.Typer(name="ledger", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                          help="A research ledger: candidates in the order they are compared, each kept or discarded "
-                         "with online control of false keeps (ADDIS by default).")
+                         "with online control of false keeps (LOND by default).")
 
 
 class LedgerAddCommand(ManyFilesCommand):
@@ -34,21 +34,27 @@ def add_command(
                                       "seeds of the current best, or one fixed reference."),
     noise_floor: str = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_default=False,
                                     help="The setup's noise floor (gatedv noise-floor): one seed pair then suffices."),
-    note: str = typer.Option(None, "--note", metavar="TEXT", show_default=False, help="What the candidate changes."),
-    procedure: str = typer.Option(None, "--procedure", show_default=False, help="addis (default), lord++, saffron "
-                                  "(false discovery rate, for independent tests) or alpha-spending (family-wise error "
-                                  "rate, under any dependence); fixed when the ledger is created."),
+    note: str = NOTE,
+    design: str = typer.Option(None, "--design", metavar="DESIGN.json", show_default=False, help="The sequential "
+                               "design (gatedv decide) that decided the candidate: the files are its stopping look's, "
+                               "and the entry takes its stage-wise p-value (a fixed-sample one is not valid after an "
+                               "early stop)."),
+    procedure: str = PROCEDURE,
     alpha: float = typer.Option(None, "--alpha", show_default=False, help="The level (default 0.05); fixed when the "
                                 "ledger is created."),
+    sesoi: float = typer.Option(None, "--sesoi", show_default=False, help="e-LOND: the smallest effect of interest "
+                                "its e-values are likelihood ratios at (a relative ΔP, or a difference in the metric's "
+                                "units); fixed when the ledger is created."),
     metric: str = METRIC,
     as_json: bool = JSON,
 ) -> None:
-    """Compare a candidate with a reference and enter it: its one-sided p-value (H0: not better) is tested at the
-    level the ledger's procedure gives the next step, and the entry is kept or discarded."""
+    """Compare a candidate with a reference and enter it: its one-sided p-value (H0: not better; with --design the
+    design's stage-wise p-value) is tested at the level the ledger's procedure gives it, and the entry is kept or
+    discarded."""
     import gatedv_stats as gv
 
-    ledger = gv.Ledger(ctx.obj, procedure=procedure, alpha=alpha)
-    entry = ledger.add(candidate, against, noise_floor=noise_floor, note=note, metric=metric)
+    ledger = gv.Ledger(ctx.obj, procedure=procedure, alpha=alpha, sesoi=sesoi)
+    entry = ledger.add(candidate, against, noise_floor=noise_floor, note=note, metric=metric, design=design)
     warn(entry.warnings)
     emit(entry, as_json)
 

@@ -118,7 +118,7 @@ DESIGN_SESOI = typer.Option(None, "--sesoi", show_default=False, help="Smallest 
                             "0.01 = 1%; with --metric a difference in the metric's units): the futility boundary and "
                             "'equivalent'.")
 DESIGN_ALPHA = typer.Option(None, "--alpha", show_default=False, help="Two-sided level of the design (default 0.05), "
-                            "α/2 spent in each direction.")
+                            "α/2 spent in each direction; with --ledger, the ledger's level (its α).")
 DESIGN_POWER = typer.Option(None, "--power", show_default=False, help="Target power at --sesoi (default 0.8).")
 SPENDING = typer.Option(None, "--spending", show_default=False, help="α-spending function: obf (O'Brien–Fleming "
                         "type, the default) or pocock.")
@@ -126,6 +126,15 @@ NOISE_FLOOR = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_def
                            "floor (gatedv noise-floor): its seed variance gives one seed pair a verdict and is pooled "
                            "with the study's own from two on; a floor of another setup is refused (--allow-mismatch "
                            "FIELD uses it anyway).")
+LEDGER = typer.Option(None, "--ledger", metavar="LEDGER", show_default=False, help="A research ledger (gatedv "
+                      "ledger): a new design runs at the level the ledger gives its candidate, one-sided, and enters "
+                      "it at its stop with its stage-wise p-value, so that 'stop: better' is a keep.")
+PROCEDURE = typer.Option(None, "--procedure", show_default=False, help="The ledger's online procedure: lond (the "
+                         "default; false discovery rate under the positive dependence of candidates sharing a "
+                         "reference's runs), e-lond (FDR under any dependence, e-values; needs --sesoi), addis, "
+                         "lord++, saffron (FDR, for independent tests) or alpha-spending (family-wise error rate, "
+                         "under any dependence); fixed when the ledger is created.")
+NOTE = typer.Option(None, "--note", metavar="TEXT", show_default=False, help="What the candidate changes.")
 METRIC = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="Compare downstream-task "
                       "item-score files on this metric (acc, acc_norm, exact_match, ...) instead of loss files; "
                       "--sesoi is then a difference in the metric's units (0.01 = one point of accuracy), "

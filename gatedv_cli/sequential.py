@@ -15,10 +15,13 @@ from gatedv_cli.options import (
     DESIGN_SESOI,
     EVAL_SET,
     JSON,
+    LEDGER,
     MAX_SEEDS,
     METRIC,
     NOISE_FLOOR,
+    NOTE,
     PAIR_TABLES,
+    PROCEDURE,
     SKIP_UNREADABLE,
     SPENDING,
     UNIT,
@@ -46,6 +49,9 @@ def decide_command(
     alpha: float = DESIGN_ALPHA,
     power: float = DESIGN_POWER,
     spending: str = SPENDING,
+    ledger: str = LEDGER,
+    procedure: str = PROCEDURE,
+    note: str = NOTE,
     metric: str = METRIC,
     eval_set: str = EVAL_SET,
     unit: str = UNIT,
@@ -56,7 +62,8 @@ def decide_command(
 ) -> None:
     """One look of a group-sequential comparison over seed pairs: prints "continue: train seed pair k+1" (exit 10)
     or "stop: <verdict> (…)" (exit 0), and records the look in the design file (created on the first look; a
-    different design, or a file edited by hand, is refused)."""
+    different design, or a file edited by hand, is refused). At a stop it prints the stage-wise p-value and the
+    median-unbiased estimate; with --ledger the design runs at the ledger's level and enters the candidate there."""
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)

@@ -134,7 +134,8 @@ def plan_command(
                                             "document term).", show_default=False),
     effect: float = typer.Option(..., "--effect", help="Relative ΔP to detect, as a fraction (0.02 = 2%); with "
                                  "--metric a difference in the metric's units (0.01 = one point of accuracy)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Two-sided significance level."),
+    alpha: float = typer.Option(None, "--alpha", show_default=False, help="Two-sided significance level (default "
+                                "0.05)."),
     power: float = typer.Option(0.8, "--power", help="Required power."),
     baseline_arm: str = typer.Option(None, "--baseline-arm", help="Pilot baseline arm (default: 'baseline').",
                                      show_default=False),
@@ -145,12 +146,14 @@ def plan_command(
     allow_mismatch: list[str] = ALLOW_MISMATCH,
     unit: str = UNIT,
     noise_floor: str = NOISE_FLOOR,
+    ledger: str = typer.Option(None, "--ledger", metavar="LEDGER", show_default=False, help="Plan at the level this "
+                               "research ledger gives its next candidate (one-sided), the level it will be tested at."),
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
 ) -> None:
     """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs; with
-    --metric, seeds × items for a difference in a downstream task's metric."""
+    --metric, seeds × items for a difference in a downstream task's metric; with --ledger, at the ledger's level."""
     import gatedv_stats as gv
 
     skipped = skipped_files(ctx, skip_unreadable)

@@ -3,11 +3,14 @@ group-sequential comparison with the baseline is decided.
 
 A round trains the next seed of every undecided variant and of the baseline (through the sweep's executors: this
 machine's pool, or cluster jobs waited for), then takes one look per undecided variant (`gv.sequential`), recorded
-in the variant's design file in `GRID-design/` beside the grid. The design is fixed at the first look: a rerun
-resumes it (finished runs are skipped, recorded looks are not taken again), and a `--max-seeds`, `--sesoi`,
-`--alpha`, `--power`, `--spending` or `--noise-floor` that differs from a design's is refused before anything
-trains. This module composes the trainer and `gv`, which do not know each other (docs/statistics.md, "Sequential
-seeds").
+in the variant's design file in `GRID-design/` beside the grid; each variant's run directories record that design
+(`sequential.json`), so that a research ledger asks for its stage-wise p-value. With `--ledger` every design runs at
+the level the ledger gives its variant when the variant starts (the variants start in the grid's order and are
+decided in parallel: the ledger's procedure is asynchronous), and a variant that stops is entered there. The design
+is fixed at the first look: a rerun resumes it (finished runs are skipped, recorded looks are not taken again), and
+a `--max-seeds`, `--sesoi`, `--alpha`, `--power`, `--spending`, `--noise-floor` or `--ledger` that differs from a
+design's is refused before anything trains. This module composes the trainer and `gv`, which do not know each other
+(docs/statistics.md, "Sequential seeds").
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import typer
 
 from gatedv_stats.core.errors import InputError, RunFailure
+from gatedv_stats.io.designfiles import write_run_design
 from gatedv_stats.io.runrecords import read_run_record
 from trainer.grid.experiment import Experiment
 from trainer.grid.grid_run import loss_file_path, run_directory
@@ -36,10 +40,12 @@ class SequentialSettings:
     noise_floor: str | None = None
     eval_set: str | None = None
     baseline: str = "baseline"
+    ledger: str | None = None
+    procedure: str | None = None
 
     def design_settings(self) -> dict:
         return {"sesoi": self.sesoi, "alpha": self.alpha, "power": self.power, "spending": self.spending,
-                "noise_floor": self.noise_floor}
+                "noise_floor": self.noise_floor, "ledger": self.ledger, "procedure": self.procedure}
 
 
 @dataclass(frozen=True)
@@ -196,14 +202,32 @@ def _look(grid: Experiment, settings: SequentialSettings, state: VariantState, n
             raise RunFailure(f"{diverged}: the baseline diverged; the sequential comparisons need its loss files: "
                              "lower its learning rate or drop the seed from the grid, and start new designs")
         if diverged is not None:
+            _withdraw(path, f"{variant} diverged ({diverged})")
             return VariantState(variant, state.design, state.looks, n_pairs, "diverged", f"stop: diverged ({diverged})",
                                 state.alpha_spent)
     result = gv.sequential(baseline=_loss_files(grid, settings.baseline, seeds, eval_set),
                            variant=_loss_files(grid, variant, seeds, eval_set), design=path, max_seeds=max_seeds,
-                           **settings.design_settings())
+                           note=f"{grid.name}: {variant}", **settings.design_settings())
+    for seed in seeds:
+        write_run_design(run_directory(grid.out, variant, grid.lrs[variant][0], seed), path, result.design.sha256)
     for warning in result.warnings:
         typer.echo(f"warning: {variant}: {warning}", err=True)
+    if result.ledger_entry is not None and not result.ledger_entry.is_start:
+        entry = result.ledger_entry.row
+        typer.echo(f"{variant}: ledger step {entry['step']}: {entry['decision']} (level {entry['level']:.3g})",
+                   err=True)
     return _state(variant, path, result.design.looks)
+
+
+def _withdraw(path: Path, reason: str) -> None:
+    """A diverged variant's design started in a ledger: its test finishes as a discard (p = 1)."""
+    from gatedv_stats.analysis.ledger_entries import withdraw_design
+    from gatedv_stats.analysis.sequential import load_design
+
+    if path.exists():
+        design = load_design(path)
+        if design.ledger is not None:
+            withdraw_design(design, reason)
 
 
 def _loss_files(grid: Experiment, arm: str, seeds: tuple[int, ...], eval_set: str) -> list[str]:

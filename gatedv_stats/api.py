@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeAlias
 
@@ -27,6 +28,7 @@ import numpy as np
 from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare as compare_pair
 from gatedv_stats.analysis.experiment import AnalysisSettings
+from gatedv_stats.analysis.ledger_entries import next_ledger_level
 from gatedv_stats.analysis.noise_floor import NoiseFloor, floor_from_runs, floor_from_studies
 from gatedv_stats.analysis.pair import analyze as analyze_pair
 from gatedv_stats.analysis.plan import floor_plan
@@ -52,7 +54,8 @@ from gatedv_stats.pairing.items import pair_tasks
 from gatedv_stats.pairing.losses import pair_with_reference, runs_of
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.pairing.selection import choose_reference, select_runs
-from gatedv_stats.results import NoiseFloorResult, Result, Runs, result_of
+from gatedv_stats.results import FloorPlanResult, NoiseFloorResult, Result, Runs, result_of
+from gatedv_stats.results.base import PilotPlanResult
 
 # A noise floor: the file `noise_floor` wrote, its result, or the floor itself.
 Floor: TypeAlias = PathLike | NoiseFloor | NoiseFloorResult
@@ -263,10 +266,10 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
 
 
 def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | None = None,
-         alpha: float = DEFAULTS.alpha, power: float = DEFAULTS.power, baseline_arm: str | None = None,
+         alpha: float | None = None, power: float = DEFAULTS.power, baseline_arm: str | None = None,
          variant_arm: str | None = None, eval_set: str | None = None, allow_unpaired: bool = False,
          allow_mismatch: Sequence[str] = (), unit: str | None = None, noise_floor: Floor | None = None,
-         skipped: list[SkippedFile] | None = None) -> Result:
+         ledger: PathLike | None = None, skipped: list[SkippedFile] | None = None) -> Result:
     """Seed pairs and units needed to detect `effect` at two-sided level `alpha` with `power`, from pilot runs of
     two arms (the baseline defaults to the arm named "baseline", the variant to the other arm): `gatedv plan`.
 
@@ -283,17 +286,28 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
     """
     refuse_loss_options(metric, eval_set=eval_set, unit=unit)
     floor = floor_of(noise_floor)
+    level = None
+    if ledger is not None:
+        if alpha is not None:
+            raise ParameterError("alpha", "a plan for a research {ledger} is made at the level the ledger gives its "
+                                 "next candidate; give one or the other", ("ledger",))
+        one_sided, described = next_ledger_level(ledger)
+        alpha = 2.0 * one_sided
+        level = (f"planned at one-sided level {one_sided:.3g}, the level {os.fspath(ledger)} gives its next candidate "
+                 f"({described}): α = {alpha:.3g} two-sided")
+    alpha = DEFAULTS.alpha if alpha is None else alpha
     if data is None:
         if floor is None:
             raise ParameterError("data", "give pilot runs, or a {noise_floor} to plan from", ("noise_floor",),
                                  leading=False)
-        return result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), skipped_once(skipped))
+        return _planned_at(result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), skipped_once(skipped)),
+                           level)
     check_kind([data], metric)  # paths only: a Paired is what it is
     paired = data if isinstance(data, Paired) else pilot_of(data, metric, eval_set, allow_unpaired, allow_mismatch,
                                                             unit, skipped, baseline_arm, variant_arm)
     made = (plan_pair(paired, effect, alpha=alpha, power=power) if floor is None else
             floor_plan(floor, effect, paired=paired, alpha=alpha, power=power))
-    return result_of(made, paired, skipped_once(skipped))
+    return _planned_at(result_of(made, paired, skipped_once(skipped)), level)
 
 
 def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *, fmt: str | None = None,
@@ -380,6 +394,12 @@ def _settings(metric: str | None, *, allow_mismatch: Sequence[str] = (), **choic
     known = {name: value for name, value in choices.items() if name in AnalysisSettings.__dataclass_fields__
              and value is not None and not (metric is not None and name == "sesoi")}
     return AnalysisSettings(allow_mismatch=tuple(allow_mismatch), **known)  # type: ignore[arg-type]
+
+
+def _planned_at(result: Result, level: str | None) -> Result:
+    """A plan's result with where its level came from."""
+    assert isinstance(result, (PilotPlanResult, FloorPlanResult))  # what plans give
+    return replace(result, level=level)
 
 
 def _or(value: int | None, default: int) -> int:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from gatedv_stats.analysis.sequential import check_unchanged, load_design, record_look
+from gatedv_stats.analysis.ledger_entries import LedgerSettings
+from gatedv_stats.analysis.sequential import check_ledger_of, check_unchanged, load_design, record_look
 from gatedv_stats.analysis.sequential_design import SequentialDesign
 from gatedv_stats.api import Floor, floor_of, pair, skipped_once
 from gatedv_stats.io.lossfiles import SkippedFile
@@ -21,6 +22,7 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
                sesoi: float | None = None, alpha: float | None = None, power: float | None = None,
                spending: str | None = None, noise_floor: Floor | None = None, eval_set: str | None = None,
                unit: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
+               ledger: PathLike | None = None, procedure: str | None = None, note: str | None = None,
                skipped: list[SkippedFile] | None = None) -> SequentialResult:
     """One look of a group-sequential comparison over seed pairs, recorded in the `design` file (`gatedv decide`).
 
@@ -30,6 +32,13 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
     seed pair). Each later call, with every seed pair so far, records the next look; a setting that differs from the
     design's, or a file edited by hand, is refused. `line` says "continue: train seed pair k+1" or "stop: <decision>
     (…)"; `stop` and `decision` say it as values. The data as in `pair`.
+
+    With a research `ledger` (created by this call with `procedure`, default LOND, at `alpha`, when it does not
+    exist; an existing one's α and procedure must be the ones given, if any), the design runs at the level the
+    ledger gives it, one-sided: its α is twice that level, and its power and futility are computed there. The
+    candidate is started in the ledger at the first look and entered (with `note`) at the stop with its stage-wise
+    p-value, so that "stop: better" is a keep and any other stop a discard. At every stop the result holds the
+    stage-wise p (`p_value`) and the median-unbiased estimate beside the naive one.
 
     Examples
     --------
@@ -47,18 +56,21 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
     paired = pair(data, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
                   metric=metric, task=task, eval_set=eval_set, allow_unpaired=allow_unpaired,
                   allow_mismatch=allow_mismatch, unit=unit, skipped=skipped)
-    made, taken, new, repeated = record_look(design, paired, max_seeds=max_seeds, alpha=alpha, power=power,
-                                             sesoi=sesoi, spending=spending, floor=floor_of(noise_floor),
-                                             allow_mismatch=allow_mismatch)
-    return SequentialResult(made, taken, None if repeated else os.fspath(design), new, repeated, skipped_once(skipped))
+    recorded = record_look(design, paired, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi,
+                           spending=spending, floor=floor_of(noise_floor), allow_mismatch=allow_mismatch,
+                           ledger=ledger, new_ledger=LedgerSettings(procedure, alpha), note=note)
+    return SequentialResult(recorded.design, recorded.look, None if recorded.repeated else os.fspath(design),
+                            recorded.new, recorded.repeated, skipped_once(skipped), recorded.ledger_entry)
 
 
 def read_design(design: PathLike, *, max_seeds: int | None = None, sesoi: float | None = None,
                 alpha: float | None = None, power: float | None = None, spending: str | None = None,
-                noise_floor: Floor | None = None) -> SequentialDesign:
+                noise_floor: Floor | None = None, ledger: PathLike | None = None,
+                procedure: str | None = None) -> SequentialDesign:
     """The design file written by `sequential`, its seal checked, with every look so far; a setting given that
     differs from the design's is refused in one line naming it, as `sequential` would refuse it."""
     made = load_design(design)
-    check_unchanged(made, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending,
-                    floor=floor_of(noise_floor))
+    check_unchanged(made, max_seeds=max_seeds, alpha=None if made.ledger else alpha, power=power, sesoi=sesoi,
+                    spending=spending, floor=floor_of(noise_floor))
+    check_ledger_of(made, ledger, alpha, procedure)
     return made

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.analysis.ledger import LedgerEntry, LedgerHistory, add_entry, check_ledger, read_history
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerHistory, dependence_note, ledger_procedure, read_history
+from gatedv_stats.analysis.ledger_entries import LedgerSettings, add_entry, enter_design
 from gatedv_stats.analysis.noise_floor import NoiseFloor
+from gatedv_stats.analysis.sequential import check_same_study, load_design
 from gatedv_stats.api import Floor, compare
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.files import canonical_sha256, file_sha256
@@ -29,21 +31,25 @@ class Ledger:
     bounds the false keeps over the whole stream (`gatedv ledger`; docs/statistics.md, "A research ledger").
 
     Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores;
-    with a `noise_floor`, one seed pair suffices), takes the one-sided p-value of "the candidate is not better", and
-    tests it at the level the procedure gives the next step; the entry, with the files' SHA-256, the estimate and its
-    interval, the level, keep or discard and the wealth left, is appended to an SQLite file whose entries are chained
-    by hash (an altered history is refused, naming the first bad entry). Writers serialise, so several processes
-    may add to one ledger at once.
+    with a `noise_floor`, one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for
+    a candidate a sequential `design` decided, the design's stage-wise p-value), and tests it at the level the
+    procedure gives it; the entry, with the files' SHA-256, the estimate and its interval, the level, keep or discard
+    and the wealth left, is appended to an SQLite file whose entries are chained by hash (an altered history is
+    refused, naming the first bad entry). Writers serialise, so several processes may add to one ledger at once.
 
     Parameters
     ----------
     path
         The ledger file, created by the first `add`.
     procedure
-        "addis" (default), "lord++", "saffron" (the false discovery rate, for independent tests) or "alpha-spending"
-        (the family-wise error rate, under any dependence); fixed when the ledger is created, another is refused.
+        "lond" (default: the false discovery rate under the positive dependence of candidates that share a
+        reference's runs), "e-lond" (the FDR under any dependence, from e-values), "addis", "lord++", "saffron" (the
+        FDR, for independent tests) or "alpha-spending" (the family-wise error rate, under any dependence); fixed when
+        the ledger is created, another is refused.
     alpha
         The level (default 0.05), fixed like the procedure.
+    sesoi
+        e-LOND only, required: the smallest effect of interest whose likelihood ratios are its e-values, fixed too.
 
     Examples
     --------
@@ -52,25 +58,38 @@ class Ledger:
     >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
     ...                    note="gated values")
     >>> entry.step, entry.decision, round(entry.level, 5)
-    (1, 'keep', 0.00273)
+    (1, 'keep', 0.00268)
     >>> ledger.to_frame()[["step", "candidate", "against", "decision", "best"]].values.tolist()
     [[1, 'gatedv', 'baseline', 'keep', 'gatedv']]
     >>> gv.Ledger(tmp_dir / "study.ledger", procedure="lord++")
     Traceback (most recent call last):
     ...
-    gatedv_stats.core.errors.ParameterError: procedure: ... was created with addis at α = 0.05; ...
+    gatedv_stats.core.errors.ParameterError: procedure: ... was created with lond at α = 0.05; ...
     """
 
-    def __init__(self, path: str | os.PathLike[str], procedure: str | None = None, alpha: float | None = None) -> None:
-        check_ledger(path, procedure, alpha)
+    def __init__(self, path: str | os.PathLike[str], procedure: str | None = None, alpha: float | None = None,
+                 sesoi: float | None = None) -> None:
+        ledger_procedure(path, procedure, alpha)
         self.path = Path(path)
-        self.procedure = procedure
-        self.alpha = alpha
+        self.settings = LedgerSettings(procedure, alpha, sesoi)
+
+    @property
+    def procedure(self) -> str | None:
+        """The procedure asked for (None: the ledger's own, or LOND for a new one)."""
+        return self.settings.procedure
+
+    @property
+    def alpha(self) -> float | None:
+        """The level asked for (None: the ledger's own, or 0.05 for a new one)."""
+        return self.settings.alpha
 
     def add(self, candidate: Side, against: Side, *, noise_floor: Floor | None = None, note: str | None = None,
-            metric: str | None = None) -> LedgerEntryResult:
+            metric: str | None = None, design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
         """Compare `candidate` with `against` (paths, runs or arrays, as `compare`'s `variant` and `baseline`) and
-        enter the result: its one-sided p-value is tested at the next step's level (keep or discard)."""
+        enter the result: its one-sided p-value is tested at the next test's level (keep or discard). With a
+        sequential `design` (the file `sequential` wrote) the files must be those of its stopping look, and the
+        entry takes the design's stage-wise p-value, median-unbiased estimate and repeated interval; a design
+        started in this ledger finishes its start at the level fixed then."""
         try:
             result = compare(baseline=against, variant=candidate, metric=metric, noise_floor=noise_floor)
         except ParameterError as error:
@@ -80,17 +99,25 @@ class Ledger:
             tasks = ", ".join(str(paired.task) for paired in getattr(result, "pairs", ()))
             raise ParameterError("candidate", f"the item scores hold several tasks ({tasks}); a ledger entry is one "
                                  "comparison: give the files of one task")
-        floor_path, floor_sha256 = _floor_record(noise_floor)
-        entry = add_entry(self.path, result.comparison, result.paired, procedure=self.procedure, alpha=self.alpha,
-                          noise_floor=floor_path, noise_floor_sha256=floor_sha256, note=note)
-        return LedgerEntryResult(entry, read_history(self.path), tuple(result.warnings))
+        if design is not None:
+            made = load_design(design)
+            check_same_study(made, result.paired)
+            entry = enter_design(self.path, made, result.paired, self.settings, note=note)
+        else:
+            floor_path, floor_sha256 = _floor_record(noise_floor)
+            entry = add_entry(self.path, result.comparison, result.paired, self.settings, noise_floor=floor_path,
+                              noise_floor_sha256=floor_sha256, note=note)
+        history = read_history(self.path)
+        shared = (dependence_note(entry),) if entry.row.get("shared_reference") and \
+            history.procedure.assumes_independence else ()
+        return LedgerEntryResult(entry, history, tuple(result.warnings) + shared)
 
     def history(self) -> LedgerResult:
         """The whole history, its chain checked (`gatedv ledger LEDGER show`)."""
         return LedgerResult(self._history())
 
     def entries(self) -> tuple[LedgerEntry, ...]:
-        """Every entry, in order."""
+        """Every row, in order (the starts of sequential candidates included)."""
         return self._history().entries
 
     def summary(self) -> str:
@@ -98,7 +125,7 @@ class Ledger:
         return self._history().summary()
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per entry, with the running best (`best`, `best_step`)."""
+        """One row per decided entry, with the running best (`best`, `best_step`)."""
         return self._history().to_frame()
 
     def to_dict(self) -> dict:

@@ -2,42 +2,39 @@
 procedure that bounds the share of false keeps over the whole stream (docs/statistics.md, "A research ledger:
 online FDR").
 
-An entry is one comparison (`analysis.compare`) of a candidate against a reference, on the pair's scale: its
-estimate and interval, its one-sided p-value (H0: the candidate is not better; `stats.verdict.one_sided_p`),
-then the level the procedure gives it (`stats.online_fdr`), keep or discard and the wealth left. The file
-(`io.ledgerfile`) fixes the procedure and α at creation and chains the entries by hash; each new entry is decided
-inside the write transaction, from the whole history replayed, so concurrent writers serialise.
+An entry is one comparison of a candidate against a reference, on the pair's scale: its estimate and interval, its
+one-sided p-value (H0: the candidate is not better; a fixed-sample comparison's `stats.verdict.one_sided_p`, a
+sequential design's stage-wise p), the level the procedure gave it (`stats.online_fdr`), keep or discard and the
+wealth left. A candidate decided by a sequential design over seed pairs may be started first: its level is fixed
+then (a "start" row) and used when it stops (its entry names the start). This module reads and shows the history
+(`analysis.ledger_entries` writes it); the file (`io.ledgerfile`) fixes the procedure and α at creation and chains
+the rows by hash.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import pandas as pd
 
-from gatedv_stats.analysis.perplexity import Comparison
-from gatedv_stats.analysis.task_scores import TaskComparison
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
-from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.core.files import file_sha256
-from gatedv_stats.io.ledgerfile import ledger_settings, ledger_writer, read_ledger
-from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.core.errors import ParameterError
+from gatedv_stats.io.ledgerfile import ledger_settings, read_ledger
 from gatedv_stats.stats.intervals import ConfidenceInterval
-from gatedv_stats.stats.online_fdr import DEFAULT_PROCEDURE, OnlineProcedure, online_decisions, online_procedure
+from gatedv_stats.stats.online_fdr import ASSUMES, DEFAULT_PROCEDURE, NAMES, OnlineProcedure, online_procedure
 from gatedv_stats.stats.scale import Scale
-from gatedv_stats.stats.verdict import one_sided_p
 
 HISTORY_COLUMNS = ("step", "time", "candidate", "against", "task", "estimate", "low", "high", "delta_p", "p_value",
                    "level", "decision", "wealth", "best_step", "best", "note")  # of `LedgerHistory.to_frame`, in order
+RUNNING = "running"  # the decision column of a sequential candidate started and not stopped yet
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One candidate in the ledger, as stored (`to_dict` is the file's row)."""
+    """One row of the ledger, as stored (`to_dict` is the file's row): an entry, or a sequential candidate's start."""
 
     row: dict  # every column of io.ledgerfile.COLUMNS
 
@@ -54,6 +51,11 @@ class LedgerEntry:
         return self.row["decision"] == "keep"
 
     @property
+    def is_start(self) -> bool:
+        """A sequential candidate's start: its level fixed, its decision to come in a later entry."""
+        return self.row.get("kind") == "start"
+
+    @property
     def scale_of(self) -> Scale:
         """The scale the estimate is read on."""
         return Scale(**self.row["scale"])
@@ -61,36 +63,72 @@ class LedgerEntry:
     def estimate_text(self) -> str:
         """"ΔP −2.03% [−3.10%, −0.95%]" (perplexity) or "+1.20 points [+0.40, +2.00] points" (a task metric)."""
         scale = self.scale_of
+        if self.is_start or self.row.get("estimate") is None:
+            return "—"
         if scale.log_ratio and self.row["delta_p"] is not None:
             interval = (self.row["delta_p_low"], self.row["delta_p_high"])
             return f"ΔP {fmt.format_delta_p(self.row['delta_p'])} {fmt.format_delta_p_interval(interval)}"
         return (f"{fmt.format_difference(self.row['estimate'], scale.proportion)} "
                 f"{scale.format_interval(ConfidenceInterval(self.row['low'], self.row['high']))}")
 
+    def p_text(self) -> str:
+        """The one-sided p (the e-value too, where the procedure tests e-values)."""
+        if self.row["p_value"] is None:
+            return "—"
+        return f"{self.row['p_value']:.3g}" + ("" if self.row.get("e_value") is None else
+                                                f" (e {self.row['e_value']:.3g})")
+
     def to_dict(self) -> dict:
         return dict(self.row)
 
     def summary(self) -> str:
-        """The entry in a few lines, as `gatedv ledger LEDGER add` prints it."""
+        """The row in a few lines, as `gatedv ledger LEDGER add` prints it."""
         row = self.row
         task = f" on {row['task']} ({self.scale_of.metric})" if row["task"] else ""
-        relation = "≤" if self.keep else ">"
-        lines = [f"step {row['step']}: {row['candidate']} vs {row['reference']}{task}: {row['decision']} "
-                 f"(one-sided p = {row['p_value']:.3g} {relation} level {row['level']:.3g}; "
-                 f"{OnlineProcedure.from_dict(row['parameters']).describe()})",
-                 f"  {self.estimate_text()} ({fmt.format_level(row['confidence_level'])} interval, {row['n_pairs']} "
-                 f"seed pairs; verdict {row['verdict']}); wealth left {row['wealth']:.4g}"]
+        described = OnlineProcedure.from_dict(row["parameters"]).describe()
+        if self.is_start:
+            lines = [f"step {row['step']}: {row['candidate']} vs {row['reference']}{task}: started (level "
+                     f"{row['level']:.3g} fixed for its sequential design {str(row['design_sha256'])[:12]}; "
+                     f"{described})", f"  design {row['design']}"]
+        else:
+            relation = "≤" if self.keep else ">"
+            tested = (f"e = {row['e_value']:.3g} {'≥' if self.keep else '<'} 1/level {1.0 / row['level']:.3g}"
+                      if row.get("e_value") is not None else
+                      f"one-sided p = {row['p_value']:.3g} {relation} level {row['level']:.3g}")
+            source = "" if row.get("p_source") != "stage-wise" else ", stage-wise"
+            started = "" if row.get("start_step") is None else f", started at step {row['start_step']}"
+            lines = [f"step {row['step']}: {row['candidate']} vs {row['reference']}{task}: {row['decision']} "
+                     f"({tested}{source}{started}; {described})",
+                     f"  {self.estimate_text()} ({fmt.format_level(row['confidence_level'])} "
+                     f"{'repeated ' if source else ''}interval, {row['n_pairs']} seed pairs; "
+                     f"{'decision' if source else 'verdict'} {row['verdict']}); wealth left {row['wealth']:.4g}"]
+            if row.get("design"):
+                lines.append(f"  sequential design {row['design']} (sha256 {row['design_sha256']})")
         if row["noise_floor"] or row["noise_floor_sha256"]:
             lines.append(f"  noise floor {row['noise_floor'] or '(in memory)'} (sha256 {row['noise_floor_sha256']})")
+        if row.get("shared_reference"):
+            lines.append(f"  note: {dependence_note(self)}")
         if row["note"]:
             lines.append(f"  note: {row['note']}")
         lines.append(f"  hash {row['hash']}")
         return "\n".join(lines)
 
 
+def dependence_note(entry: LedgerEntry) -> str:
+    """Which earlier rows the entry's reference shares runs with, and what that means for its procedure."""
+    steps = ", ".join(str(step) for step in entry.row["shared_reference"])
+    chosen = OnlineProcedure.from_dict(entry.row["parameters"])
+    meaning = (f"which {NAMES[chosen.procedure]}'s guarantee (for independent tests) does not cover; LOND controls "
+               "the FDR under this positive dependence and e-LOND under any (a new ledger: --procedure lond)"
+               if chosen.assumes_independence else
+               f"which {NAMES[chosen.procedure]}'s guarantee allows ({ASSUMES[chosen.procedure]})")
+    return (f"its reference shares runs with step{'s' if ',' in steps else ''} {steps}: the tests are dependent, "
+            f"{meaning}")
+
+
 @dataclass(frozen=True)
 class LedgerHistory:
-    """Every entry of a ledger, its procedure, and the running best after each step."""
+    """Every row of a ledger, its procedure, and the running best after each decided entry."""
 
     path: str
     procedure: OnlineProcedure
@@ -99,20 +137,36 @@ class LedgerHistory:
 
     @property
     def head(self) -> str | None:
-        """The last entry's hash (None when empty): what anchors the whole history."""
+        """The last row's hash (None when empty): what anchors the whole history."""
         return self.entries[-1].row["hash"] if self.entries else None
+
+    @property
+    def decided(self) -> tuple[LedgerEntry, ...]:
+        """The entries that were decided: fixed-sample candidates and sequential candidates that stopped."""
+        return tuple(entry for entry in self.entries if not entry.is_start)
+
+    @property
+    def running(self) -> tuple[LedgerEntry, ...]:
+        """The sequential candidates started and not stopped yet."""
+        finished = {entry.row.get("start_step") for entry in self.entries}
+        return tuple(entry for entry in self.entries if entry.is_start and entry.row["step"] not in finished)
 
     @property
     def kept(self) -> int:
         return sum(entry.keep for entry in self.entries)
 
+    @property
+    def dependent(self) -> tuple[LedgerEntry, ...]:
+        """The rows whose reference shares runs with an earlier row's."""
+        return tuple(entry for entry in self.entries if entry.row.get("shared_reference"))
+
     def running_best(self) -> tuple[LedgerEntry | None, ...]:
-        """The running best after each step (None before the first keep): a kept candidate replaces it when it was
-        compared with the current best (it beat it), or with something unrelated to it; against the current best's
-        own reference it replaces it only with a more favourable estimate."""
+        """The running best after each decided entry (None before the first keep): a kept candidate replaces it
+        when it was compared with the current best (it beat it), or with something unrelated to it; against the
+        current best's own reference it replaces it only with a more favourable estimate."""
         best: LedgerEntry | None = None
         out = []
-        for entry in self.entries:
+        for entry in self.decided:
             if entry.keep and (best is None or entry.row["reference"] == best.row["candidate"]
                                or entry.row["reference"] != best.row["reference"] or entry.scale_of != best.scale_of
                                or (entry.row["estimate"] > best.row["estimate"] if entry.scale_of.higher_is_better
@@ -122,21 +176,29 @@ class LedgerHistory:
         return tuple(out)
 
     def headline(self) -> str:
-        count = f"{len(self.entries)} {'entry' if len(self.entries) == 1 else 'entries'}"
-        return f"{self.path}: {count}, {self.kept} kept; {self.procedure.describe()}"
+        count = len(self.decided)
+        running = f", {len(self.running)} running" if self.running else ""
+        return (f"{self.path}: {count} {'entry' if count == 1 else 'entries'}, {self.kept} kept{running}; "
+                f"{self.procedure.describe()}")
+
+    def notes(self) -> tuple[str, ...]:
+        """The standing notes: the dependence between entries that share a reference's runs."""
+        return tuple(f"step {entry.row['step']}: {dependence_note(entry)}" for entry in self.dependent)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per entry with the running best beside it."""
+        """One row per decided entry with the running best beside it."""
         return pd.DataFrame([{**entry.row, "against": entry.row["reference"],
                               "best_step": None if best is None else best.row["step"],
                               "best": None if best is None else best.row["candidate"]}
-                             for entry, best in zip(self.entries, self.running_best())], columns=list(HISTORY_COLUMNS))
+                             for entry, best in zip(self.decided, self.running_best())], columns=list(HISTORY_COLUMNS))
 
     def to_dict(self) -> dict:
         return {"path": self.path, "procedure": self.procedure.to_dict(), "error_rate": self.procedure.error_rate,
-                "created": self.created, "n_entries": len(self.entries), "n_kept": self.kept, "head": self.head,
-                "entries": [entry.to_dict() for entry in self.entries],
-                "running_best": [None if best is None else best.row["step"] for best in self.running_best()]}
+                "assumes": ASSUMES[self.procedure.procedure], "created": self.created,
+                "n_entries": len(self.decided), "n_kept": self.kept, "n_running": len(self.running),
+                "head": self.head, "entries": [entry.to_dict() for entry in self.entries],
+                "running_best": [None if best is None else best.row["step"] for best in self.running_best()],
+                "notes": list(self.notes())}
 
     def summary(self) -> str:
         """The history as a table, as `gatedv ledger LEDGER show` prints it."""
@@ -144,39 +206,15 @@ class LedgerHistory:
         if not self.entries:
             return "\n".join(lines + ["no entries yet"])
         header = ("step", "candidate", "against", "estimate [interval]", "p", "level", "decision", "wealth", "best")
+        best_of = dict(zip((entry.row["step"] for entry in self.decided), self.running_best()))
         rows = [(str(entry.row["step"]), entry.row["candidate"], entry.row["reference"], entry.estimate_text(),
-                 f"{entry.row['p_value']:.3g}", f"{entry.row['level']:.3g}", entry.row["decision"],
-                 f"{entry.row['wealth']:.4g}", "—" if best is None else f"{best.row['candidate']} ({best.row['step']})")
-                for entry, best in zip(self.entries, self.running_best())]
+                 entry.p_text(), f"{entry.row['level']:.3g}", entry.row["decision"], f"{entry.row['wealth']:.4g}",
+                 "—" if best_of.get(entry.row["step"]) is None else
+                 f"{best_of[entry.row['step']].row['candidate']} ({best_of[entry.row['step']].row['step']})")
+                for entry in self.entries if entry in self.decided or entry in self.running]
         notes = [f"note, step {entry.row['step']}: {entry.row['note']}" for entry in self.entries if entry.row["note"]]
-        return "\n".join(lines + fmt.text_table(header, rows, "rlllrrlrl") + notes)
-
-
-def add_entry(path: str | os.PathLike[str], comparison: Comparison | TaskComparison, paired: Paired, *,
-              procedure: str | None = None, alpha: float | None = None, noise_floor: str | None = None,
-              noise_floor_sha256: str | None = None, note: str | None = None) -> LedgerEntry:
-    """Record one comparison in the ledger at `path` (created with `procedure` and `alpha`, default ADDIS at 0.05,
-    when new): its one-sided p is tested at the level the procedure gives the next step. A `procedure` or `alpha`
-    other than the ledger's is refused."""
-    content = comparison_content(comparison, paired)
-    requested = online_procedure(procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if alpha is None else alpha)
-    with ledger_writer(path, {"procedure": requested.to_dict()}) as writer:
-        chosen = OnlineProcedure.from_dict(writer.settings["procedure"])
-        check_settings(writer.where, chosen, procedure, alpha)
-        p_values = [entry["p_value"] for entry in writer.entries] + [content["p_value"]]
-        decisions = online_decisions(p_values, chosen)
-        for entry, decision in zip(writer.entries, decisions):
-            if entry["decision"] != ("keep" if decision.keep else "discard") or not math.isclose(
-                    entry["level"], decision.level, rel_tol=1e-9, abs_tol=1e-15):
-                raise InputError(f"{writer.where}: entry {entry['step']}'s recorded level or decision differs from "
-                                 f"{chosen.describe()} replayed over the history (written by another version of the "
-                                 "procedure?)")
-        last = decisions[-1]
-        row = writer.append({**content, "noise_floor": noise_floor, "noise_floor_sha256": noise_floor_sha256,
-                             "note": note, "procedure": chosen.procedure, "parameters": chosen.to_dict(),
-                             "alpha": chosen.alpha, "level": last.level, "decision": "keep" if last.keep else "discard",
-                             "wealth": last.wealth})
-    return LedgerEntry(row)
+        return "\n".join(lines + fmt.text_table(header, rows, "rlllrrlrl") + notes
+                         + [f"note, {note}" for note in self.notes()])
 
 
 def check_settings(where: str, chosen: OnlineProcedure, procedure: str | None, alpha: float | None) -> None:
@@ -189,12 +227,17 @@ def check_settings(where: str, chosen: OnlineProcedure, procedure: str | None, a
                              f"fixed for its whole history (start a new ledger for α = {alpha:g})")
 
 
-def check_ledger(path: str | os.PathLike[str], procedure: str | None = None, alpha: float | None = None) -> None:
-    """`procedure` and `alpha` are valid, and those of the ledger at `path` if it exists (else refused)."""
-    online_procedure(procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if alpha is None else alpha)
+def ledger_procedure(path: str | os.PathLike[str], procedure: str | None = None,
+                     alpha: float | None = None) -> OnlineProcedure:
+    """The procedure of the ledger at `path`, or the one a new ledger there would be created with (`procedure`,
+    default LOND, at `alpha`, default 0.05); a `procedure` or `alpha` other than an existing ledger's is refused."""
+    requested = online_procedure(procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if alpha is None else alpha)
     settings = ledger_settings(path)
-    if settings is not None:
-        check_settings(os.fspath(path), OnlineProcedure.from_dict(settings["procedure"]), procedure, alpha)
+    if settings is None:
+        return requested
+    chosen = OnlineProcedure.from_dict(settings["procedure"])
+    check_settings(os.fspath(path), chosen, procedure, alpha)
+    return chosen
 
 
 def read_history(path: str | os.PathLike[str], *, procedure: str | None = None,
@@ -204,39 +247,3 @@ def read_history(path: str | os.PathLike[str], *, procedure: str | None = None,
     chosen = OnlineProcedure.from_dict(settings["procedure"])
     check_settings(os.fspath(path), chosen, procedure, alpha)
     return LedgerHistory(os.fspath(path), chosen, settings["created"], tuple(LedgerEntry(row) for row in rows))
-
-
-def comparison_content(comparison: Comparison | TaskComparison, paired: Paired) -> dict:
-    """The columns of an entry that one comparison gives: the arms, the files, the estimate, its interval and the
-    one-sided p-value on the pair's scale."""
-    fit = comparison.seed_document if isinstance(comparison, Comparison) else comparison.interval
-    if fit is None:
-        raise InputError(f"{paired.variant_arm} against {paired.baseline_arm}: no test over training seeds (one seed "
-                         "pair without a noise floor, or no spread between the arms), so nothing to enter in the "
-                         "ledger; give more seed pairs or the setup's noise floor")
-    log_ratio = paired.scale.log_ratio
-    return {
-        "candidate": paired.variant_arm, "reference": paired.baseline_arm, "task": paired.task, "unit": paired.unit,
-        "scale": asdict(paired.scale),
-        "n_pairs": paired.n_pairs, "candidate_files": source_files(paired, "variant"),
-        "reference_files": source_files(paired, "baseline"), "estimate": fit.nll_diff_mean,
-        "low": fit.confidence_interval.low, "high": fit.confidence_interval.high,
-        "confidence_level": fit.confidence_level, "se": fit.se, "df": fit.df,
-        "delta_p": fit.delta_p if log_ratio else None,
-        "delta_p_low": fit.delta_p_interval.low if log_ratio else None,
-        "delta_p_high": fit.delta_p_interval.high if log_ratio else None,
-        "p_value": one_sided_p(fit.nll_diff_mean, fit.se, fit.df, paired.scale.higher_is_better),
-        "verdict": comparison.verdict_text,
-    }
-
-
-def source_files(paired: Paired, side: str) -> list[dict]:
-    """The files one arm was read from, each once, with its SHA-256 (None for data that came from no file)."""
-    sources = [str(source) for source in paired.sources.get(side, [])]
-    hashes = paired.sources.get(f"{side}_sha256") or [None] * len(sources)
-    files: dict[str, str | None] = {}
-    for source, recorded in zip(sources, hashes):
-        path = source.rsplit("[", 1)[0] if source.endswith("]") else source  # a run of a long table
-        if path not in files:
-            files[path] = recorded or (file_sha256(path) if Path(path).is_file() else None)
-    return [{"path": path, "sha256": sha256} for path, sha256 in files.items()]

@@ -17,15 +17,18 @@ Loss files and item scores alike, through `Paired` and its `Scale` (docs/statist
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
+from gatedv_stats.analysis.ledger import LedgerEntry, read_history
+from gatedv_stats.analysis.ledger_entries import LedgerSettings, enter_design, start_sequential
 from gatedv_stats.analysis.noise_floor import NoiseFloor, paired_inputs
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.core.defaults import DEFAULTS
@@ -34,15 +37,17 @@ from gatedv_stats.core.files import canonical_sha256
 from gatedv_stats.core.locks import output_lock
 from gatedv_stats.core.validation import check_at_least
 from gatedv_stats.io.designfiles import check_design_path, read_design_file, write_design_file
+from gatedv_stats.io.ledgerfile import ledger_settings
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import sequential as gs
 from gatedv_stats.stats import sequential_t as gst
+from gatedv_stats.stats.e_values import likelihood_ratio_e_value
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 
 def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alpha, power: float = DEFAULTS.power,
                   sesoi: float | None = None, spending: str = "obf", floor: NoiseFloor | None = None,
-                  allow_mismatch: Sequence[str] = ()) -> SequentialDesign:
+                  allow_mismatch: Sequence[str] = (), ledger: dict | None = None) -> SequentialDesign:
     """The design of a sequential comparison of `paired.variant` against `paired.baseline`, from its first look.
 
     `max_seeds`: K, the budget of seed pairs (the last look). `alpha`: two-sided, α/2 spent in each direction by
@@ -50,6 +55,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     futility boundary (β-spending at the drift SESOI·√I_K, β = 1 − `power` or less) and "equivalent". `floor`: the
     setup's noise floor, whose τ² lets the first look be at one seed pair (refused for another setup unless the
     differing field is in `allow_mismatch`); without one τ² is the first look's own spread (2 seed pairs or more).
+    `ledger`: the research ledger whose level the design runs at (`record_look`): `alpha` is then twice it.
     """
     gs.check_design(alpha, power, spending)
     if sesoi is not None:
@@ -67,8 +73,9 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
         raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
                          "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
     fractions = _fractions(information, floor is not None, first, max_seeds, alpha, spending)
+    level = None if ledger is None else alpha / 2.0
     sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
-                     (document_term, document_high), max_seeds, floor is not None)
+                     (document_term, document_high), max_seeds, floor is not None, level)
     return SequentialDesign(
         max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending, first_look=first,
         seed_variance=seed_variance, seed_variance_df=seed_df,
@@ -79,7 +86,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
         baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
         n_units=paired.n_docs, units_sha256=_units_sha256(paired),
         floor=None if floor is None else {**floor.to_dict(), "path": floor.path, "sha256": floor.sha256},
-        t_boundaries="marginal" if floor is not None else "joint")
+        t_boundaries="marginal" if floor is not None else "joint", ledger=ledger)
 
 
 def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
@@ -88,7 +95,7 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     confidence interval and one of better / worse / equivalent / no useful gain / continue / no detectable
     difference (the last only at K). A look at the seed pairs of the last look returns that look as recorded.
     Record it with `design.with_look`."""
-    _check_same_study(design, paired)
+    check_same_study(design, paired)
     floor = None if design.floor is None else NoiseFloor.from_dict(design.floor)
     paired = with_floor(paired, floor, allow_mismatch)
     seeds = tuple(int(seed) for seed in paired.seeds)
@@ -109,10 +116,14 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     # happen to agree, they would overspend α.
     df = fit.df if design.t_boundaries == "marginal" else n_pairs - 1.0
     bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
+    e_value = _e_process(design, fit.nll_diff_mean, n_pairs)
     decided = gs.decide_look(fit.nll_diff_mean, fit.se, df, efficacy=float(efficacy[-1]),
                              futility=None if futility is None else float(futility[-1]), final=final,
                              higher_is_better=design.higher_is_better, equivalence=bounds,
-                             futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]))
+                             futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]),
+                             better=None if e_value is None else e_value * design.ledger["level"] >= 1.0)
+    p_value, unbiased = (_stagewise(design, counts, fractions, decided, df, fit.se) if decided.stop
+                         and e_value is None else (None, None))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.nll_diff_mean, se=fit.se,
                 df=df, information=design.information[n_pairs - design.first_look], observed_information=fit.se ** -2,
                 fraction=fractions[-1], efficacy=float(efficacy[-1]),
@@ -123,7 +134,8 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
                 seed_variance_from="study" if fit.floor_use is None else
                 {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study"),
                 line="", inputs=paired_inputs(paired),
-                notes=paired.notes + _look_notes(design, fit), design_sha256=design.sha256)
+                notes=paired.notes + _look_notes(design, fit), design_sha256=design.sha256, p_value=p_value,
+                median_unbiased=unbiased, e_value=e_value)
     return _with_line(made, design)
 
 
@@ -160,33 +172,117 @@ def save_design(path: str | os.PathLike[str], design: SequentialDesign) -> Seque
     return replace(design, path=os.fspath(path))
 
 
+@dataclass(frozen=True)
+class RecordedLook:
+    """One look recorded in its design file, and what it entered in the design's research ledger."""
+
+    design: SequentialDesign  # with every look so far
+    look: Look
+    new: bool  # the look created the design
+    repeated: bool  # the files hold the last look's seed pairs: nothing new was written
+    ledger_entry: LedgerEntry | None = None  # the design's start (at its first look) or its entry (at its stop)
+
+
 def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None = None,
                 alpha: float | None = None, power: float | None = None, sesoi: float | None = None,
-                spending: str | None = None, floor: NoiseFloor | None = None,
-                allow_mismatch: Sequence[str] = ()) -> tuple[SequentialDesign, Look, bool, bool]:
+                spending: str | None = None, floor: NoiseFloor | None = None, allow_mismatch: Sequence[str] = (),
+                ledger: str | os.PathLike[str] | None = None, new_ledger: LedgerSettings | None = None,
+                note: str | None = None) -> RecordedLook:
     """One look of the design in the file at `path`, recorded there: the design is created from this look when the
-    file does not exist (`max_seeds` required), else read and every setting given checked against it. Returns the
-    design with its looks, the look, whether the design is new and whether the look was already recorded (the same
-    seed pairs as the last look: nothing is written)."""
+    file does not exist (`max_seeds` required), else read and every setting given checked against it.
+
+    With a research `ledger` (created with the settings of `new_ledger` when new; `alpha` is then the ledger's α), a
+    new design runs at the level the ledger gives it (one-sided, so α is twice it), started in the ledger in the
+    same transaction; a design started in a ledger enters its candidate there when a look stops (with `note`), so
+    that "stop: better" is a keep."""
     check_design_path(path)
     with output_lock(path):  # two looks at once (two shells, or two sweeps) take turns: the second finds the first's
-        new = not os.path.exists(path)
-        if new:
-            if max_seeds is None:
-                raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the "
-                                     "budget of seed pairs, {max_seeds}", leading=False)
-            design = create_design(paired, max_seeds=max_seeds, alpha=DEFAULTS.alpha if alpha is None else alpha,
-                                   power=DEFAULTS.power if power is None else power, sesoi=sesoi,
-                                   spending=spending or "obf", floor=floor, allow_mismatch=allow_mismatch)
-        else:
-            design = load_design(path)
-            check_unchanged(design, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending,
-                            floor=floor)
+        design, new, started = _design_to_look_at(path, paired, max_seeds=max_seeds, alpha=alpha, power=power,
+                                                  sesoi=sesoi, spending=spending, floor=floor,
+                                                  allow_mismatch=allow_mismatch, ledger=ledger,
+                                                  new_ledger=new_ledger or LedgerSettings(alpha=alpha),
+                                                  note=note)
         taken = look(design, paired, allow_mismatch=allow_mismatch)
         repeated = bool(design.looks) and taken is design.looks[-1]
+        entered = _ledger_entry(design) if design.looks and design.looks[-1].stop else None
+        if not repeated and entered is not None:
+            raise InputError(f"{design.path}: its candidate was entered in ledger {entered.row['design']} when look "
+                             f"{design.looks[-1].index} stopped ({design.looks[-1].decision}); start a new design file "
+                             "to go on")
         if not repeated:
             design = save_design(path, design.with_look(taken))
-        return design, taken, new, repeated
+        entered = None
+        if taken.stop and design.ledger is not None:
+            entered = _ledger_entry(design) or enter_design(design.ledger["path"], design, paired, note=note)
+        return RecordedLook(design, taken, new, repeated, entered or started)
+
+
+def _design_to_look_at(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
+                       power: float | None, sesoi: float | None, spending: str | None, floor: NoiseFloor | None,
+                       allow_mismatch: Sequence[str], ledger: str | os.PathLike[str] | None,
+                       new_ledger: LedgerSettings,
+                       note: str | None) -> tuple[SequentialDesign, bool, LedgerEntry | None]:
+    """The design in the file at `path`, or a new one (started in `ledger`, when given), and the ledger's start."""
+    if os.path.exists(path):
+        design = load_design(path)
+        check_unchanged(design, max_seeds=max_seeds, alpha=None if design.ledger else alpha, power=power,
+                        sesoi=sesoi, spending=spending, floor=floor)
+        check_ledger_of(design, ledger, alpha, new_ledger.procedure)
+        return design, False, None
+    if max_seeds is None:
+        raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the "
+                             "budget of seed pairs, {max_seeds}", leading=False)
+
+    def made(level: float | None, link: dict | None) -> SequentialDesign:
+        two_sided = DEFAULTS.alpha if alpha is None else alpha
+        return create_design(paired, max_seeds=max_seeds, alpha=two_sided if level is None else 2.0 * level,
+                             power=DEFAULTS.power if power is None else power, sesoi=sesoi,
+                             spending=spending or "obf", floor=floor, allow_mismatch=allow_mismatch, ledger=link)
+
+    if ledger is None:
+        return made(None, None), True, None
+    try:
+        design, start = start_sequential(ledger, paired, new_ledger,
+                                         lambda level, link: save_design(path, made(level, link)), note=note)
+    except BaseException:  # the ledger's transaction rolled back: no design may name its start
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        raise
+    return design, True, start
+
+
+def check_ledger_of(design: SequentialDesign, ledger: str | os.PathLike[str] | None, alpha: float | None,
+                    procedure: str | None = None) -> None:
+    """A `ledger` given for a design already made must be the one it was started in, and the `alpha` and
+    `procedure` given, if any, that ledger's."""
+    where = design.path or "the design"
+    link = design.ledger
+    if ledger is not None:
+        if link is None:
+            raise ParameterError("ledger", f"{where} was made without a ledger, at its own α = {design.alpha:g}; a "
+                                 "design's level is fixed before its first look: enter its candidate at its stop "
+                                 "(gatedv ledger LEDGER add --design), or start a new design file with {ledger}",
+                                 leading=False)
+        settings = ledger_settings(ledger)
+        genesis = None if settings is None else canonical_sha256(settings)
+        if genesis != link["genesis"]:
+            raise ParameterError("ledger", f"{where} runs at the level ledger {link['path']} gave it (step "
+                                 f"{link['step']}), not {os.fspath(ledger)}'s")
+    if link is not None and alpha is not None and not math.isclose(alpha, link["alpha"], rel_tol=1e-12):
+        raise ParameterError("alpha", f"{where} runs at the level ledger {link['path']} gave it, at α = "
+                             f"{link['alpha']:g}, not {alpha:g}")
+    if link is not None and procedure is not None and procedure != link["procedure"]:
+        raise ParameterError("procedure", f"{where} runs at the level ledger {link['path']} gave it, by "
+                             f"{link['procedure']}, not {procedure}")
+
+
+def _ledger_entry(design: SequentialDesign) -> LedgerEntry | None:
+    """The entry that finished the design's start in its ledger, if it was entered."""
+    link = design.ledger
+    if link is None or not os.path.exists(link["path"]):
+        return None
+    finished = [entry for entry in read_history(link["path"]).entries if entry.row.get("start_step") == link["step"]]
+    return finished[0] if finished else None
 
 
 # --- the parts ---
@@ -241,11 +337,59 @@ def _efficacy(design: SequentialDesign, counts: Sequence[int],
     return gst.joint_t_bounds(counts, spent), spent
 
 
+def _stagewise(design: SequentialDesign, counts: Sequence[int], fractions: Sequence[float],
+               decided: gs.LookDecision, df: float, se: float) -> tuple[float, float]:
+    """At a stop, the stage-wise ordering p-value of H0 "not better" and the median-unbiased estimate of D: on the z
+    recursion with the statistic read back from the look's t (the same tail) where the boundaries were read
+    marginally, else on the looks' joint t law (docs/statistics.md, "Sequential seeds"). The looks not taken yet
+    enter at the design's fractions, one per seed pair. An equivalence stop that did not cross is ranked as if at
+    the foot of the look's continuation region, below which no path went on."""
+    k = len(counts) - 1
+    planned = range(counts[-1] + 1, design.max_seeds + 1)
+    every = [*fractions, *(design.fractions[n - design.first_look] for n in planned)]
+    crossed = decided.direction == "better"
+    sign = 1.0 if design.higher_is_better else -1.0
+    if design.t_boundaries == "marginal":
+        efficacy, _ = gs.efficacy_bounds(every, design.alpha / 2.0, design.spending)
+        statistic = _as_z(decided.statistic, df)
+        if decided.decision == "equivalent" and not crossed and planned:
+            foot = -efficacy[k] if decided.futility is None else max(-efficacy[k], _as_z(decided.futility, df))
+            statistic = min(statistic, foot)
+        drift = gs.median_unbiased_drift(every, efficacy, k, statistic, crossed)
+        return (gs.stagewise_p(every, efficacy, k, statistic, crossed),
+                sign * drift * math.sqrt(every[k]) * se)
+    sizes = [*counts, *planned]
+    spent = [gs.spending(value, design.alpha / 2.0, design.spending) for value in every]
+    statistic = decided.statistic
+    if decided.decision == "equivalent" and not crossed and planned:
+        statistic = min(statistic, -decided.critical)
+    drift = gst.joint_t_median_unbiased(sizes, spent, k, statistic, crossed)
+    return (float(gst.joint_t_stagewise_p(sizes, spent, k, statistic, crossed)),
+            sign * drift * se * math.sqrt(counts[-1]))
+
+
+def _e_process(design: SequentialDesign, estimate: float, n_pairs: int) -> float | None:
+    """Where the design's ledger tests e-values (e-LOND), the e-process over its looks at this one: the likelihood
+    ratio at the ledger's smallest effect of interest with the design's planned information (`stats.e_values`),
+    which "better" must reach 1/level, so that a "stop: better" is a keep there."""
+    if design.ledger is None or design.ledger.get("sesoi") is None:
+        return None
+    sesoi = design.ledger["sesoi"]
+    effect = math.log1p(sesoi) if design.log_ratio else sesoi
+    information = design.information[n_pairs - design.first_look]
+    return likelihood_ratio_e_value(estimate, 1.0 / information, effect, design.higher_is_better)
+
+
+def _as_z(statistic: float, df: float) -> float:
+    """The z with the tail of `statistic` on t with `df` (as the boundaries are read, the other way)."""
+    return float(-special.ndtri(special.stdtr(df, -statistic)))
+
+
 def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha: float, power: float,
             sesoi: float | None, spending: str, paired: Paired, seed_variance: float,
-            document_terms: tuple[float, float | None], max_seeds: int, floored: bool) -> dict:
+            document_terms: tuple[float, float | None], max_seeds: int, floored: bool, level: float | None) -> dict:
     """The drift at the SESOI, the futility boundary's β (with a noise floor only), the power and the notes on what
-    the budget and the documents allow."""
+    the budget and the documents allow (at a ledger's one-sided `level`, always)."""
     if sesoi is None:
         return {"drift": None, "futility_beta": None, "power_at_sesoi": None, "fixed_power_at_sesoi": None,
                 "target_information": None,
@@ -261,7 +405,7 @@ def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha:
     achieved = gs.power(fractions, efficacy, drift, [*futility[:-1], -math.inf])
     target = (gs.drift_for_power(fractions, efficacy, power) / size) ** 2
     fixed = float(special.ndtr(drift - special.ndtri(1.0 - alpha / 2.0)))
-    notes = _budget_notes(target, information[-1], seed_variance, document_terms, max_seeds, achieved, power)
+    notes = _budget_notes(target, information[-1], seed_variance, document_terms, max_seeds, achieved, power, level)
     if not floored:
         notes += ("without a noise floor the first looks rest on one or two df: no futility boundary (there it "
                   "would cost 4–7 points of power at the smallest effect of interest and save few seed pairs); a "
@@ -271,9 +415,10 @@ def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha:
 
 
 def _budget_notes(target: float, last: float, seed_variance: float, document_terms: tuple[float, float | None],
-                  max_seeds: int, achieved: float, power: float) -> tuple[str, ...]:
+                  max_seeds: int, achieved: float, power: float, level: float | None) -> tuple[str, ...]:
     """"add documents, not seeds" when the target information exceeds the cap 1/c (or may, where one seed pair
-    leaves c within a range); else, when the budget falls short of it, the seed pairs that would reach it."""
+    leaves c within a range); else, when the budget falls short of it (or always, at a ledger's `level`), what the
+    budget buys and the seed pairs that would reach the target."""
     document_term, high = document_terms
     notes = []
     if target >= gs.information_cap(document_term):
@@ -287,15 +432,19 @@ def _budget_notes(target: float, last: float, seed_variance: float, document_ter
                      f"(1/c lies between {gs.information_cap(high):.4g} and {gs.information_cap(document_term):.4g}: "
                      "one seed pair cannot tell the document term from the seed × document interaction): if so, add "
                      "documents, not seeds")
-    if target > last:
-        room = 1.0 / target - document_term
-        needed = f"about {math.ceil(seed_variance / room)}" if room > 0.0 else "no number of"
+    room = 1.0 / target - document_term
+    needed = f"about {math.ceil(seed_variance / room)}" if room > 0.0 else "no number of"
+    if level is not None:
+        notes.append(f"at level {level:.3g} a budget of {max_seeds} seed pairs gives power {achieved:.2f} at the "
+                     f"smallest effect of interest; {needed} would give {power:g}")
+    elif target > last:
         notes.append(f"the budget of {max_seeds} seed pairs gives power {achieved:.2f} at the smallest effect of "
                      f"interest, below the target {power:g}: {needed} seed pairs would reach it")
     return tuple(notes)
 
 
-def _check_same_study(design: SequentialDesign, paired: Paired) -> None:
+def check_same_study(design: SequentialDesign, paired: Paired) -> None:
+    """The files are of the design's comparison: its metric, unit, arms, task, units and setup (else refused)."""
     where = design.path or "the design"
     for name in ("metric", "unit", "baseline arm", "variant arm", "task"):
         ours, theirs = getattr(paired, name.replace(" ", "_")), getattr(design, name.replace(" ", "_"))

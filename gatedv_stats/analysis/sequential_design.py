@@ -42,6 +42,10 @@ class Look:
     inputs: tuple[dict, ...] = ()  # {"source", "sha256"} of every file read
     notes: tuple[str, ...] = ()
     design_sha256: str = ""
+    # at a stop: the stage-wise ordering p-value of H0 "not better" and the median-unbiased estimate of D
+    p_value: float | None = None
+    median_unbiased: float | None = None
+    e_value: float | None = None  # the e-process at this look, where the design's ledger tests e-values (e-LOND)
 
     @property
     def stop(self) -> bool:
@@ -108,6 +112,9 @@ class SequentialDesign:
     # (the looks' joint t law on n − 1 df: designs without a floor since it was calibrated; earlier files lack the
     # field and keep the reading they started with)
     t_boundaries: str = "marginal"
+    # the research ledger that gave the design its level (path, genesis hash, the start's step, the level, the
+    # ledger's α and procedure): α is then twice that one-sided level; None for a design of its own α
+    ledger: dict | None = None
     looks: tuple[Look, ...] = ()
     path: str | None = None  # the file it was read from or written to
 
@@ -125,6 +132,8 @@ class SequentialDesign:
         data = {name: value for name, value in asdict(self).items() if name not in ("looks", "path")}
         if self.t_boundaries == "marginal":  # as files written before the field existed: their hash unchanged
             data.pop("t_boundaries")
+        if self.ledger is None:
+            data.pop("ledger")
         data.update(information=list(self.information), fractions=list(self.fractions), notes=list(self.notes))
         return data
 
@@ -141,7 +150,8 @@ class SequentialDesign:
             design = dict(content["design"])
             design.update(information=tuple(float(value) for value in design["information"]),
                           fractions=tuple(float(value) for value in design["fractions"]),
-                          notes=tuple(design.get("notes", ())), t_boundaries=design.get("t_boundaries", "marginal"))
+                          notes=tuple(design.get("notes", ())), t_boundaries=design.get("t_boundaries", "marginal"),
+                          ledger=design.get("ledger"))
             known = {field.name for field in fields(cls)} - {"looks", "path"}
             looks = tuple(Look.from_dict(look) for look in content["looks"])
             made = cls(**{name: design[name] for name in known}, looks=looks, path=content.get("path"))
@@ -166,6 +176,10 @@ class SequentialDesign:
         lines = [f"sequential design {self.sha256[:12]}: up to {self.max_seeds} seed pairs (first look at "
                  f"{self.first_look}), α = {self.alpha:g} two-sided ({self.alpha / 2:g} per direction), {name} "
                  f"spending, smallest effect of interest {sesoi}",
+                 *([] if self.ledger is None else
+                   [f"  the level {self.alpha / 2:.3g} is the one ledger {self.ledger['path']} gave it at step "
+                    f"{self.ledger['step']} ({self.ledger['procedure']}, α = {self.ledger['alpha']:g}): \"stop: "
+                    "better\" is a keep there, every other stop a discard"]),
                  f"  seed variance τ² {self.seed_variance:.4g} ({self.seed_variance_df:g} df, "
                  f"{self.seed_variance_source}), document term c {self.document_term:.4g}{high}: information "
                  f"{self.information[0]:.4g} at {self.first_look} → {self.information[-1]:.4g} at {self.max_seeds} "
@@ -173,8 +187,9 @@ class SequentialDesign:
         if self.power_at_sesoi is not None:
             lines.append(f"  power at the smallest effect of interest {fmt.format_percent(self.power_at_sesoi)} "
                          f"(target {fmt.format_percent(self.power)}; a fixed design of {self.max_seeds} seed pairs: "
-                         f"{fmt.format_percent(self.fixed_power_at_sesoi or 0.0)}; normal approximation), futility "
-                         f"β {self.futility_beta:.3g}")
+                         f"{fmt.format_percent(self.fixed_power_at_sesoi or 0.0)}; normal approximation), "
+                         + ("no futility boundary" if self.futility_beta is None else
+                            f"futility β {self.futility_beta:.3g}"))
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 

@@ -3,17 +3,21 @@ reordered, chained by their SHA-256 so that an altered history is refused.
 
 Tables: `settings` (key → JSON: `ledger` = the format, the procedure with its parameters and α, the creation time;
 `genesis` = the SHA-256 of `ledger`; `head` = the number of entries and the last entry's hash) and `entries`, one row
-per candidate (the columns of `COLUMNS`). Each entry's `hash` is the SHA-256 of its content (every column but `hash`,
-as canonical JSON), which holds its `step` and `prev_hash`, the hash of the entry before it (the genesis hash for
-the first): an entry edited, deleted or moved breaks the chain at that entry, and the head catches the last entry
-removed. The chain proves the history was not altered by anyone who did not also rewrite every later hash; the
-head hash that `gatedv ledger LEDGER show` prints, kept elsewhere (a lab notebook, a commit), anchors it.
+per candidate entered, or per sequential candidate started (the columns of `COLUMNS`). Each entry's `hash` is the
+SHA-256 of its content (every column but `hash`, as canonical JSON; the columns added since the first format only
+where they hold a value, so that the entries of a ledger written before them keep their hashes), which holds its
+`step` and `prev_hash`, the hash of the entry before it (the genesis hash for the first): an entry edited, deleted or
+moved breaks the chain at that entry, and the head catches the last entry removed. A ledger written before the
+later columns gets them when it is next written. The chain proves the history was not altered by anyone who did
+not also rewrite every later hash; the head hash that `gatedv ledger LEDGER show` prints, kept elsewhere (a lab
+notebook, a commit), anchors it.
 
 Writers serialise: each entry is one transaction begun with `BEGIN IMMEDIATE` (the database's write lock, waited
 for up to `BUSY_TIMEOUT` seconds), in which the writer reads and checks the whole history, decides and appends; the
 database is in WAL mode (readers never block the writer) with `synchronous=FULL` (a committed entry survives a crash).
 A file system that fills up during a transaction (SQLite's "database or disk is full") rolls it back: the ledger is
-left as it was and the writer ends with one `NoSpaceError`, as a full disk does everywhere else.
+left as it was and the writer ends with one `NoSpaceError`, as a full disk does everywhere else. A new ledger is
+written under a scratch name and linked into place after its first commit, so a failed first entry leaves no file.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ import json
 import math
 import os
 import sqlite3
+import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 from gatedv_stats.core.errors import InputError, NoSpaceError
 from gatedv_stats.core.files import canonical_sha256
+from gatedv_stats.core.locks import output_lock
 from gatedv_stats.core.outputs import check_output_file
 
 LEDGER_FORMAT = "gatedv-ledger/1"
@@ -45,14 +52,21 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("df", "real"), ("delta_p", "real"), ("delta_p_low", "real"), ("delta_p_high", "real"), ("p_value", "real"),
     ("verdict", "text"), ("procedure", "text"), ("parameters", "json"), ("alpha", "real"), ("level", "real"),
     ("decision", "text"), ("wealth", "real"), ("prev_hash", "text"), ("hash", "text"),
+    # since the first format, hashed only where they hold a value
+    ("kind", "text"), ("start_step", "integer"), ("design", "text"), ("design_sha256", "text"), ("p_source", "text"),
+    ("e_value", "real"), ("shared_reference", "json"),
 )
 KINDS = dict(COLUMNS)
+_LATER = frozenset(name for name, _ in COLUMNS[COLUMNS.index(("kind", "text")):])
 _WRITTEN_HERE = ("step", "time", "prev_hash", "hash")  # what `append` adds to an entry's content
+_CREATING = threading.Lock()  # the threads of this process that create a ledger take turns
 
 
 def entry_hash(entry: dict) -> str:
-    """The SHA-256 of an entry's content: every column but `hash`, as canonical JSON."""
-    return canonical_sha256({name: value for name, value in entry.items() if name != "hash"})
+    """The SHA-256 of an entry's content: every column but `hash`, as canonical JSON (a later column only where it
+    holds a value)."""
+    return canonical_sha256({name: value for name, value in entry.items()
+                             if name != "hash" and not (name in _LATER and value is None)})
 
 
 class LedgerWriter:
@@ -88,20 +102,54 @@ class LedgerWriter:
 @contextlib.contextmanager
 def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[LedgerWriter]:
     """The ledger at `path` (created with `settings` when it does not exist yet), in one write transaction: every
-    entry appended inside the `with` block is committed together at its end, nothing if it raises."""
+    entry appended inside the `with` block is committed together at its end, nothing if it raises.
+
+    A new ledger is written whole under a scratch name beside it and linked into place once its first transaction
+    has committed, under the output lock that every creator of it takes: no writer ever sees a ledger half created,
+    and one whose first transaction fails leaves nothing behind."""
     check_output_file(path, "ledger")
     where = os.fspath(path)
-    with _connection(where) as connection:
+    if not Path(where).exists():
+        with _CREATING, output_lock(where):  # the output lock between processes, this one between threads
+            if not Path(where).exists():
+                scratch = os.path.join(os.path.dirname(os.path.abspath(where)),
+                                       f".{os.path.basename(where)}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+                try:
+                    with _transaction(scratch, where, settings) as writer:
+                        yield writer
+                    _link_into_place(scratch, where)
+                finally:
+                    _remove_database(scratch)
+                return
+    with _transaction(where, where, settings) as writer:
+        yield writer
+
+
+@contextlib.contextmanager
+def _transaction(database: str, where: str, settings: dict) -> Iterator[LedgerWriter]:
+    """One write transaction on the SQLite file `database` (named `where` in messages)."""
+    with _connection(database, where) as connection:
         _execute(connection, where, "PRAGMA journal_mode=WAL")
         _execute(connection, where, "BEGIN IMMEDIATE")
         try:
             stored = _settings(connection, where) or _initialise(connection, where, settings)
-            writer = LedgerWriter(connection, where, stored["ledger"], _checked_entries(connection, where, stored))
-            yield writer
+            _add_later_columns(connection, where)
+            yield LedgerWriter(connection, where, stored["ledger"], _checked_entries(connection, where, stored))
         except BaseException:
             connection.rollback()
             raise
         _execute(connection, where, "COMMIT")
+
+
+def _link_into_place(scratch: str, where: str) -> None:
+    """The new ledger under its name: a hard link never replaces a file (a rename where links are not supported)."""
+    try:
+        os.link(scratch, where)
+    except FileExistsError:
+        raise InputError(f"{where}: created by another program while this ledger was being created; nothing was "
+                         "added: run the same command again") from None
+    except OSError:
+        os.replace(scratch, where)
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict, list[dict]]:
@@ -109,7 +157,7 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[dict, list[dict]]:
     where = os.fspath(path)
     if not Path(where).is_file():
         raise InputError(f"{where}: no ledger there (`gatedv ledger {where} add` creates one)")
-    with _connection(where) as connection:
+    with _connection(where, where) as connection:
         _execute(connection, where, "BEGIN")
         try:
             stored = _settings(connection, where)
@@ -127,15 +175,15 @@ def ledger_settings(path: str | os.PathLike[str]) -> dict | None:
     where = os.fspath(path)
     if not Path(where).is_file():
         return None
-    with _connection(where) as connection:
+    with _connection(where, where) as connection:
         stored = _settings(connection, where)
     return None if stored is None else stored["ledger"]
 
 
 @contextlib.contextmanager
-def _connection(where: str) -> Iterator[sqlite3.Connection]:
+def _connection(database: str, where: str) -> Iterator[sqlite3.Connection]:
     try:
-        connection = sqlite3.connect(where, timeout=BUSY_TIMEOUT, isolation_level=None)
+        connection = sqlite3.connect(database, timeout=BUSY_TIMEOUT, isolation_level=None)
     except sqlite3.Error as error:
         raise InputError(f"{where}: cannot open the ledger ({error})") from None
     try:
@@ -184,6 +232,26 @@ def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
     return values
 
 
+def _remove_database(database: str) -> None:
+    """An SQLite file and its journal files."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(database + suffix)
+
+
+def _columns(connection: sqlite3.Connection, where: str) -> list[str]:
+    return [row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)")]
+
+
+def _add_later_columns(connection: sqlite3.Connection, where: str) -> None:
+    """A ledger written before the later columns gets them (empty in its earlier entries)."""
+    present = set(_columns(connection, where))
+    for name, kind in COLUMNS:
+        if name not in present:
+            _execute(connection, where, f"ALTER TABLE entries ADD COLUMN {name} "
+                     f"{'TEXT' if kind == 'json' else kind.upper()}")
+
+
 def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> dict:
     ledger = {**settings, "format": LEDGER_FORMAT,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
@@ -201,12 +269,14 @@ def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> d
 def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
     """Every entry in step order, each checked against its hash and the one before it; the first that is not
     what was written is refused by its step."""
-    rows = _execute(connection, where, f"SELECT {', '.join(KINDS)} FROM entries ORDER BY step")
+    present = [name for name in _columns(connection, where) if name in KINDS]
+    rows = _execute(connection, where, f"SELECT {', '.join(present)} FROM entries ORDER BY step")
     entries, previous = [], stored["genesis"]
     for step, values in enumerate(rows, start=1):
         try:
+            stored_values = dict(zip(present, values))
             entry = _normalised({name: json.loads(value) if KINDS[name] == "json" and isinstance(value, str) else value
-                                 for name, value in zip(KINDS, values)})
+                                 for name, value in ((name, stored_values.get(name)) for name in KINDS)})
         except (TypeError, json.JSONDecodeError):  # a byte of an entry's stored JSON changed
             raise InputError(f"{where}: entry {step} does not read as written (damaged){ALTERED}") from None
         if entry["step"] != step:

@@ -78,6 +78,11 @@ def adjusted_headline(verdicts: Sequence[tuple[str, str]], reference: str, compa
     return f"{len(verdicts)} {comparisons} with {reference}, Holm-adjusted: {grouped}"
 
 
+def planned_at(level: str | None) -> str:
+    """The line that says where a plan's level came from, before its summary (nothing when it was given)."""
+    return "" if level is None else f"{level}\n"
+
+
 def plan_quantities(plan: Any) -> dict[str, Any]:
     """A plan's figures: what its `to_dict` holds that is not a mapping."""
     return {key: value for key, value in plan.to_dict().items() if not isinstance(value, dict)}
@@ -97,6 +102,7 @@ class PilotPlanResult(Result):
     plan: Any  # a plan with `to_dict` and `summary`, on the pair's scale
     paired: Paired
     skipped: tuple[SkippedFile, ...] | None = None
+    level: str | None = None  # where the plan's level came from (a research ledger's next level), when not given
 
     wraps: ClassVar[str] = "plan"
 
@@ -105,9 +111,13 @@ class PilotPlanResult(Result):
         """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
         return self.paired.notes + getattr(self.plan, "warnings", ())
 
+    def summary(self) -> str:
+        return planned_at(self.level) + self.plan.summary()
+
     def to_dict(self) -> dict:
         return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
-                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, **self._skipped()}
+                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, "level_from": self.level,
+                **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,

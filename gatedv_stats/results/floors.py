@@ -12,7 +12,7 @@ from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.plan import FloorPlan
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.reporting.model import Table
-from gatedv_stats.results.base import Result, plan_quantities, quantities_table
+from gatedv_stats.results.base import Result, plan_quantities, planned_at, quantities_table
 
 
 @dataclass(frozen=True, repr=False)
@@ -50,7 +50,14 @@ class FloorPlanResult(Result):
 
     plan: FloorPlan
     skipped: tuple[SkippedFile, ...] | None = None
+    level: str | None = None  # where the plan's level came from (a research ledger's next level), when not given
     wraps: ClassVar[str] = "plan"
+
+    def summary(self) -> str:
+        return planned_at(self.level) + self.plan.summary()
+
+    def to_dict(self) -> dict:
+        return {**self.plan.to_dict(), "level_from": self.level, **self._skipped()}
 
     def headline(self) -> str:
         needed = self.plan.seeds_required

@@ -24,7 +24,7 @@ from gatedv_stats.reporting.sections.comparison import (
     per_seed_rows,
 )
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
-from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline
+from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline, planned_at
 from gatedv_stats.stats.metrics import arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
@@ -186,4 +186,4 @@ class PlanResult(PilotPlanResult):
                 f"{plan.n_seeds} seeds × {fmt.format_count(plan.n_docs)} documents)")
 
     def summary(self) -> str:
-        return f"{self.paired.variant_arm} vs {self.paired.baseline_arm}\n{self.plan.summary()}"
+        return f"{planned_at(self.level)}{self.paired.variant_arm} vs {self.paired.baseline_arm}\n{self.plan.summary()}"

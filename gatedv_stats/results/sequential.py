@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import pandas as pd
 
+from gatedv_stats.analysis.ledger import LedgerEntry
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.io.lossfiles import SkippedFile
 from gatedv_stats.reporting.model import RowGroup, Table, row
@@ -26,6 +27,7 @@ class SequentialResult(Result):
     new_design: bool = False  # this look created the design
     already_recorded: bool = False  # the files hold the last look's seed pairs: nothing new was recorded
     skipped: tuple[SkippedFile, ...] | None = None
+    ledger_entry: LedgerEntry | None = None  # the design's start in its ledger, or at a stop its entry there
     wraps: ClassVar[str] = "look"
 
     @property
@@ -52,19 +54,34 @@ class SequentialResult(Result):
                  f"df {look.df:.1f}), T {look.statistic:+.3g} against ±{look.critical:.3g} ({spent}){futility}",
                  f"  repeated {100 * (1 - design.alpha):g}% interval {design.scale.format_interval(look.interval)}; "
                  f"seed variance from {look.seed_variance_from}",
+                 *self._stagewise_lines(),
                  *(f"  note: {note}" for note in look.notes),
                  design.summary()]
+        if self.ledger_entry is not None:
+            lines.append(f"ledger {design.ledger['path'] if design.ledger else ''}: "
+                         + self.ledger_entry.summary().replace("\n", "\n  "))
         if self.already_recorded:
             lines.append(f"already recorded (look {look.index}): nothing new was written")
         elif self.written is not None:
             lines.append(f"recorded look {look.index} in {self.written}")
         return "\n".join(lines)
 
+    def _stagewise_lines(self) -> list[str]:
+        look, scale = self.look, self.design.scale
+        if look.p_value is None or look.median_unbiased is None:
+            return []
+        return [f"  stage-wise p (H0: not better) {look.p_value:.3g}; median-unbiased estimate "
+                f"{scale.format_estimate(look.median_unbiased)} (naive {scale.format_estimate(look.estimate)}, biased "
+                "away from 0 by an early stop)"]
+
     def to_dict(self) -> dict:
         return {"decision": self.look.decision, "stop": self.look.stop, "line": self.look.line,
-                "next_seed_pair": self.next_seed_pair, "look": self.look.to_dict(), **self.design.to_dict(),
+                "next_seed_pair": self.next_seed_pair, "p_value": self.look.p_value,
+                "median_unbiased_estimate": self.look.median_unbiased, "naive_estimate": self.look.estimate,
+                "look": self.look.to_dict(), **self.design.to_dict(),
                 "design_file": self.written, "new_design": self.new_design,
-                "already_recorded": self.already_recorded, **self._skipped()}
+                "already_recorded": self.already_recorded,
+                "ledger_entry": None if self.ledger_entry is None else self.ledger_entry.to_dict(), **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per look taken."""

@@ -1,54 +1,77 @@
 """Online control of false keeps over a stream of candidates: a thin adapter over the `online-fdr` package.
 
-Each candidate brings one p-value (H0: it is not better) and the procedure gives it a test level α_t that depends
-only on the p-values before it; the candidate is kept when p ≤ α_t. Whatever the length of the stream:
+Each candidate brings one p-value (H0: it is not better; an e-value for e-LOND) and the procedure gives it a test
+level α_t that depends only on the tests finished before it started; the candidate is kept when p ≤ α_t (e ≥ 1/α_t).
+Whatever the length of the stream:
 
-* `addis` (the default): ADDIS (Tian & Ramdas 2019), adaptive and discarding: a p-value above τ (most worse
-  candidates) is discarded and costs no wealth, and the share of nulls is estimated from the p-values above λ.
-  Controls the FDR when the null p-values are independent of each other and of the non-nulls.
-* `lord++`: LORD++ (Javanmard & Montanari 2018; Ramdas et al. 2017), every test costs its level. FDR under the
-  same independence.
-* `saffron`: SAFFRON (Ramdas et al. 2018), adaptive to the share of nulls (p-values above λ pay). FDR under the same
-  independence.
+* `lond` (the default): LOND in the form max(D, 1)·β_t (Javanmard & Montanari 2018; Zrnic, Ramdas & Jordan 2021),
+  β_t = α·γ_t, D the keeps so far. Controls the FDR under positive regression dependence (PRDS), which one-sided
+  tests of candidates that share a reference satisfy.
+* `e-lond`: e-LOND (Xu & Ramdas 2024), the levels α·γ_t·(D + 1), kept when the e-value is at least 1/α_t. Controls
+  the FDR under any dependence.
+* `addis`: ADDIS (Tian & Ramdas 2019), adaptive and discarding: a p-value above τ (most worse candidates) is
+  discarded and costs no wealth, and the share of nulls is estimated from the p-values above λ.
+* `lord++`: LORD++ (Javanmard & Montanari 2018; Ramdas et al. 2017), every test costs its level.
+* `saffron`: SAFFRON (Ramdas et al. 2018), adaptive to the share of nulls (p-values above λ pay).
+  These three control the FDR when the null p-values are independent of each other and of the non-nulls.
 * `alpha-spending`: online Bonferroni, α_t = α·γ_t with Σγ_t ≤ 1: the family-wise error rate stays at most α ("every
-  keep must be right") under any dependence between the tests — the choice for tests that share an evaluation set
-  and a reference run, whose p-values are dependent.
+  keep must be right") under any dependence.
 
 The defaults are R onlineFDR's (its reference documentation; the `online-fdr` package reproduces its published
 outputs, checked in tests/stats/test_online_fdr.py): ADDIS W0 = α/2, λ = 0.25, τ = 0.5 and SAFFRON W0 = α/2, λ = 0.5,
-both with γ_j = 0.4374901658 / j^1.6; LORD++ W0 = α/10 and alpha-spending with Javanmard & Montanari's (2018)
-equation 31, γ_j = 0.07720838 log(max(j, 2)) / (j exp(√(log j))).
+both with γ_j = 0.4374901658 / j^1.6; LORD++ W0 = α/10, LOND, e-LOND and alpha-spending with Javanmard & Montanari's
+(2018) equation 31, γ_j = 0.07720838 log(max(j, 2)) / (j exp(√(log j))).
+
+Tests that overlap (candidates decided in parallel) are asynchronous (Zrnic, Ramdas & Jordan 2021): the tests are
+ordered by their start, and a test's level is fixed when it starts, by the synchronous procedure replayed over the
+tests before it: each finished by then with the decision it got, each still running as the costliest value that
+keeps nothing (p = 1; ADDIS: p = τ, selected but no candidate, the pessimistic accounting of `online-fdr`'s
+`AddisAsync`; e-LOND: e = 0). For LOND, e-LOND and alpha-spending these are the asynchronous levels of Zrnic et al.
+(the keeps known at the start); for LORD++, SAFFRON and ADDIS a keep's reward enters the levels of the tests that
+start after it finishes, decaying from its own start (`online-fdr`'s `SaffronAsync` decays it from its finish), so the
+procedure's estimate of the false discovery proportion stays at most α at every start. Tests that never overlap
+get the synchronous levels.
 
 The wealth after a test is what the procedure may still spend before its estimate of the false discovery proportion
 exceeds α: W0 plus the rewards of the keeps (α − W0 for the first, α for each later one) minus the cost of every test
 so far (its level for LORD++; its level / (1 − λ) when p > λ for SAFFRON; its level / (τ − λ) when λ < p ≤ τ for
-ADDIS). For alpha-spending it is α minus the levels spent. It never falls below 0.
+ADDIS). For alpha-spending, LOND and e-LOND it is α(1 − Σ_{j≤t} γ_j), the part of the γ sequence not yet spent.
+It never falls below 0.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from online_fdr.core.abstract.abstract_sequential_test import AbstractSequentialTest
 from online_fdr.core.abstract.abstract_spend_func import AbstractSpendFunc
 from online_fdr.core.utils.sequence import DefaultLordGammaSequence
-from online_fdr.p_values import Addis, AlphaSpending, LordPlusPlus, Saffron
+from online_fdr.e_values.sequential import ELond
+from online_fdr.p_values import Addis, AlphaSpending, Lond, LordPlusPlus, Saffron
 
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.validation import check_open_unit
 
-PROCEDURES = ("addis", "lord++", "saffron", "alpha-spending")
-DEFAULT_PROCEDURE = "addis"
-NAMES = {"addis": "ADDIS", "lord++": "LORD++", "saffron": "SAFFRON", "alpha-spending": "alpha-spending"}
+PROCEDURES = ("lond", "e-lond", "addis", "lord++", "saffron", "alpha-spending")
+DEFAULT_PROCEDURE = "lond"
+NAMES = {"lond": "LOND", "e-lond": "e-LOND", "addis": "ADDIS", "lord++": "LORD++", "saffron": "SAFFRON",
+         "alpha-spending": "alpha-spending"}
+# What each procedure's guarantee assumes of the tests' dependence.
+ASSUMES = {"lond": "positive regression dependence (PRDS)", "e-lond": "nothing (any dependence)",
+           "addis": "independence", "lord++": "independence", "saffron": "independence",
+           "alpha-spending": "nothing (any dependence)"}
+INDEPENDENCE = tuple(name for name, assumption in ASSUMES.items() if assumption == "independence")
 # The γ sequences, as the package computes them (R onlineFDR's defaults).
 POWER_GAMMA = "γ_j = 0.4374901658 / j^1.6"
 LORD_GAMMA = "γ_j = 0.07720838 log(max(j, 2)) / (j exp(sqrt(log j)))"
 _LORD_C = 0.07720838
-# Each procedure's defaults: W0 = α / w0_divisor, λ, τ and the γ sequence.
-_DEFAULTS: dict[str, tuple[float, float | None, float | None, str]] = {
+# Each procedure's defaults: W0 = α / w0_divisor (None: no wealth), λ, τ and the γ sequence.
+_DEFAULTS: dict[str, tuple[float | None, float | None, float | None, str]] = {
+    "lond": (None, None, None, LORD_GAMMA), "e-lond": (None, None, None, LORD_GAMMA),
     "addis": (2.0, 0.25, 0.5, POWER_GAMMA), "saffron": (2.0, 0.5, None, POWER_GAMMA),
     "lord++": (10.0, None, None, LORD_GAMMA), "alpha-spending": (1.0, None, None, LORD_GAMMA)}
 
@@ -59,7 +82,7 @@ class OnlineProcedure:
 
     procedure: str  # one of PROCEDURES
     alpha: float  # the FDR level (the FWER level of alpha-spending)
-    w0: float  # the initial wealth (alpha-spending: α, spent and never earned back)
+    w0: float  # the initial wealth (alpha-spending, LOND, e-LOND: α, spent by the γ sequence and never earned back)
     lambda_: float | None  # the candidate threshold of SAFFRON and ADDIS: only p ≤ λ can be kept
     tau: float | None  # ADDIS's selection threshold: p > τ is discarded
     gamma: str  # the γ sequence
@@ -69,9 +92,19 @@ class OnlineProcedure:
         """"FWER" for alpha-spending, else "FDR"."""
         return "FWER" if self.procedure == "alpha-spending" else "FDR"
 
+    @property
+    def e_values(self) -> bool:
+        """The procedure tests e-values (e-LOND), not p-values."""
+        return self.procedure == "e-lond"
+
+    @property
+    def assumes_independence(self) -> bool:
+        """The guarantee needs independent null tests (ADDIS, SAFFRON, LORD++)."""
+        return self.procedure in INDEPENDENCE
+
     def describe(self) -> str:
         """"ADDIS at FDR ≤ 0.05 (W0 = 0.025, λ = 0.25, τ = 0.5; γ_j = …)"."""
-        parts = [] if self.procedure == "alpha-spending" else [f"W0 = {self.w0:g}"]
+        parts = [] if _DEFAULTS[self.procedure][0] in (None, 1.0) else [f"W0 = {self.w0:g}"]
         parts += [f"{name} = {value:g}" for name, value in (("λ", self.lambda_), ("τ", self.tau)) if value is not None]
         settings = ", ".join(parts)
         return (f"{NAMES[self.procedure]} at {self.error_rate} ≤ {self.alpha:g} ({settings}{'; ' if settings else ''}"
@@ -88,6 +121,10 @@ class OnlineProcedure:
 
     def method(self) -> AbstractSequentialTest:
         """A fresh `online-fdr` object of this procedure."""
+        if self.procedure == "lond":  # max(D, 1)·β_t: the form whose FDR control under PRDS is proven
+            return Lond(alpha=self.alpha, original=False)
+        if self.procedure == "e-lond":
+            return ELond(alpha=self.alpha)
         if self.procedure == "addis":
             return Addis(alpha=self.alpha, wealth=self.w0, lambda_=_given(self.lambda_), tau=_given(self.tau))
         if self.procedure == "saffron":
@@ -96,8 +133,20 @@ class OnlineProcedure:
             return LordPlusPlus(alpha=self.alpha, wealth=self.w0)
         return AlphaSpending(alpha=self.alpha, spend_func=_LordSpending())
 
+    @property
+    def running_value(self) -> float:
+        """What a test still running counts as: the costliest value that keeps nothing."""
+        if self.e_values:
+            return 0.0
+        return _given(self.tau) if self.procedure == "addis" else 1.0
+
+    def keeps(self, value: float, level: float) -> bool:
+        """p ≤ level, or for e-values e ≥ 1/level."""
+        return value * level >= 1.0 if self.e_values else value <= level
+
     def cost(self, level: float, p_value: float) -> float:
-        """The wealth a test at `level` with this p-value uses."""
+        """The wealth a test at `level` with this p-value uses (LOND, e-LOND, alpha-spending: its β_t, not its
+        level)."""
         if self.procedure == "saffron":
             return level / (1.0 - _given(self.lambda_)) if p_value > _given(self.lambda_) else 0.0
         if self.procedure == "addis":
@@ -112,35 +161,101 @@ def online_procedure(procedure: str = DEFAULT_PROCEDURE, alpha: float = DEFAULTS
     if procedure not in PROCEDURES:
         raise ParameterError("procedure", f"{procedure!r}: expected one of {', '.join(PROCEDURES)}")
     w0_divisor, lambda_, tau, gamma = _DEFAULTS[procedure]
-    return OnlineProcedure(procedure, alpha, alpha / w0_divisor, lambda_, tau, gamma)
+    return OnlineProcedure(procedure, alpha, alpha / (w0_divisor or 1.0), lambda_, tau, gamma)
 
 
 @dataclass(frozen=True)
 class OnlineDecision:
     """One test of the stream."""
 
-    level: float  # α_t, the level the procedure gave this test
-    keep: bool  # p ≤ α_t
+    level: float  # α_t, the level the procedure gave this test when it started
+    keep: bool | None  # p ≤ α_t (e ≥ 1/α_t); None while the test runs
     wealth: float  # the wealth left after it
 
 
-def online_decisions(p_values: Iterable[float], procedure: OnlineProcedure) -> tuple[OnlineDecision, ...]:
-    """The level, the decision and the wealth left of every test of a stream, in order."""
+def online_decisions(values: Iterable[float | None], procedure: OnlineProcedure,
+                     running: Sequence[Iterable[int]] | None = None) -> tuple[OnlineDecision, ...]:
+    """The level, the decision and the wealth left of every test of a stream, in the order the tests started.
+
+    `values`: each test's p-value (e-value for e-LOND), None for a test still running. `running`: for each test, the
+    earlier tests (0-based) that were still running when it started (None: none ever overlapped)."""
+    tests = [_checked_value(value, procedure) for value in values]
+    overlaps = [frozenset(())] * len(tests) if running is None else [frozenset(earlier) for earlier in running]
+    if len(overlaps) != len(tests) or any(not all(0 <= u < t for u in earlier) for t, earlier in enumerate(overlaps)):
+        raise ParameterError("running", "one set of earlier tests per test")
+    levels: list[float] = []
+    keeps: list[bool | None] = []
     method = procedure.method()
-    wealth, kept = procedure.w0, False
-    decisions = []
-    for p_value in p_values:
-        p_value = float(p_value)
-        if not (math.isfinite(p_value) and 0.0 <= p_value <= 1.0):
-            raise ParameterError("p_values", f"a p-value must lie in [0, 1], got {p_value}")
-        keep = bool(method.test_one(p_value))
-        level = float(method.last_test_level or 0.0)
-        wealth -= procedure.cost(level, p_value)
-        if keep and procedure.procedure != "alpha-spending":  # a keep earns wealth back, except alpha-spending's
-            wealth += procedure.alpha if kept else procedure.alpha - procedure.w0
-            kept = True
-        decisions.append(OnlineDecision(level, keep, wealth))
-    return tuple(decisions)
+    asynchronous = False
+    for t, value in enumerate(tests):
+        asynchronous = asynchronous or bool(overlaps[t])
+        if asynchronous:  # from the first overlap on, each start replays the procedure over what it knew
+            method = _replayed(tests[:t], levels, keeps, overlaps, procedure)
+        decided = method.test_one(procedure.running_value if value is None else value)
+        levels.append(float(method.last_test_level or 0.0))
+        keeps.append(None if value is None else bool(decided))
+    return tuple(OnlineDecision(level, keep, wealth)
+                 for level, keep, wealth in zip(levels, keeps, _wealth(tests, levels, keeps, procedure)))
+
+
+def next_level(values: Sequence[float | None], procedure: OnlineProcedure,
+               running: Sequence[Iterable[int]] | None = None) -> float:
+    """The level a test starting now would get, after the tests of `values` (None: still running)."""
+    earlier = [set(item) for item in running] if running is not None else [set() for _ in values]
+    now = {t for t, value in enumerate(values) if value is None}
+    return online_decisions([*values, None], procedure, [*earlier, now])[-1].level
+
+
+def _checked_value(value: float | None, procedure: OnlineProcedure) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    if procedure.e_values:
+        if not (value >= 0.0 and not math.isnan(value)):
+            raise ParameterError("values", f"an e-value must be non-negative, got {value}")
+    elif not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ParameterError("p_values", f"a p-value must lie in [0, 1], got {value}")
+    return value
+
+
+def _replayed(earlier: list[float | None], levels: list[float], keeps: list[bool | None],
+              overlaps: list[frozenset[int]], procedure: OnlineProcedure) -> AbstractSequentialTest:
+    """The procedure fed the tests before one that starts now (the last of `overlaps`' tests so far + 1): each test
+    still running then as the costliest non-keep, each finished one with the decision it got at the level fixed at
+    its own start. A replay can give a test that started while others ran a higher level than it had (they have
+    finished since): it is then fed the value nearest that level on the side of its own decision, so that keeps,
+    candidates and selections stay as they were."""
+    running = overlaps[len(earlier)] | {u for u, value in enumerate(earlier) if value is None}
+    method = procedure.method()
+    for u, value in enumerate(earlier):
+        if u in running or value is None:
+            method.test_one(procedure.running_value)
+            continue
+        if overlaps[u] and not keeps[u]:
+            probe = copy.deepcopy(method)  # the level the replay gives u, which it sets before it sees the value
+            probe.test_one(procedure.running_value)
+            level = float(probe.last_test_level or 0.0)
+            if procedure.keeps(value, level):
+                value = math.nextafter(1.0 / level, 0.0) if procedure.e_values else math.nextafter(level, math.inf)
+        method.test_one(value)
+    return method
+
+
+def _wealth(tests: list[float | None], levels: list[float], keeps: list[bool | None],
+            procedure: OnlineProcedure) -> list[float]:
+    """The wealth left after each test (module docstring)."""
+    wealth, kept, out = procedure.w0, False, []
+    gamma = DefaultLordGammaSequence(c=_LORD_C)
+    for t, (value, level, keep) in enumerate(zip(tests, levels, keeps), start=1):
+        if procedure.procedure in ("lond", "e-lond", "alpha-spending"):
+            wealth -= procedure.alpha * gamma.calc_gamma(t)
+        else:
+            wealth -= procedure.cost(level, procedure.running_value if value is None else value)
+            if keep:  # a keep earns wealth back
+                wealth += procedure.alpha if kept else procedure.alpha - procedure.w0
+                kept = True
+        out.append(max(wealth, 0.0))
+    return out
 
 
 class _LordSpending(AbstractSpendFunc):

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import integrate, optimize, special, stats
 
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.errors import InputError, ParameterError
@@ -56,10 +56,11 @@ def t_power(noncentrality: float, df: float, alpha: float) -> float:
     critical = stats.t.ppf(1.0 - alpha / 2.0, df)
     lower = stats.nct.cdf(-critical, df, noncentrality)
     if not math.isfinite(lower):
-        # scipy's lower tail fails far out (λ ≳ 8); it is below P(T < 0) = Φ(−λ), negligible there
-        if stats.norm.cdf(-noncentrality) > 1e-12:
-            raise ArithmeticError(f"noncentral t lower tail undefined at λ = {noncentrality}, df = {df}")
-        lower = 0.0
+        # scipy's lower tail fails far out (λ ≳ 6 at small α): P(T < −c) = E[Φ(−λ − c·S)] with S = √(χ²_ν / ν),
+        # by quadrature over S's density
+        root = math.sqrt(df)
+        lower = integrate.quad(lambda s: float(special.ndtr(-noncentrality - critical * s)
+                                               * stats.chi.pdf(s * root, df) * root), 0.0, math.inf)[0]
     return float(stats.nct.sf(critical, df, noncentrality) + lower)
 
 

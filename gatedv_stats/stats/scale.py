@@ -61,6 +61,12 @@ class Scale:
             return fmt.format_interval(*interval)
         return fmt.format_difference_interval(interval, self.proportion)
 
+    def format_estimate(self, difference: float) -> str:
+        """D as the scale prints an estimate: "ΔP −2.03%" (exp(D) − 1) or "+1.20 points"."""
+        if self.log_ratio:
+            return f"ΔP {fmt.format_delta_p(math.expm1(difference))}"
+        return fmt.format_difference(difference, self.proportion)
+
     def format_size(self, difference: float, unit: str) -> str:
         """|D| with its unit: "0.020591 nats per token", "0.029705 bits per byte", "1.23 points"."""
         size = abs(difference)

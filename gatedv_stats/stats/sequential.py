@@ -216,6 +216,50 @@ def drift_for_power(fractions: Numbers, efficacy: Numbers, target: float) -> flo
     return float(optimize.brentq(lambda drift: power(fractions, efficacy, drift) - target, 0.0, 2 * _FAR, xtol=1e-8))
 
 
+# --- the stage-wise ordering (Jennison & Turnbull 2000, §8.4) ---
+
+
+def stagewise_probability(fractions: Numbers, efficacy: Numbers, look: int, statistic: float, crossed: bool,
+                          drift: float = 0.0) -> float:
+    """P_drift(an outcome at least as extreme as the observed one) in the stage-wise ordering of the "better"
+    direction: a crossing of the efficacy boundary at look j is more extreme than every outcome of a later look and
+    than every other stop; any other end at look j (futility, "worse", equivalence, the last look) is less extreme
+    than every crossing and than every outcome of a later look; outcomes of one look rank by their z.
+
+    `fractions` and `efficacy` cover every look of the design (those taken, then the planned ones), `look` is the
+    stopping look (0-based), `statistic` its z (oriented so that large = better) and `crossed` whether it crossed.
+    Every other boundary is ignored (as if the looks only stopped for a crossing), which can only add paths to the
+    event, so the p-value (drift 0) is conservative whatever futility or equivalence stops were taken:
+    Σ_{j<k} P(first crossing at j) + P(Z_j < e_j for j < k, Z_k ≥ z) (+ the crossings after k, when not crossed)."""
+    t = check_fractions(fractions)
+    upper = np.asarray(efficacy, dtype=np.float64)
+    if upper.shape != t.shape or not 0 <= look < t.size:
+        raise ParameterError("look", f"a look of the {t.size} looks with a boundary each, got look {look} "
+                             f"(0-based) and {upper.size} boundaries")
+    above, _ = crossing_probabilities(t, upper, None, drift)
+    grid: _Grid = (np.empty(0), np.empty(0))
+    for k in range(look):
+        grid = _advance(grid, t, k, drift, -math.inf, float(upper[k]))
+    tail = (float(special.ndtr(drift * math.sqrt(float(t[0])) - statistic)) if look == 0
+            else _beyond(grid, t, look, drift, statistic, above=True))
+    later = 0.0 if crossed else float(above[look + 1:].sum())
+    return min(1.0, float(above[:look].sum()) + tail + later)
+
+
+def stagewise_p(fractions: Numbers, efficacy: Numbers, look: int, statistic: float, crossed: bool) -> float:
+    """The stage-wise ordering p-value of H0 "not better" (`stagewise_probability` at drift 0): at most the α
+    spent by the stopping look when it crossed, above the whole one-sided α when it did not."""
+    return stagewise_probability(fractions, efficacy, look, statistic, crossed)
+
+
+def median_unbiased_drift(fractions: Numbers, efficacy: Numbers, look: int, statistic: float, crossed: bool) -> float:
+    """The drift θ√I_K at which the observed outcome is the median of the stage-wise ordering (probability 1/2 of
+    one at least as extreme): the median-unbiased estimate on the drift's scale (Jennison & Turnbull 2000, §8.3)."""
+    root = math.sqrt(float(check_fractions(fractions)[look]))
+    return _solve(lambda drift: stagewise_probability(fractions, efficacy, look, statistic, crossed, drift) - 0.5,
+                  (statistic - _FAR / 2) / root, (statistic + _FAR / 2) / root)
+
+
 # --- information with the documents fixed ---
 
 
@@ -269,18 +313,21 @@ class LookDecision:
 
 def decide_look(estimate: float, se: float, df: float, *, efficacy: float, futility: float | None, final: bool,
                 higher_is_better: bool, equivalence: tuple[float, float] | None = None,
-                futility_mean: float = 0.0) -> LookDecision:
+                futility_mean: float = 0.0, better: bool | None = None) -> LookDecision:
     """The decision at a look from D̂ = `estimate` with its `se` and `df`, the look's z boundaries (`efficacy` e_k,
     `futility` f_k oriented to the benefit, or None, spent where E Z_k = `futility_mean`, at the smallest effect of
     interest) and the equivalence region on D's scale (or None): better /
     worse when T crosses ±c_k; equivalent when the RCI lies inside the region (also when it excludes 0: the
     difference is smaller than the smallest effect of interest); at a look before the last, "no useful gain" when
-    T_k ≤ the futility boundary, else continue; at the last, "no detectable difference"."""
+    T_k ≤ the futility boundary, else continue; at the last, "no detectable difference". `better`, where given,
+    says whether the look crosses in the better direction by a rule of its own (an e-process's), instead of
+    T_k ≥ c_k."""
     critical = t_critical(efficacy, df)
     half = critical * se
     interval = ConfidenceInterval(estimate - half, estimate + half)
     statistic = (1.0 if higher_is_better else -1.0) * estimate / se
-    direction = "better" if statistic >= critical else "worse" if statistic <= -critical else None
+    crossed = statistic >= critical if better is None else better
+    direction = "better" if crossed else "worse" if statistic <= -critical else None
     limit = None if futility is None or final else t_futility(futility, df, futility_mean)
     if equivalence is not None and equivalence[0] < interval.low and interval.high < equivalence[1]:
         decision = "equivalent"

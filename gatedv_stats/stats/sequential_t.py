@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.stats.sequential import Numbers, efficacy_bounds, t_critical
@@ -26,6 +26,8 @@ from gatedv_stats.stats.sequential import Numbers, efficacy_bounds, t_critical
 # within about ±1e-4 of the spending function's (two SD; docs/statistics.md, "Sequential seeds").
 T_PATHS = 2**21
 T_SEED = 20_250_601  # fixed, so that the same looks always give bit-identical boundaries
+# Paths under a drift, for the median-unbiased estimate (a probability of 1/2 needs no more than this to about 0.001).
+DRIFT_PATHS = 2**17
 
 
 def effective_fractions(counts: Numbers, alpha: float, function: str = "obf") -> np.ndarray:
@@ -76,22 +78,91 @@ def _calibrated_critical(counts: tuple[int, ...], spent: tuple[float, ...]) -> t
     return tuple(critical)
 
 
+def joint_t_stagewise_p(counts: Numbers, spent: Numbers, look: int, statistic: float | np.ndarray,
+                        crossed: bool | np.ndarray) -> float | np.ndarray:
+    """The stage-wise ordering p-value of H0 "not better" (`stats.sequential.stagewise_probability`) under the joint
+    law of the looks' t statistics: α(s_{k−1}) + P₀(T_j < c_j for j < k, T_k ≥ t) (+ the α of the looks after k when
+    the look did not cross), the middle term P₀(T_k ≥ t), exact from t on n_k − 1 df, less its overlap with the
+    earlier crossings, from the same simulated paths as the boundaries. `counts` and `spent` cover every look of the
+    design (those taken, then the planned ones), as `joint_t_bounds` takes them; `look` is 0-based. Elementwise over
+    arrays of statistics (and crossings) stopped at the same look."""
+    n = _check_counts(counts)
+    total = np.asarray(spent, dtype=np.float64)
+    key = (tuple(int(v) for v in n), tuple(float(v) for v in total))
+    crossed_before = _crossed_statistics(*key)[look]
+    t = np.asarray(statistic, dtype=np.float64)
+    overlap = (crossed_before.size - np.searchsorted(crossed_before, t, side="left")) / (2 * T_PATHS)
+    tail = np.maximum(special.stdtr(n[look] - 1.0, -t) - overlap, 0.0)
+    later = np.where(crossed, 0.0, total[-1] - total[look])
+    p_value = np.minimum(1.0, (total[look - 1] if look else 0.0) + tail + later)
+    return float(p_value) if p_value.ndim == 0 else p_value
+
+
+def joint_t_median_unbiased(counts: Numbers, spent: Numbers, look: int, statistic: float, crossed: bool) -> float:
+    """The drift per seed pair, in units of the seed pairs' SD, at which the observed outcome is the median of the
+    stage-wise ordering under the looks' joint t law (seeded simulated paths): the median-unbiased estimate of the
+    difference is this times the look's se·√n_k."""
+    n = _check_counts(counts)
+    critical = np.array(_calibrated_critical(tuple(int(v) for v in n), tuple(float(v) for v in spent)))
+    centred, slope = _drift_paths(tuple(int(v) for v in n))
+
+    def excess(drift: float) -> float:
+        above = centred + drift * slope >= critical[:, None]
+        first = np.where(above.any(axis=0), above.argmax(axis=0), n.size)
+        here = centred[look] + drift * slope[look] >= statistic
+        extreme = (first < look) | ((first >= look) & here)
+        if not crossed:
+            extreme |= (first > look) & (first < n.size)
+        return float(np.count_nonzero(extreme)) / extreme.size - 0.5
+
+    root = math.sqrt(float(n[look]))
+    low, high = statistic / root - 10.0, statistic / root + 10.0
+    if excess(low) * excess(high) > 0.0:
+        return low if abs(excess(low)) < abs(excess(high)) else high
+    return float(optimize.brentq(excess, low, high, xtol=1e-6))
+
+
+@functools.lru_cache(maxsize=8)
+def _crossed_statistics(counts: tuple[int, ...], spent: tuple[float, ...]) -> tuple[np.ndarray, ...]:
+    """For each look, the sorted T_k of the simulated null paths that crossed at an earlier look."""
+    critical = _calibrated_critical(counts, spent)
+    crossed = np.zeros(2 * T_PATHS, dtype=bool)
+    out = []
+    for k, statistic in enumerate(_null_t_paths(counts)):
+        out.append(np.sort(statistic[crossed]))
+        crossed |= statistic >= critical[k]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _drift_paths(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """T_k of `DRIFT_PATHS` paths at drift 0 and its change per unit of drift, √n_k / s_k (looks × paths)."""
+    rows = list(_t_paths(counts, DRIFT_PATHS, np.random.default_rng(T_SEED + 1)))
+    return np.array([row[0] for row in rows]), np.array([row[1] for row in rows])
+
+
 def _null_t_paths(counts: tuple[int, ...]) -> Iterator[np.ndarray]:
     """T_k, look by look, of `T_PATHS` paths of independent N(0, 1) seed-pair differences and of their mirror
-    images: each block of new seed pairs adds its sum (normal) and its within sum of squares (χ² on its size − 1
-    df), so the draws per look do not grow with the seed pairs."""
-    rng = np.random.default_rng(T_SEED)
-    total, squares, previous = np.zeros(T_PATHS), np.zeros(T_PATHS), 0
+    images."""
+    for statistic, _ in _t_paths(counts, T_PATHS, np.random.default_rng(T_SEED)):
+        yield np.concatenate((statistic, -statistic))
+
+
+def _t_paths(counts: tuple[int, ...], size: int, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """T_k and √n_k / s_k, look by look, of `size` paths of independent N(0, 1) seed-pair differences: each block of
+    new seed pairs adds its sum (normal) and its within sum of squares (χ² on its size − 1 df), so the draws per look
+    do not grow with the seed pairs. A drift θ per seed pair adds θ·√n_k / s_k to T_k."""
+    total, squares, previous = np.zeros(size), np.zeros(size), 0
     for n in counts:
         block = n - previous
-        block_sum = math.sqrt(block) * rng.standard_normal(T_PATHS)
+        block_sum = math.sqrt(block) * rng.standard_normal(size)
         if block > 1:
-            squares += rng.chisquare(block - 1, T_PATHS)
+            squares += rng.chisquare(block - 1, size)
         if previous:
             squares += previous * block / n * (total / previous - block_sum / block) ** 2
         total += block_sum
-        statistic = total / math.sqrt(n) / np.sqrt(squares / (n - 1))
-        yield np.concatenate((statistic, -statistic))
+        spread = np.sqrt(squares / (n - 1))
+        yield total / math.sqrt(n) / spread, math.sqrt(n) / spread
         previous = n
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import gatedv_stats as gv
-from gatedv_stats.analysis.ledger import add_entry, read_history
+from gatedv_stats.analysis.ledger import read_history
+from gatedv_stats.analysis.ledger_entries import add_entry
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import file_sha256
 from gatedv_stats.io.itemfiles import write_item_file
@@ -38,7 +39,7 @@ def files(study, arm):
 
 
 def test_candidates_are_entered_in_order_with_their_files_and_the_running_best(study, tmp_path):
-    ledger = gv.Ledger(tmp_path / "study.ledger")
+    ledger = gv.Ledger(tmp_path / "study.ledger", procedure="addis")
     first = ledger.add(files(study, "good"), against=files(study, "baseline"), note="wider gate")
     assert (first.step, first.decision, first.candidate, first.reference) == (1, "keep", "good", "baseline")
     assert first.candidate_files == [{"path": str(path), "sha256": file_sha256(path)} for path in files(study, "good")]
@@ -95,18 +96,19 @@ def test_the_procedure_and_alpha_are_fixed_when_the_ledger_is_created(study, tmp
 
 def test_concurrent_writers_serialise_into_one_chain(study, tmp_path):
     path = tmp_path / "study.ledger"
-    results = {arm: gv.compare(baseline=files(study, "baseline"), variant=files(study, arm))
-               for arm in ("good", "same", "bad")}
+    results = {f"{arm} vs {reference}": gv.compare(baseline=files(study, reference), variant=files(study, arm))
+               for arm, reference in (("good", "baseline"), ("same", "baseline"), ("bad", "baseline"),
+                                      ("same", "good"), ("bad", "good"), ("baseline", "good"))}
     start, errors = threading.Barrier(6), []
 
-    def write(arm):
+    def write(name):
         start.wait()
         try:
-            add_entry(path, results[arm].comparison, results[arm].paired, note=arm)
+            add_entry(path, results[name].comparison, results[name].paired, note=name)
         except Exception as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=write, args=(arm,)) for arm in [*results, *results]]
+    threads = [threading.Thread(target=write, args=(name,)) for name in results]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -114,7 +116,7 @@ def test_concurrent_writers_serialise_into_one_chain(study, tmp_path):
     assert not errors
     history = read_history(path)
     assert [entry.step for entry in history.entries] == [1, 2, 3, 4, 5, 6]
-    assert sorted(entry.note for entry in history.entries) == sorted([*results, *results])
+    assert sorted(entry.note for entry in history.entries) == sorted(results)
     decisions = online_decisions([entry.p_value for entry in history.entries], history.procedure)
     assert [(d.level, d.keep, d.wealth) for d in decisions] == [(e.level, e.keep, e.wealth) for e in history.entries]
 
@@ -142,7 +144,8 @@ def test_item_scores_one_seed_pairs_and_noise_floors(study, tmp_path):
     entry = losses.add(*one_seed, noise_floor=tmp_path / "floor.json")
     assert entry.n_pairs == 1 and entry.noise_floor == str(tmp_path / "floor.json")
     assert entry.noise_floor_sha256 == file_sha256(tmp_path / "floor.json")
-    assert losses.add(*one_seed, noise_floor=floor).noise_floor_sha256 == file_sha256(tmp_path / "floor.json")
+    in_memory = gv.Ledger(tmp_path / "memory.ledger")
+    assert in_memory.add(*one_seed, noise_floor=floor).noise_floor_sha256 == file_sha256(tmp_path / "floor.json")
 
 
 def test_a_suite_of_tasks_is_not_one_entry(tmp_path):
@@ -156,7 +159,7 @@ def test_a_suite_of_tasks_is_not_one_entry(tmp_path):
 
 @pytest.mark.slow
 def test_the_report_shows_the_ledger(study, tmp_path):
-    ledger = gv.Ledger(tmp_path / "study.ledger")
+    ledger = gv.Ledger(tmp_path / "study.ledger", procedure="addis")
     ledger.add(files(study, "good"), against=files(study, "baseline"), note="wider gate")
     ledger.add(files(study, "bad"), against=files(study, "good"))
     path = gv.report(study, tmp_path / "report.md", ledger=ledger.path)

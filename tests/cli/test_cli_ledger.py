@@ -44,9 +44,9 @@ def test_add_and_show_as_text_and_json(runs, tmp_path):
     result = add(ledger, runs, "good", "baseline", "--note", "wider gate")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("step 1: good vs baseline: keep (one-sided p = ")
-    assert "ADDIS at FDR ≤ 0.05" in result.stdout and "note: wider gate" in result.stdout
+    assert "LOND at FDR ≤ 0.05" in result.stdout and "note: wider gate" in result.stdout
     entry = invoke_json("ledger", ledger, "add", "--candidate", *arm(runs, "bad"), "--against", *arm(runs, "good"))
-    assert (entry["step"], entry["decision"], entry["procedure"]) == (2, "discard", "addis")
+    assert (entry["step"], entry["decision"], entry["procedure"]) == (2, "discard", "lond")
     assert entry["candidate_files"][0]["path"] == arm(runs, "bad")[0] and len(entry["hash"]) == 64
     shown = invoke("ledger", ledger, "show")
     assert shown.exit_code == 0, shown.output
@@ -72,10 +72,10 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path):
     ledger = tmp_path / "study.ledger"
     assert add(ledger, runs, "good", "baseline").exit_code == 0
     assert_input_error(add(ledger, runs, "bad", "good", "--procedure", "lord++"), "--procedure:",
-                       "was created with addis at α = 0.05")
+                       "was created with lond at α = 0.05")
     assert_input_error(add(ledger, runs, "bad", "good", "--alpha", "0.1"), "--alpha:", "α is fixed")
     assert_input_error(add(tmp_path / "new.ledger", runs, "bad", "good", "--procedure", "bh"), "--procedure:",
-                       "expected one of addis, lord++, saffron, alpha-spending")
+                       "expected one of lond, e-lond, addis, lord++, saffron, alpha-spending")
     assert_input_error(add(tmp_path / "new.ledger", runs, "bad", "good", "--alpha", "2"), "--alpha:")
     assert_input_error(invoke("ledger", ledger, "add", "--candidate", tmp_path / "nope.parquet", "--against",
                               *arm(runs, "good")), "nope.parquet")
@@ -102,8 +102,9 @@ def test_a_tampered_ledger_is_refused_naming_the_entry(runs, tmp_path):
 def test_two_processes_adding_at_once_both_land_in_one_chain(runs, tmp_path):
     ledger = tmp_path / "shared.ledger"
     commands = [[sys.executable, str(ROOT / "cli.py"), "ledger", str(ledger), "add", "--candidate",
-                 *arm(runs, candidate), "--against", *arm(runs, "baseline"), "--note", f"process {k}", "--json"]
-                for k, candidate in enumerate(("good", "bad", "good", "bad"))]
+                 *arm(runs, candidate), "--against", *arm(runs, reference), "--note", f"process {k}", "--json"]
+                for k, (candidate, reference) in enumerate((("good", "baseline"), ("bad", "baseline"),
+                                                            ("bad", "good"), ("baseline", "good")))]
     processes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for command in commands]
     outputs = [process.communicate(timeout=300) for process in processes]

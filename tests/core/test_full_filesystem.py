@@ -122,3 +122,21 @@ def _fill(disk: Path) -> None:
                 handle.flush()
         except OSError:
             pass
+
+
+def test_a_ledger_whose_first_entry_does_not_fit_leaves_no_file(small_filesystem, tmp_path):
+    runs = tmp_path / "runs"
+    write_runs(runs, {"baseline": ppls_with_moments(59.1, 0.5, 3), "gatedv": ppls_with_moments(57.9, 0.8, 3)},
+               eval_set="heldout", lr=0.001)
+    disk = small_filesystem("1m")
+    ledger = disk / "study.ledger"
+    files = sorted(str(path) for path in runs.rglob("*.parquet"))
+    add = ("ledger", ledger, "add", "--candidate", *[path for path in files if "gatedv" in path], "--against",
+           *[path for path in files if "baseline" in path])
+    _fill(disk)
+    line = full_disk_line(invoke(*add, "--note", "a long note " * 4000))
+    assert f"{ledger}: could not be written" in line
+    assert sorted(path.name for path in disk.iterdir()) == ["filler"]  # no ledger, no scratch or journal file
+    (disk / "filler").unlink()
+    assert invoke(*add).exit_code == 0
+    assert sorted(path.name for path in disk.iterdir()) == ["study.ledger"]

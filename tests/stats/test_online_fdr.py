@@ -11,7 +11,9 @@ reference documentation (package by D. S. Robertson et al., Bioconductor; reposi
 * LORD++: docs/reference/LORD.html (onlineFDR 1.5.0's pkgdown, commit 05e3b887), `LORD(sample.df, random=FALSE)`
   (version "++", w0 = α/10) and `set.seed(1); LORD(sample.df, alpha=0.1, w0=0.05)`;
 * alpha-spending: docs/reference/Alpha_spending.md (commit 1d89c48f), `Alpha_spending(sample.df, random=FALSE)` and
-  `set.seed(1); Alpha_spending(sample.df, alpha=0.1)`.
+  `set.seed(1); Alpha_spending(sample.df, alpha=0.1)`;
+* LOND: docs/reference/LOND.md (commit 1d89c48f), `LOND(sample.df, random=FALSE)` (the original form, (D + 1)·β_i;
+  the ledger's LOND is the max(D, 1)·β_i form, whose levels follow from R's by the factor max(D, 1) / (D + 1)).
 
 The `set.seed(1)` examples shuffle the p-values within each date; they are given here in the order R printed (and
 tested) them. R prints 7 to 10 significant digits, hence the relative tolerance.
@@ -27,7 +29,7 @@ import pytest
 from scipy import stats
 
 from gatedv_stats.core.errors import ParameterError
-from gatedv_stats.stats.online_fdr import PROCEDURES, OnlineProcedure, online_decisions, online_procedure
+from gatedv_stats.stats.online_fdr import PROCEDURES, OnlineProcedure, next_level, online_decisions, online_procedure
 from gatedv_stats.stats.verdict import one_sided_p
 
 # sample.df's p-values, in the order of the id column (A15432 … B66033), as the ADDIS, SAFFRON and LORD examples give
@@ -36,6 +38,11 @@ P_VALUES = [2.90e-08, 0.06743, 0.01514, 0.08174, 0.00171, 3.60e-05, 0.79149, 0.2
 # the order `set.seed(1)` gave within dates (rows of the printed outputs)
 SEED1_ORDER = [0, 1, 2, 3, 4, 7, 5, 6, 9, 8, 10, 13, 11, 14, 12]
 SPENDING_P_VALUES = [2.90e-17, *P_VALUES[1:]]  # the Alpha_spending example's first p-value
+# LOND(sample.df, random=FALSE): R's levels and discoveries (original LOND)
+LOND_LEVELS = [0.0026758385, 0.0011638206, 0.0009912499, 0.0008243606, 0.0006988870, 0.0006045900, 0.0007979166,
+               0.0007117838, 0.0006421423, 0.0005847378, 0.0007155186, 0.0006610273, 0.0006141682, 0.0005734509,
+               0.0005377472]
+LOND_REJECTIONS = [1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0]
 
 REFERENCE = {
     "addis": (None, P_VALUES, [
@@ -73,6 +80,11 @@ REFERENCE = {
 }
 
 
+def _gamma(j: int) -> float:
+    """Javanmard & Montanari's (2018) equation 31, written out."""
+    return 0.07720838 * math.log(max(j, 2)) / (j * math.exp(math.sqrt(math.log(j))))
+
+
 def _procedure(case: str) -> OnlineProcedure:
     name = case.split("-alpha-")[0]
     settings = REFERENCE[case][0]
@@ -97,7 +109,7 @@ def test_the_defaults_are_r_onlinefdrs():
                                                    "tau": 0.5, "gamma": "γ_j = 0.4374901658 / j^1.6"}
     assert (online_procedure("saffron").w0, online_procedure("saffron").lambda_) == (0.025, 0.5)
     assert online_procedure("lord++").w0 == pytest.approx(0.005)
-    assert online_procedure("alpha-spending").error_rate == "FWER" and online_procedure().procedure == "addis"
+    assert online_procedure("alpha-spending").error_rate == "FWER" and online_procedure().procedure == "lond"
     chosen = online_procedure("saffron", 0.1)
     assert OnlineProcedure.from_dict(chosen.to_dict()) == chosen
 
@@ -109,14 +121,17 @@ def test_the_wealth_never_runs_out_and_follows_the_keeps(name):
     for _ in range(40):
         effects = rng.choice([3.0, 0.0, -3.0], size=150, p=[0.2, 0.4, 0.4])
         p_values = stats.norm.sf(effects + rng.normal(size=150))
-        decisions = online_decisions(p_values, chosen)
+        values = 1.0 / p_values if chosen.e_values else p_values
+        decisions = online_decisions(values, chosen)
         wealth = np.array([decision.wealth for decision in decisions])
         assert wealth.min() >= -1e-12
+        assert all(decision.keep == chosen.keeps(value, decision.level) for decision, value in zip(decisions, values))
+        if name in ("lond", "e-lond", "alpha-spending"):  # what the γ sequence has not spent yet
+            assert wealth[-1] == pytest.approx(chosen.alpha * (1.0 - sum(_gamma(j) for j in range(1, 151))))
+            continue
         spent = sum(chosen.cost(d.level, p) for d, p in zip(decisions, p_values))
         kept = sum(d.keep for d in decisions)
-        earned = 0.0 if name == "alpha-spending" else (chosen.alpha * kept - chosen.w0 * (kept > 0))
-        assert wealth[-1] == pytest.approx(chosen.w0 + earned - spent)
-        assert all(decision.keep == (p <= decision.level) for decision, p in zip(decisions, p_values))
+        assert wealth[-1] == pytest.approx(chosen.w0 + chosen.alpha * kept - chosen.w0 * (kept > 0) - spent)
 
 
 def test_alpha_spending_keeps_going_past_any_horizon():
@@ -125,7 +140,7 @@ def test_alpha_spending_keeps_going_past_any_horizon():
 
 
 def test_bad_procedures_levels_and_p_values_are_refused_by_name():
-    with pytest.raises(ParameterError, match="procedure: 'bonferroni': expected one of addis, lord\\+\\+"):
+    with pytest.raises(ParameterError, match="procedure: 'bonferroni': expected one of lond, e-lond, addis"):
         online_procedure("bonferroni")
     with pytest.raises(ParameterError, match="alpha: must lie strictly between 0 and 1"):
         online_procedure("addis", 1.5)
@@ -143,3 +158,96 @@ def test_the_one_sided_p_is_the_t_tail_that_favours_the_variant(estimate, se, df
     two_sided = 2.0 * stats.t.sf(abs(t), df)
     favoured = (estimate > 0) == higher and estimate != 0
     assert one_sided_p(estimate, se, df, higher) == pytest.approx(two_sided / 2 if favoured else 1 - two_sided / 2)
+
+
+def test_lond_is_r_onlinefdrs_published_example_in_its_prds_form():
+    # LOND(sample.df, random=FALSE) uses the sample's p-values in id order, as the ADDIS example does
+    discoveries = np.concatenate(([0], np.cumsum(LOND_REJECTIONS)[:-1]))
+    expected = [level * max(d, 1) / (d + 1) for level, d in zip(LOND_LEVELS, discoveries)]
+    decisions = online_decisions(P_VALUES, online_procedure("lond"))
+    assert [decision.level for decision in decisions] == pytest.approx(expected, rel=2e-6)
+    assert [int(decision.keep) for decision in decisions] == LOND_REJECTIONS
+    # the package's original form is R's exactly: the γ sequence and the discoveries are R's
+    original = online_procedure("lond").method()
+    original.original = True
+    levels = []
+    for p_value in P_VALUES:
+        original.test_one(p_value)
+        levels.append(original.last_test_level)
+    assert levels == pytest.approx(LOND_LEVELS, rel=2e-6)
+
+
+def test_e_lond_follows_its_definition():
+    """Xu & Ramdas (2024): α_t = α·γ_t·(|R_{t−1}| + 1), e_t rejected when e_t ≥ 1/α_t."""
+    rng = np.random.default_rng(11)
+    e_values = np.exp(rng.normal(0.0, 1.0, size=300) + rng.choice([0.0, 9.0], size=300, p=[0.7, 0.3]))
+    decisions = online_decisions(e_values, online_procedure("e-lond", 0.1))
+    rejections = 0
+    for t, (decision, e_value) in enumerate(zip(decisions, e_values), start=1):
+        level = 0.1 * _gamma(t) * (rejections + 1)
+        assert decision.level == pytest.approx(level, rel=1e-12)
+        assert decision.keep == (e_value >= 1.0 / level)
+        rejections += decision.keep
+    assert 0 < rejections < 300
+    with pytest.raises(ParameterError, match="e-value must be non-negative"):
+        online_decisions([2.0, -1.0], online_procedure("e-lond"))
+
+
+def _schedule(rng: np.random.Generator, n: int) -> list[set[int]]:
+    """Random overlapping tests: for each, the earlier tests still running when it started."""
+    running: set[int] = set()
+    out: list[set[int]] = []
+    for t in range(n):
+        for u in sorted(running):
+            if rng.random() < 0.5:
+                running.discard(u)
+        out.append(set(running))
+        running.add(t)
+    return out
+
+
+@pytest.mark.parametrize("name", PROCEDURES)
+def test_tests_that_never_overlap_get_the_synchronous_levels(name):
+    rng = np.random.default_rng(2)
+    chosen = online_procedure(name)
+    values = stats.norm.sf(rng.choice([3.5, 0.0], size=60) + rng.normal(size=60))
+    values = 1.0 / values if chosen.e_values else values
+    assert online_decisions(values, chosen, [set() for _ in values]) == online_decisions(values, chosen)
+
+
+@pytest.mark.parametrize("name", PROCEDURES)
+def test_asynchronous_levels_use_only_what_each_start_knew_and_keep_the_fdp_estimate_under_alpha(name):
+    rng = np.random.default_rng(7)
+    chosen = online_procedure(name)
+    for _ in range(3):
+        p_values = stats.norm.sf(rng.choice([4.0, 0.0, -2.0], size=30, p=[0.3, 0.4, 0.3]) + rng.normal(size=30))
+        values = 1.0 / p_values if chosen.e_values else p_values
+        running = _schedule(rng, 30)
+        decisions = online_decisions(values, chosen, running)
+        for t, earlier in enumerate(running):
+            # the same level whatever the tests running at its start turn out to be, and whatever comes after it
+            hidden = [None if u in earlier else value for u, value in enumerate(values[:t])]
+            assert next_level(hidden, chosen, running[:t]) == pytest.approx(decisions[t].level, rel=1e-12, abs=0)
+            assert decisions[t].keep == chosen.keeps(values[t], decisions[t].level)
+            known = [u for u in range(t) if u not in earlier]
+            kept = sum(bool(decisions[u].keep) for u in known)
+            if name in ("lond", "e-lond", "alpha-spending"):
+                factor = {"lond": max(kept, 1), "e-lond": kept + 1, "alpha-spending": 1}[name]
+                assert decisions[t].level == pytest.approx(chosen.alpha * _gamma(t + 1) * factor, rel=1e-12)
+            else:  # the procedure's estimate of the false discovery proportion, running tests at their costliest
+                costs = [chosen.cost(decisions[u].level, p_values[u] if u in known else chosen.running_value)
+                         for u in range(t + 1)]
+                if name == "lord++":
+                    bound = chosen.w0 + (chosen.alpha - chosen.w0) * (kept > 0) + chosen.alpha * max(kept - 1, 0)
+                else:
+                    bound = chosen.alpha * max(kept, 1)
+                assert sum(costs) <= bound + 1e-12
+
+
+def test_a_test_still_running_counts_as_its_costliest_non_keep():
+    chosen = online_procedure("saffron")
+    finished = online_decisions([0.9, 0.001, None], chosen)
+    assert finished[2].keep is None
+    assert next_level([None, 0.001], chosen, [set(), {0}]) <= next_level([0.9, 0.001], chosen)
+    lond = online_procedure("lond")
+    assert next_level([1e-9, None], lond) == next_level([1e-9, 0.9], lond) < next_level([1e-9, 1e-9], lond)

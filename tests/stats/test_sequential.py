@@ -102,6 +102,91 @@ def test_under_a_drift_with_futility_the_crossings_match_the_multivariate_normal
         np.testing.assert_allclose(below[:-1][~capped], spent_below[~capped], atol=1e-9)
 
 
+# ten designs of 2 to 8 looks, both spending functions, unequal fractions, for the stage-wise p
+STAGEWISE_DESIGNS = [
+    *DESIGNS,
+    (0.0027, "obf", [0.25, 0.5, 0.75, 1.0]),
+    (0.001, "pocock", [0.3, 0.35, 0.9, 1.0]),
+    (0.025, "pocock", [0.12, 0.3, 0.41, 0.55, 0.7, 0.8, 0.93, 1.0]),
+]
+
+
+def _stagewise_by_mvn(fractions, efficacy, spent, look, z, crossed):
+    """Σ_{j<k} α increments + P(Z_j < e_j for j < k, Z_k ≥ z) (+ α after k when not crossed), the middle term by
+    scipy's multivariate normal CDF on the canonical covariance."""
+    middle = _box(fractions, efficacy, np.full(len(fractions), -math.inf), 0.0, look, z, math.inf)
+    before = spent[look - 1] if look else 0.0
+    return before + middle + (0.0 if crossed else spent[-1] - spent[look])
+
+
+@pytest.mark.parametrize("alpha, function, fractions", STAGEWISE_DESIGNS)
+def test_the_stagewise_p_matches_the_multivariate_normal(alpha, function, fractions):
+    efficacy, spent = gs.efficacy_bounds(fractions, alpha, function)
+    last = len(fractions) - 1
+    finite = [k for k in range(last + 1) if np.isfinite(efficacy[k])]
+    outcomes = [(finite[0], efficacy[finite[0]] + 0.4, True),  # an early crossing
+                (last // 2, -0.3, False),  # a stop below the boundary half-way (futility, equivalence, worse)
+                (last, efficacy[last] - 0.8, False)]  # the last look, not crossed
+    for look, z, crossed in outcomes:
+        ours = gs.stagewise_p(fractions, efficacy, look, z, crossed)
+        assert ours == pytest.approx(_stagewise_by_mvn(fractions, efficacy, spent, look, z, crossed), abs=1e-5)
+    # a crossing's p is at most the α spent by its look, any other end's at least the whole α
+    assert gs.stagewise_p(fractions, efficacy, last, efficacy[last], True) == pytest.approx(spent[-1], abs=1e-9)
+    assert gs.stagewise_p(fractions, efficacy, 0, efficacy[0] - 1e-9, False) >= spent[-1] - 1e-12
+
+
+def test_the_median_unbiased_drift_shrinks_an_early_stop_toward_zero():
+    fractions = [0.25, 0.5, 0.75, 1.0]
+    efficacy, _ = gs.efficacy_bounds(fractions, 0.025, "obf")
+    z = efficacy[1] + 0.2
+    drift = gs.median_unbiased_drift(fractions, efficacy, 1, z, True)
+    naive = z / math.sqrt(fractions[1])  # the drift at which E Z_2 = z
+    assert 0.0 < drift < naive
+    assert gs.stagewise_probability(fractions, efficacy, 1, z, True, drift) == pytest.approx(0.5, abs=1e-8)
+    # a single look: the estimate is the observed z
+    assert gs.median_unbiased_drift([1.0], [1.96], 0, 1.3, False) == pytest.approx(1.3, abs=1e-8)
+
+
+def _simulated_design_p_values(rng, n_paths, fractions, alpha, function, sesoi_drift):
+    """Paths of the canonical z's under H0 through the whole design, both directions, non-binding futility at the
+    drift of the smallest effect of interest obeyed, and equivalence stops; each path's stage-wise p as
+    `analysis.sequential` takes it (an equivalence stop that did not cross ranked at its continuation's foot)."""
+    t = np.asarray(fractions)
+    efficacy, _ = gs.efficacy_bounds(t, alpha, function)
+    beta = gs.futility_beta(t, efficacy, sesoi_drift, 0.2, function)
+    futility, _ = gs.futility_bounds(t, efficacy, sesoi_drift, beta, function)
+    steps = rng.standard_normal((n_paths, t.size)) * np.sqrt(np.diff(t, prepend=0.0))
+    z = np.cumsum(steps, axis=1) / np.sqrt(t)
+    band = sesoi_drift * np.sqrt(t) - efficacy  # |Z| < band: the repeated interval lies within ±SESOI
+    last = t.size - 1
+    p_values = np.ones(n_paths)
+    for i in range(n_paths):
+        for k in range(t.size):
+            value, final = z[i, k], k == last
+            better, worse = value >= efficacy[k], value <= -efficacy[k]
+            equivalent = abs(value) < band[k]
+            no_gain = not final and value <= futility[k]
+            if better or worse or equivalent or no_gain or final:
+                statistic = value
+                if equivalent and not better and not final:
+                    statistic = min(value, max(-efficacy[k], futility[k]))
+                if better or statistic > 1.6 or final and statistic > 1.6:  # all others have p > 0.05
+                    p_values[i] = gs.stagewise_p(t, efficacy, k, statistic, better)
+                break
+    return p_values
+
+
+@pytest.mark.slow  # 300,000 simulated designs
+@pytest.mark.parametrize("function", ["obf", "pocock"])
+def test_under_h0_the_stagewise_p_is_never_anti_conservative(function):
+    rng = np.random.default_rng(20261202)
+    n_paths = 300_000
+    p_values = _simulated_design_p_values(rng, n_paths, [0.2, 0.45, 0.7, 0.85, 1.0], 0.025, function, 2.8)
+    for level in (0.0005, 0.0027, 0.01, 0.05):
+        share = float(np.mean(p_values <= level))
+        assert share <= level + 2.0 * math.sqrt(level * (1.0 - level) / n_paths), (level, share)
+
+
 def test_power_and_the_drift_for_it():
     fractions = [0.25, 0.5, 0.75, 1.0]
     efficacy, _ = gs.efficacy_bounds(fractions, 0.025, "obf")

@@ -122,3 +122,42 @@ def test_the_alpha_spent_lies_within_its_monte_carlo_precision(function, counts)
     spent = np.mean([first_crossings(brute_force_t(counts, 500_000, seed=seed), critical).sum()
                      for seed in range(4)])
     assert abs(spent - ALPHA) < 2e-4  # the brute force's own SE: 4e-5
+
+
+@pytest.mark.slow  # 4 million studies of five looks
+@pytest.mark.parametrize("function", ["obf", "pocock"])
+def test_under_h0_the_joint_t_stagewise_p_is_never_anti_conservative(function):
+    """Studies of up to 6 seed pairs (looks at 2 … 6; scipy's one-sample t's), stopped at the first crossing of
+    either direction; the stage-wise p of each at its stop against uniformity at the ledger's levels."""
+    counts = [2, 3, 4, 5, 6]
+    spent, critical = design(function, counts)
+    p_values = []
+    for seed in range(10, 20):
+        statistic = brute_force_t(counts, 200_000, seed=seed)
+        crossed = np.abs(statistic) >= critical[:, None]
+        stops = np.where(crossed.any(axis=0), crossed.argmax(axis=0), len(counts) - 1)
+        at_stop = statistic[stops, np.arange(statistic.shape[1])]
+        better = at_stop >= critical[stops]
+        for look in range(len(counts)):
+            here = stops == look
+            p_values.append(gst.joint_t_stagewise_p(counts, spent, look, at_stop[here], better[here]))
+    p_values = np.concatenate(p_values)
+    for level in (0.0005, 0.0027, 0.01, 0.05):
+        share = float(np.mean(p_values <= level))
+        assert share <= level + 2.0 * math.sqrt(level * (1.0 - level) / p_values.size), (level, share)
+
+
+def test_the_joint_t_stagewise_p_and_median_unbiased_estimate():
+    counts = [2, 3, 4, 5, 6]
+    spent, critical = design("obf", counts)
+    # a crossing's p is at most the α spent by its look; the last look's, not crossed, is its t tail beyond the α
+    # spent before it, less what earlier crossings took of that tail
+    assert gst.joint_t_stagewise_p(counts, spent, 4, float(critical[4]), True) == pytest.approx(spent[4], abs=2e-4)
+    last = gst.joint_t_stagewise_p(counts, spent, 4, 0.5, False)
+    assert spent[3] + stats.t.sf(0.5, 5) - spent[3] <= last <= spent[3] + stats.t.sf(0.5, 5)
+    assert gst.joint_t_stagewise_p(counts, spent, 1, -3.0, False) >= spent[-1]
+    # the estimate at an early crossing is pulled toward 0 from the naive T / √n
+    t = float(critical[2]) + 0.5
+    drift = gst.joint_t_median_unbiased(counts, spent, 2, t, True)
+    assert 0.0 < drift < t / math.sqrt(4)
+    assert drift == gst.joint_t_median_unbiased(counts, spent, 2, t, True)  # seeded: the same every time

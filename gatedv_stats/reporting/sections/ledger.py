@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gatedv_stats.analysis.ledger import LedgerHistory
+from gatedv_stats.analysis.ledger import LedgerHistory, dependence_note
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, row
 from gatedv_stats.stats.online_fdr import NAMES
 
 KEY, TITLE = "ledger", "Research ledger"
-ASSUMPTIONS = ("ADDIS, LORD++ and SAFFRON bound the false discovery rate when the p-values of candidates that are not "
-               "better are independent of each other and of the others'. Candidates compared with the same reference "
-               "runs on one evaluation set share that reference's seed noise, which makes their p-values dependent; "
-               "alpha-spending bounds the chance of any false keep under any dependence, at a cost in power, and is "
-               "the choice when that matters.")
+ASSUMPTIONS = ("Candidates compared with the same reference runs on one evaluation set share that reference's seed "
+               "noise, which makes their tests positively dependent. LOND (the default) bounds the false discovery "
+               "rate under that positive dependence, e-LOND under any dependence, alpha-spending the chance of any "
+               "false keep under any dependence; ADDIS, LORD++ and SAFFRON bound it only when the tests of candidates "
+               "that are not better are independent. A candidate decided by a sequential design enters with the "
+               "design's stage-wise p-value, which its early stop leaves valid.")
 ADVICE = ("Compare each candidate with fresh seeds of the current best, not with the runs it won with (they carry "
           "the luck that made it win: the winner's curse), and anchor equivalence decisions to one fixed reference: "
           "a chain of \"no worse\" keeps can drift by up to one smallest effect of interest per step (bio-creep).")
@@ -61,21 +62,29 @@ def settings_table(history: LedgerHistory) -> Table:
 
 
 def ledger_table(history: LedgerHistory, step: int | None = None) -> Table:
-    """The history, one row per step (only `step`, when given), with the running best and its interval."""
+    """The history, one row per decided entry and per sequential candidate still running (only `step`, when given),
+    with the running best and its interval."""
+    best_of = dict(zip((entry.row["step"] for entry in history.decided), history.running_best()))
     rows = []
-    for entry, best in zip(history.entries, history.running_best()):
+    for entry in (*history.decided, *history.running):
         if step is not None and entry.row["step"] != step:
             continue
+        best = best_of.get(entry.row["step"])
         rows.append(row(str(entry.row["step"]), entry.row["candidate"], entry.row["reference"], entry.estimate_text(),
-                        f"{entry.row['p_value']:.3g}", f"{entry.row['level']:.3g}",
-                        Cell(entry.row["decision"], bold=entry.keep), f"{entry.row['wealth']:.4g}",
+                        entry.p_text(), f"{entry.row['level']:.3g}", Cell(entry.row["decision"], bold=entry.keep),
+                        f"{entry.row['wealth']:.4g}",
                         MISSING if best is None else f"{best.row['candidate']} (step {best.row['step']}): "
                                                      f"{best.estimate_text()} vs {best.row['reference']}"))
+    rows.sort(key=lambda cells: int(cells[0].text))
     notes = tuple(f"Step {entry.row['step']}: {entry.row['note']}" for entry in history.entries
                   if entry.row["note"] and step in (None, entry.row["step"]))
-    level = history.entries[0].row["confidence_level"] if history.entries else 0.95
+    notes += tuple(f"Step {entry.row['step']}: {dependence_note(entry)}." for entry in history.dependent
+                   if step in (None, entry.row["step"]))
+    levels = [entry.row["confidence_level"] for entry in history.decided if entry.row["p_source"] != "stage-wise"]
+    level = levels[0] if levels else 0.95
     caption = (f"Ledger history ({history.procedure.describe()}). Estimates with their {level:.0%} seeds × units "
-               "interval against the arm compared with; the one-sided p is tested at the step's level.")
+               "interval against the arm compared with (a sequential candidate's: its median-unbiased estimate and "
+               "repeated interval); the one-sided p is tested at the step's level.")
     return Table("ledger", caption, ("Step", "Candidate", "Against", "Estimate [interval]", "One-sided p", "Level",
                                      "Decision", "Wealth left", "Running best [interval]"), "rlllrrlrl",
                  (RowGroup(None, tuple(rows)),), notes)
