@@ -1,5 +1,6 @@
 """A research loop you can run on a laptop: a noise floor, then a stream of candidate changes, each decided with
-sequential seeds and entered in a ledger that keeps or discards it under online false-discovery-rate control.
+sequential seeds at the level a research ledger gives it, and entered there: kept or discarded under online
+false-discovery-rate control.
 
     python examples/research-loop.py --out loop            # the tiny size on the embedded corpus
     python examples/research-loop.py --out loop --updates 4 --candidates 2 --max-seeds 2   # a quick check
@@ -9,10 +10,12 @@ Everything goes through the `gatedv` commands an automated loop would call:
 1. `gatedv prepare builtin:python-stdlib` (the embedded corpus) and five A/A runs of the baseline (`gatedv sweep`),
    whose spread is the setup's noise floor (`gatedv noise-floor`).
 2. For each candidate (a `--knob` change: GatedV, changes that do nothing or little, harmful ones), a grid of the
-   baseline and the candidate over up to K seeds, trained with `gatedv sweep --until-decided --noise-floor`: seed
-   pairs in rounds until the group-sequential comparison stops. The baseline's runs are shared by every candidate.
-3. The candidate's runs against the baseline's same seeds enter the ledger (`gatedv ledger LEDGER add`): kept or
-   discarded at the level ADDIS gives that step.
+   baseline and the candidate over up to K seeds, trained with `gatedv sweep --until-decided --noise-floor --ledger`:
+   the candidate's design runs at the level the ledger (LOND, whose false-discovery-rate control holds for the
+   positive dependence of candidates that share the baseline's runs) gives it, and seed pairs are trained in rounds
+   until the group-sequential comparison stops. The baseline's runs are shared by every candidate.
+3. At its stop the candidate enters the ledger with the design's stage-wise p-value: "stop: better" is a keep,
+   every other stop a discard.
 
 It prints each decision, what was kept, the runs trained against a fixed design of K seed pairs per candidate,
 and the ledger's section of the report (`gatedv report --ledger`). docs/statistics.md ("Sequential seeds", "A
@@ -95,13 +98,10 @@ def main() -> None:
         grid = grid_file(out / "grids" / f"{name}.toml", out, name, {"baseline": {}, name: knobs}, seeds,
                          args.updates)
         state = gatedv("sweep", grid, "--until-decided", "--noise-floor", out / "floor.json", "--sesoi",
-                       args.sesoi)["variants"][0]
-        used = seeds[:state["n_pairs"]]
-        entry = gatedv("ledger", out / "ledger.db", "add", "--candidate", *heldout_files(out, name, used),
-                       "--against", *heldout_files(out, "baseline", used), "--noise-floor", out / "floor.json",
-                       "--note", ", ".join(f"{knob}={json.dumps(value)}" for knob, value in knobs.items()))
+                       args.sesoi, "--ledger", out / "ledger.db")["variants"][0]
+        entry = state["ledger"]
         rows.append((name, state, entry))
-        print(f"{name:<12} {state['line']}\n{'':<12} ledger: {entry['decision']} (one-sided p {entry['p_value']:.3g} "
+        print(f"{name:<12} {state['line']}\n{'':<12} ledger: {entry['decision']} (stage-wise p {entry['p_value']:.3g} "
               f"at level {entry['level']:.3g})")
     summarise(rows, out, args.max_seeds)
 

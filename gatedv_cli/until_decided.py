@@ -21,6 +21,7 @@ from pathlib import Path
 
 import typer
 
+from gatedv_stats.analysis.sequential_design import SequentialDesign
 from gatedv_stats.core.errors import InputError, RunFailure
 from gatedv_stats.io.designfiles import write_run_design
 from gatedv_stats.io.runrecords import read_run_record
@@ -59,6 +60,7 @@ class VariantState:
     decision: str  # "not started", "continue", "diverged" or the decision it stopped with
     line: str  # the last look's line
     alpha_spent: float | None  # per direction, at the last look
+    ledger: dict | None = None  # with --ledger, at its stop: the entry's step, decision, level and p-value (e-value)
 
     @property
     def stopped(self) -> bool:
@@ -102,6 +104,9 @@ class UntilDecidedResult:
                          f"{state.design}")
             if state.line:
                 lines.append(f"{'':<14}{state.line}")
+            if state.ledger:
+                lines.append(f"{'':<14}ledger step {state.ledger['step']}: {state.ledger['decision']} (level "
+                             f"{state.ledger['level']:.3g})")
         saved = self.fixed_runs - self.runs_trained
         lines.append(f"runs the looks rest on: {self.runs_trained} of the {self.fixed_runs} a fixed design of "
                      f"{self.max_seeds} seed pairs trains" + (f" ({saved} saved)" if saved > 0 and all(
@@ -154,7 +159,7 @@ def until_decided_status(grid: Experiment, experiment_path: str | Path,
     if not 1 <= max_seeds <= len(grid.seeds):
         raise InputError(f"--max-seeds: {grid.source or grid.name} lists {len(grid.seeds)} seeds, the budget of seed "
                          f"pairs must be 1 to {len(grid.seeds)}, got {max_seeds}")
-    states = tuple(_state(variant, path, made[variant].looks) if variant in made
+    states = tuple(_state(variant, path, made[variant]) if variant in made
                    else VariantState(variant, str(path), 0, 0, "not started", "", None)
                    for variant, path in designs.items())
     return UntilDecidedResult(grid.name, settings.baseline, max_seeds, eval_set, states)
@@ -182,10 +187,14 @@ def _checked(grid: Experiment, settings: SequentialSettings) -> str:
     return eval_set
 
 
-def _state(variant: str, path: Path, looks: tuple) -> VariantState:
-    last = looks[-1]
-    return VariantState(variant, str(path), len(looks), last.n_pairs, last.decision if last.stop else "continue",
-                        last.line, last.alpha_spent)
+def _state(variant: str, path: Path, design: SequentialDesign) -> VariantState:
+    from gatedv_stats.analysis.sequential import ledger_entry_of
+
+    last = design.looks[-1]
+    entry = ledger_entry_of(design)
+    return VariantState(variant, str(path), len(design.looks), last.n_pairs, last.decision if last.stop else "continue",
+                        last.line, last.alpha_spent, None if entry is None else {
+                            key: entry.row[key] for key in ("step", "decision", "level", "p_value", "e_value")})
 
 
 def _look(grid: Experiment, settings: SequentialSettings, state: VariantState, n_pairs: int, max_seeds: int,
@@ -212,11 +221,7 @@ def _look(grid: Experiment, settings: SequentialSettings, state: VariantState, n
         write_run_design(run_directory(grid.out, variant, grid.lrs[variant][0], seed), path, result.design.sha256)
     for warning in result.warnings:
         typer.echo(f"warning: {variant}: {warning}", err=True)
-    if result.ledger_entry is not None and not result.ledger_entry.is_start:
-        entry = result.ledger_entry.row
-        typer.echo(f"{variant}: ledger step {entry['step']}: {entry['decision']} (level {entry['level']:.3g})",
-                   err=True)
-    return _state(variant, path, result.design.looks)
+    return _state(variant, path, result.design)
 
 
 def _withdraw(path: Path, reason: str) -> None:

@@ -65,11 +65,12 @@ class LedgerEntry:
         scale = self.scale_of
         if self.is_start or self.row.get("estimate") is None:
             return "—"
+        # an end stored as null is unbounded (a repeated interval at a look that spent nothing)
         if scale.log_ratio and self.row["delta_p"] is not None:
-            interval = (self.row["delta_p_low"], self.row["delta_p_high"])
+            interval = (_or(self.row["delta_p_low"], -1.0), _or(self.row["delta_p_high"], math.inf))
             return f"ΔP {fmt.format_delta_p(self.row['delta_p'])} {fmt.format_delta_p_interval(interval)}"
-        return (f"{fmt.format_difference(self.row['estimate'], scale.proportion)} "
-                f"{scale.format_interval(ConfidenceInterval(self.row['low'], self.row['high']))}")
+        interval = ConfidenceInterval(_or(self.row["low"], -math.inf), _or(self.row["high"], math.inf))
+        return f"{fmt.format_difference(self.row['estimate'], scale.proportion)} {scale.format_interval(interval)}"
 
     def p_text(self) -> str:
         """The one-sided p (the e-value too, where the procedure tests e-values)."""
@@ -112,6 +113,10 @@ class LedgerEntry:
             lines.append(f"  note: {row['note']}")
         lines.append(f"  hash {row['hash']}")
         return "\n".join(lines)
+
+
+def _or(value: float | None, unbounded: float) -> float:
+    return unbounded if value is None else value
 
 
 def dependence_note(entry: LedgerEntry) -> str:

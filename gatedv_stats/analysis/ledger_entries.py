@@ -28,6 +28,7 @@ from gatedv_stats.io.designfiles import read_run_design
 from gatedv_stats.io.ledgerfile import LedgerWriter, ledger_settings, ledger_writer, read_ledger
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.e_values import likelihood_ratio_e_value
+from gatedv_stats.stats.intervals import finite_or_none, log_interval_as_change
 from gatedv_stats.stats.online_fdr import (
     DEFAULT_PROCEDURE,
     OnlineDecision,
@@ -247,8 +248,11 @@ def _write(path: str | os.PathLike[str], settings: LedgerSettings,
         check_settings(writer.where, chosen, settings.procedure, settings.alpha)
         row = build(writer, _Stream.replayed(writer.where, writer.entries, chosen))
         if row["scale"]["log_ratio"] and row.get("estimate") is not None:  # the estimate and interval as ΔP too
-            row.update(delta_p=math.expm1(row["estimate"]), delta_p_low=math.expm1(row["low"]),
-                       delta_p_high=math.expm1(row["high"]))
+            change = log_interval_as_change(row["low"], row["high"])
+            row.update(delta_p=math.expm1(row["estimate"]), delta_p_low=finite_or_none(change.low),
+                       delta_p_high=finite_or_none(change.high))
+        if row.get("estimate") is not None:  # a repeated interval that spent nothing yet is unbounded: null
+            row.update(low=finite_or_none(row["low"]), high=finite_or_none(row["high"]))
         row["shared_reference"] = _shared_reference(writer.entries, row) or None
         row = writer.append(row)
     return LedgerEntry(row)

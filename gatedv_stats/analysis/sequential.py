@@ -204,7 +204,7 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
                                                   note=note)
         taken = look(design, paired, allow_mismatch=allow_mismatch)
         repeated = bool(design.looks) and taken is design.looks[-1]
-        entered = _ledger_entry(design) if design.looks and design.looks[-1].stop else None
+        entered = ledger_entry_of(design) if design.looks and design.looks[-1].stop else None
         if not repeated and entered is not None:
             raise InputError(f"{design.path}: its candidate was entered in ledger {entered.row['design']} when look "
                              f"{design.looks[-1].index} stopped ({design.looks[-1].decision}); start a new design file "
@@ -213,7 +213,7 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
             design = save_design(path, design.with_look(taken))
         entered = None
         if taken.stop and design.ledger is not None:
-            entered = _ledger_entry(design) or enter_design(design.ledger["path"], design, paired, note=note)
+            entered = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
         return RecordedLook(design, taken, new, repeated, entered or started)
 
 
@@ -276,8 +276,9 @@ def check_ledger_of(design: SequentialDesign, ledger: str | os.PathLike[str] | N
                              f"{link['procedure']}, not {procedure}")
 
 
-def _ledger_entry(design: SequentialDesign) -> LedgerEntry | None:
-    """The entry that finished the design's start in its ledger, if it was entered."""
+def ledger_entry_of(design: SequentialDesign) -> LedgerEntry | None:
+    """The entry that finished the design's start in its ledger, if it was entered (None for a design made without
+    a ledger)."""
     link = design.ledger
     if link is None or not os.path.exists(link["path"]):
         return None
@@ -356,7 +357,7 @@ def _stagewise(design: SequentialDesign, counts: Sequence[int], fractions: Seque
             foot = -efficacy[k] if decided.futility is None else max(-efficacy[k], _as_z(decided.futility, df))
             statistic = min(statistic, foot)
         drift = gs.median_unbiased_drift(every, efficacy, k, statistic, crossed)
-        return (gs.stagewise_p(every, efficacy, k, statistic, crossed),
+        return (float(gs.stagewise_p(every, efficacy, k, statistic, crossed)),
                 sign * drift * math.sqrt(every[k]) * se)
     sizes = [*counts, *planned]
     spent = [gs.spending(value, design.alpha / 2.0, design.spending) for value in every]

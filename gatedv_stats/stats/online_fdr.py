@@ -198,6 +198,25 @@ def online_decisions(values: Iterable[float | None], procedure: OnlineProcedure,
                  for level, keep, wealth in zip(levels, keeps, _wealth(tests, levels, keeps, procedure)))
 
 
+class OnlineStream:
+    """A synchronous stream tested one test at a time: the level of the next test before its value is seen, then
+    its decision (what a loop that designs each test at its level needs)."""
+
+    def __init__(self, procedure: OnlineProcedure) -> None:
+        self.procedure = procedure
+        self._method = procedure.method()
+
+    def level(self) -> float:
+        """The level the next test gets (the procedure sets it before it sees the value)."""
+        probe = copy.deepcopy(self._method)
+        probe.test_one(self.procedure.running_value)
+        return float(probe.last_test_level or 0.0)
+
+    def test(self, value: float) -> bool:
+        """The next test: keep (p ≤ level, e ≥ 1/level) or not."""
+        return bool(self._method.test_one(value))
+
+
 def next_level(values: Sequence[float | None], procedure: OnlineProcedure,
                running: Sequence[Iterable[int]] | None = None) -> float:
     """The level a test starting now would get, after the tests of `values` (None: still running)."""

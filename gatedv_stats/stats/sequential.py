@@ -219,17 +219,18 @@ def drift_for_power(fractions: Numbers, efficacy: Numbers, target: float) -> flo
 # --- the stage-wise ordering (Jennison & Turnbull 2000, §8.4) ---
 
 
-def stagewise_probability(fractions: Numbers, efficacy: Numbers, look: int, statistic: float, crossed: bool,
-                          drift: float = 0.0) -> float:
+def stagewise_probability(fractions: Numbers, efficacy: Numbers, look: int, statistic: float | np.ndarray,
+                          crossed: bool | np.ndarray, drift: float = 0.0) -> float | np.ndarray:
     """P_drift(an outcome at least as extreme as the observed one) in the stage-wise ordering of the "better"
     direction: a crossing of the efficacy boundary at look j is more extreme than every outcome of a later look and
     than every other stop; any other end at look j (futility, "worse", equivalence, the last look) is less extreme
     than every crossing and than every outcome of a later look; outcomes of one look rank by their z.
 
     `fractions` and `efficacy` cover every look of the design (those taken, then the planned ones), `look` is the
-    stopping look (0-based), `statistic` its z (oriented so that large = better) and `crossed` whether it crossed.
-    Every other boundary is ignored (as if the looks only stopped for a crossing), which can only add paths to the
-    event, so the p-value (drift 0) is conservative whatever futility or equivalence stops were taken:
+    stopping look (0-based), `statistic` its z (oriented so that large = better) and `crossed` whether it crossed;
+    elementwise over arrays of outcomes stopped at the same look. Every other boundary is ignored (as if the looks
+    only stopped for a crossing), which can only add paths to the event, so the p-value (drift 0) is conservative
+    whatever futility or equivalence stops were taken:
     Σ_{j<k} P(first crossing at j) + P(Z_j < e_j for j < k, Z_k ≥ z) (+ the crossings after k, when not crossed)."""
     t = check_fractions(fractions)
     upper = np.asarray(efficacy, dtype=np.float64)
@@ -237,16 +238,25 @@ def stagewise_probability(fractions: Numbers, efficacy: Numbers, look: int, stat
         raise ParameterError("look", f"a look of the {t.size} looks with a boundary each, got look {look} "
                              f"(0-based) and {upper.size} boundaries")
     above, _ = crossing_probabilities(t, upper, None, drift)
-    grid: _Grid = (np.empty(0), np.empty(0))
-    for k in range(look):
-        grid = _advance(grid, t, k, drift, -math.inf, float(upper[k]))
-    tail = (float(special.ndtr(drift * math.sqrt(float(t[0])) - statistic)) if look == 0
-            else _beyond(grid, t, look, drift, statistic, above=True))
-    later = 0.0 if crossed else float(above[look + 1:].sum())
-    return min(1.0, float(above[:look].sum()) + tail + later)
+    z = np.asarray(statistic, dtype=np.float64)
+    if look == 0:
+        tail = special.ndtr(drift * math.sqrt(float(t[0])) - z)
+    else:
+        grid: _Grid = (np.empty(0), np.empty(0))
+        for k in range(look):
+            grid = _advance(grid, t, k, drift, -math.inf, float(upper[k]))
+        step = float(t[look] - t[look - 1])
+        # (z − E[Z_k | Z_{k−1} = z_j]) / SD[Z_k | Z_{k−1}] at every node z_j, for every statistic
+        u = (z[..., None] * math.sqrt(float(t[look])) - grid[0] * math.sqrt(float(t[look - 1]))
+             - drift * step) / math.sqrt(step)
+        tail = special.ndtr(-u) @ grid[1]
+    later = np.where(crossed, 0.0, float(above[look + 1:].sum()))
+    probability = np.minimum(1.0, float(above[:look].sum()) + tail + later)
+    return float(probability) if probability.ndim == 0 else probability
 
 
-def stagewise_p(fractions: Numbers, efficacy: Numbers, look: int, statistic: float, crossed: bool) -> float:
+def stagewise_p(fractions: Numbers, efficacy: Numbers, look: int, statistic: float | np.ndarray,
+                crossed: bool | np.ndarray) -> float | np.ndarray:
     """The stage-wise ordering p-value of H0 "not better" (`stagewise_probability` at drift 0): at most the α
     spent by the stopping look when it crossed, above the whole one-sided α when it did not."""
     return stagewise_probability(fractions, efficacy, look, statistic, crossed)
@@ -256,8 +266,8 @@ def median_unbiased_drift(fractions: Numbers, efficacy: Numbers, look: int, stat
     """The drift θ√I_K at which the observed outcome is the median of the stage-wise ordering (probability 1/2 of
     one at least as extreme): the median-unbiased estimate on the drift's scale (Jennison & Turnbull 2000, §8.3)."""
     root = math.sqrt(float(check_fractions(fractions)[look]))
-    return _solve(lambda drift: stagewise_probability(fractions, efficacy, look, statistic, crossed, drift) - 0.5,
-                  (statistic - _FAR / 2) / root, (statistic + _FAR / 2) / root)
+    return _solve(lambda drift: float(stagewise_probability(fractions, efficacy, look, statistic, crossed, drift))
+                  - 0.5, (statistic - _FAR / 2) / root, (statistic + _FAR / 2) / root)
 
 
 # --- information with the documents fixed ---

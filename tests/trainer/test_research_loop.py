@@ -24,12 +24,15 @@ def test_the_research_loop_decides_each_candidate_and_enters_it_in_the_ledger(tm
     assert out.startswith("noise floor of baseline (loss per token)") and "from 5 A/A runs" in out
     decided = re.findall(r"^(gatedv|same|narrow-ffn) +stop: (.+?) \(", out, re.M)
     assert [name for name, _ in decided] == ["gatedv", "same", "narrow-ffn"]
-    assert len(re.findall(r"ledger: (keep|discard) \(one-sided p", out)) == 3
+    entered = re.findall(r"^(gatedv|same|narrow-ffn) +stop: (.+?) \(.*\n +ledger: (keep|discard) \(stage-wise p", out,
+                         re.M)
+    assert len(entered) == 3 and all((kept == "keep") == (stop == "better") for _, stop, kept in entered)
     assert re.search(r"^runs trained for the candidates and their baseline: \d+, against 8 for a fixed design", out,
                      re.M)
     assert "| Step | Candidate | Against |" in out  # the report's ledger section
     shown = subprocess.run(["gatedv", "ledger", tmp_path / "loop" / "ledger.db", "show", "--json"],
                            capture_output=True, text=True, check=True)
-    entries = json.loads(shown.stdout)["entries"]
+    entries = [entry for entry in json.loads(shown.stdout)["entries"] if entry["kind"] is None]
     assert [entry["candidate"] for entry in entries] == ["gatedv", "same", "narrow-ffn"]
-    assert all(entry["candidate_files"] and entry["reference_files"] for entry in entries)
+    assert all(entry["candidate_files"] and entry["reference_files"] and entry["p_source"] == "stage-wise"
+               for entry in entries)

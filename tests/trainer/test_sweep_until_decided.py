@@ -43,7 +43,9 @@ def _trained(grid: Path, variant: str) -> list[int]:
 
 @pytest.mark.slow
 def test_with_a_floor_a_variant_that_changes_nothing_stops_at_its_first_seed_pair(grid, floor):
-    swept = sweep_json(grid, "--until-decided", "--noise-floor", floor, "--sesoi", "0.5", "--device", "cpu")
+    ledger = grid.parent / "study.ledger"
+    swept = sweep_json(grid, "--until-decided", "--noise-floor", floor, "--sesoi", "0.5", "--device", "cpu",
+                       "--ledger", ledger)
     states = {state["variant"]: state for state in swept["variants"]}
     assert states["same"]["stopped"] and states["same"]["n_pairs"] == 1
     assert states["same"]["decision"] in ("equivalent", "no useful gain")
@@ -52,6 +54,25 @@ def test_with_a_floor_a_variant_that_changes_nothing_stops_at_its_first_seed_pai
     assert swept["runs_trained"] < swept["fixed_runs"] == 12
     design = json.loads((design_directory(grid) / "same.json").read_text())
     assert len(design["looks"]) == 1 and design["design"]["max_seeds"] == 4
+    # each variant started in the ledger at its first look, at a level fixed then (the show replays and checks
+    # them), and entered at its stop, "stop: better" as a keep and every other stop as a discard
+    history = invoke_json("ledger", ledger, "show")
+    rows = history["entries"]
+    assert sorted(row["kind"] or "entry" for row in rows) == ["entry", "entry", "start", "start"]
+    assert history["n_running"] == 0
+    for variant, state in states.items():
+        entry = next(row for row in rows if row["candidate"] == variant and row["kind"] is None)
+        start = next(row for row in rows if row["step"] == entry["start_step"])
+        made = json.loads((design_directory(grid) / f"{variant}.json").read_text())["design"]
+        assert made["alpha"] == pytest.approx(2 * start["level"]) and entry["level"] == start["level"]
+        assert (entry["decision"] == "keep") == (state["decision"] == "better") and entry["p_source"] == "stage-wise"
+    # the variants' runs record their design, so a fixed-sample entry of them is refused
+    run = grid.parent / "runs" / "same" / "lr0.003" / "seed1"
+    assert json.loads((run / "sequential.json").read_text())["design_sha256"] == design["design_sha256"]
+    refused = invoke("ledger", grid.parent / "other.ledger", "add", "--candidate", run / "heldout.parquet",
+                     "--against", grid.parent / "runs" / "baseline" / "lr0.003" / "seed1" / "heldout.parquet",
+                     "--noise-floor", floor)
+    assert_input_error(refused, "decided sequentially by", "enter them with --design")
 
 
 @pytest.mark.slow
