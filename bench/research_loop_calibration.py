@@ -279,6 +279,7 @@ def end_to_end_stream(args: tuple[str, int]) -> tuple[np.ndarray, np.ndarray, in
                 if result.stop:
                     break
             pairs += result.look.n_pairs
+            assert result.ledger_entry is not None  # a design started in a ledger is entered at its stop
             kept[i] = result.ledger_entry.decision == "keep"
             better[i] = result.decision == "better"
     return kept, effects[0], pairs, better

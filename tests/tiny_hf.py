@@ -1,5 +1,5 @@
 """Tiny local `transformers` models with tokenizers of their own, and lm-evaluation-harness runs over them, built
-offline for the tests of `gatedv evaluate --hf` and `gatedv import lm-eval`."""
+offline for the tests of `gatedv evaluate --hf`, `score_model` and `gatedv import lm-eval`."""
 
 from __future__ import annotations
 
@@ -108,6 +108,24 @@ def save_random_llama(path: Path, tokenizer_dir: Path, *, seed: int) -> Path:
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(tokenizer_dir / name, path / name)
     return path
+
+
+def tiny_llama(vocab_size: int = 8192, seed: int = 0):
+    """A random one-layer Llama in memory: our BPE's 8,192 ids unless `vocab_size`, 256 positions, no BOS."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                        max_position_embeddings=256, tie_word_embeddings=True, bos_token_id=None,
+                                        eos_token_id=None))
+
+
+def data_tokenizer(prepared_data: Path):
+    """The data directory's BPE as a `transformers` tokenizer (its saved tokenizer.json is another file)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_file=str(prepared_data / "tokenizer.json"))
 
 
 def save_byte_bert(path: Path, *, decoder: bool = False, seed: int = 0) -> Path:

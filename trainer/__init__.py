@@ -14,7 +14,8 @@ Where things live:
   (`sweep`, its worker pool and torchrun in `launch`), submitit jobs (`cluster`) and learning-rate selection
   (`lr_selection`).
 * `trainer.hf`: `transformers` interop: export to Llama (`export`), opening a local model (`model`) and evaluating
-  it into loss files (`evaluate`).
+  it into loss files (`evaluate`); a model in memory scored by the same path (`score`, its tokenizer in
+  `tokenizer`) and the `transformers.Trainer` callback over it (`callback`).
 
 The end-to-end demo (`demo.py`) and the command line (`cli.py`) sit above the package.
 """

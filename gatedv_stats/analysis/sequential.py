@@ -117,11 +117,12 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     df = fit.df if design.t_boundaries == "marginal" else n_pairs - 1.0
     bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
     e_value = _e_process(design, fit.nll_diff_mean, n_pairs)
+    level = design.ledger["level"] if design.ledger is not None else None
     decided = gs.decide_look(fit.nll_diff_mean, fit.se, df, efficacy=float(efficacy[-1]),
                              futility=None if futility is None else float(futility[-1]), final=final,
                              higher_is_better=design.higher_is_better, equivalence=bounds,
                              futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]),
-                             better=None if e_value is None else e_value * design.ledger["level"] >= 1.0)
+                             better=None if e_value is None or level is None else e_value * level >= 1.0)
     p_value, unbiased = (_stagewise(design, counts, fractions, decided, df, fit.se) if decided.stop
                          and e_value is None else (None, None))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.nll_diff_mean, se=fit.se,

@@ -233,3 +233,12 @@ def test_decide_reports_the_stagewise_p_and_enters_the_ledger_on_the_command_lin
                               *files(study, "same", 2), "--design", tmp_path / "other.json", "--max-seeds", 4,
                               "--ledger", ledger, "--alpha", "0.1"), "--alpha:", "α = 0.05")
     assert not (tmp_path / "other.json").exists()
+    n_pairs = data["look"]["n_pairs"]
+    assert_input_error(invoke("ledger", tmp_path / "fresh.ledger", "add", "--design", tmp_path / "cli.json",
+                              "--candidate", *files(study, "bad", n_pairs), "--against",
+                              *files(study, "baseline", n_pairs)), "is a design of variant arm good",
+                       "the files give bad")
+    assert_input_error(invoke("ledger", ledger, "add", "--design", tmp_path / "cli.json", "--candidate",
+                              *files(study, "good", n_pairs), "--against", *files(study, "baseline", n_pairs)),
+                       "was already entered at step")
+    assert not (tmp_path / "fresh.ledger").exists() and invoke_json("ledger", ledger, "show")["n_entries"] == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -54,22 +55,15 @@ class HFModel:
     def tokenizer_sha256(self) -> str:
         return self.provenance["tokenizer_sha256"]
 
-    def default_context(self) -> int:
-        """The model's maximum sequence length from its config, at most MAX_DEFAULT_CONTEXT."""
-        maximum = self.max_positions()
-        if maximum is None:
-            raise ParameterError("context", f"{self.path}: the model's config names no maximum length; give one")
-        return min(maximum[0], MAX_DEFAULT_CONTEXT)
 
-    def max_positions(self) -> tuple[int, str] | None:
-        """(the model's maximum sequence length, the config key that holds it), or None when its config names none.
-        The key is the one in config.json (GPT-2's `n_positions`, not its alias `max_position_embeddings`)."""
-        config = self.model.config
-        for key in _LENGTH_KEYS:
-            value = getattr(config, key, None)
-            if isinstance(value, int) and value > 1:
-                return value, getattr(config, "attribute_map", {}).get(key, key)
-        return None
+def max_positions(config) -> tuple[int, str] | None:
+    """(a `transformers` config's maximum sequence length, the key that holds it), or None when it names none.
+    The key is the one in config.json (GPT-2's `n_positions`, not its alias `max_position_embeddings`)."""
+    for key in _LENGTH_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 1:
+            return value, getattr(config, "attribute_map", {}).get(key, key)
+    return None
 
 
 def tokenizer_files(model_dir: Path) -> list[Path]:
@@ -127,7 +121,7 @@ def open_hf_model(model_dir: str | os.PathLike, *, dtype: str = "float32",
         model.to(device).eval()
     except (RuntimeError, ValueError, TypeError) as error:  # e.g. a quantised model that cannot move
         raise InputError(f"{path}: cannot run the model on {device} ({' '.join(str(error).split())[:200]})") from None
-    check_causal(path, model, device, torch_dtype)
+    check_causal(str(path), hf_forward(model), vocabulary_size(model), device, torch_dtype, model.config)
     import transformers
 
     provenance = {
@@ -165,29 +159,36 @@ def vocabulary_size(model: PreTrainedModel) -> int:
     return cast(torch.nn.Embedding, model.get_input_embeddings()).num_embeddings
 
 
+def hf_forward(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Token ids (B, T) -> logits (B, T, V) of a `transformers` causal LM, without its key-value cache."""
+    return lambda ids: model(input_ids=ids, use_cache=False).logits
+
+
 @torch.inference_mode()
-def check_causal(path: Path, model: PreTrainedModel, device: torch.device, torch_dtype: torch.dtype) -> None:
+def check_causal(name: str, forward: Callable[[torch.Tensor], torch.Tensor], vocabulary: int, device: torch.device,
+                 torch_dtype: torch.dtype, config=None) -> None:
     """Refuse a model whose prediction at a position depends on a later token: scoring each token given the ones
     before it needs a causal (left-to-right) model. One forward pass over `_PROBE_PAIRS` pairs of two-token
     sequences that differ only in their second token; then, for what float noise could hide in a low precision,
-    the configs that are causal only with is_decoder (an encoder's masked LM loads as its causal-LM class)."""
-    vocabulary = vocabulary_size(model)
+    the `transformers` configs that are causal only with is_decoder (an encoder's masked LM loads as its causal-LM
+    class). `name` names the model in the error."""
     ids = torch.randint(vocabulary, (_PROBE_PAIRS, 2), generator=torch.Generator().manual_seed(0))
     changed = ids.clone()
     changed[:, 1] = (ids[:, 1] + 1) % vocabulary
-    logits = model(input_ids=torch.cat([ids, changed]).to(device), use_cache=False).logits[:, 0].float()
+    logits = forward(torch.cat([ids, changed]).to(device))[:, 0].float()
     shift = (logits[:_PROBE_PAIRS] - logits[_PROBE_PAIRS:]).abs().max().item()
-    noise = _CAUSAL_TOLERANCE[torch_dtype] * max(1.0, logits.abs().max().item())
+    noise = _CAUSAL_TOLERANCE.get(torch_dtype, _CAUSAL_TOLERANCE[torch.float32]) * max(1.0, logits.abs().max().item())
     if shift > noise:  # NaN logits are left to the scores, which show them
-        raise InputError(f"{path}: not a causal language model: its prediction at position 1 changes with a later "
+        raise InputError(f"{name}: not a causal language model: its prediction at position 1 changes with a later "
                          f"token (its logits move by up to {shift:.3g} when token 2 changes; float noise stays "
                          f"within {noise:.2g})")
-    config = model.config
+    if config is None:
+        return
     if getattr(config, "is_encoder_decoder", False) or (getattr(config, "model_type", None) in _ENCODER_TYPES
                                                        and not getattr(config, "is_decoder", False)):
         kind = ("an encoder-decoder's" if getattr(config, "is_encoder_decoder", False)
                 else f"a {config.model_type} encoder's without is_decoder")
-        raise InputError(f"{path}: not a causal language model: its config is {kind}, so each position attends to "
+        raise InputError(f"{name}: not a causal language model: its config is {kind}, so each position attends to "
                          "the later tokens too")
 
 
@@ -219,5 +220,5 @@ def _dtype_argument(torch_dtype: torch.dtype) -> dict:
     return {"dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype": torch_dtype}
 
 
-__all__ = ["DTYPES", "HFModel", "check_causal", "check_dtype", "model_name", "open_hf_model", "snapshot_revision",
-           "tokenizer_files"]
+__all__ = ["DTYPES", "HFModel", "check_causal", "check_dtype", "hf_forward", "max_positions", "model_name",
+           "open_hf_model", "snapshot_revision", "tokenizer_files", "vocabulary_size"]
