@@ -28,19 +28,20 @@ def delta_p_curve_chart(pairs: pd.DataFrame, mean: pd.DataFrame, *, title: str) 
     x = alt.X("step:Q", title="update")
     y = alt.Y("delta_p:Q", title="ΔP", axis=alt.Axis(format="+.1%"))
     color = alt.Color("variant:N", title="variant")
-    per_pair = (
-        alt.Chart(pairs)
-        .mark_line(strokeWidth=1, opacity=0.45)
-        .encode(x=x, y=y, color=color, detail="seed:N", tooltip=["variant:N", "seed:N", "step:Q",
-                                                                  alt.Tooltip("delta_p:Q", format="+.2%")])
-    )
-    mean_curve = (
-        alt.Chart(mean)
-        .mark_line(strokeWidth=2.5)
-        .encode(x=x, y=y, color=color, tooltip=["variant:N", "step:Q", alt.Tooltip("delta_p:Q", format="+.2%")])
-    )
+    per_pair = alt.Chart(pairs).mark_line(strokeWidth=1, opacity=0.45).encode(x=x, y=y, color=color, detail="seed:N")
+    mean_curve = alt.Chart(mean).mark_line(strokeWidth=2.5).encode(x=x, y=y, color=color)
     zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="#555", strokeDash=[4, 3]).encode(y="zero:Q")
-    return alt.layer(zero, per_pair, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
+    return alt.layer(
+        zero, per_pair, mean_curve,
+        _hover_points(pairs, x, y, ["variant:N", "seed:N", "step:Q", alt.Tooltip("delta_p:Q", format="+.2%")]),
+        _hover_points(mean, x, y, ["variant:N", "step:Q", alt.Tooltip("delta_p:Q", format="+.2%", title="mean")]),
+    ).properties(width=WIDTH, height=HEIGHT, title=title)
+
+
+def _hover_points(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list) -> alt.Chart:
+    """Invisible points at a line's data points, each with its tooltip (a line's path shows one tooltip for all
+    of its points); without a colour, they leave the legend as the lines draw it."""
+    return alt.Chart(data).mark_point(opacity=0, size=80).encode(x=x, y=y, tooltip=tooltip)
 
 
 def final_quarter_chart(final: pd.DataFrame, *, title: str) -> alt.LayerChart:
@@ -54,11 +55,13 @@ def final_quarter_chart(final: pd.DataFrame, *, title: str) -> alt.LayerChart:
     color = alt.Color("arm:N", title="arm")
     band = alt.Chart(frame).mark_area(opacity=0.18).encode(
         x=x, y=alt.Y("low:Q", title="development PPL", scale=alt.Scale(zero=False)), y2="high:Q", color=color)
-    mean_curve = alt.Chart(frame).mark_line(strokeWidth=2.5).encode(
-        x=x, y=alt.Y("ppl_mean:Q", scale=alt.Scale(zero=False)), color=color,
-        tooltip=["arm:N", "step:Q", alt.Tooltip("ppl_mean:Q", format=".3f", title="mean PPL"),
-                 alt.Tooltip("ppl_sd:Q", format=".3f", title="SD")])
-    return alt.layer(band, mean_curve).properties(width=WIDTH, height=HEIGHT, title=title)
+    y = alt.Y("ppl_mean:Q", scale=alt.Scale(zero=False))
+    mean_curve = alt.Chart(frame).mark_line(strokeWidth=2.5).encode(x=x, y=y, color=color)
+    tooltip = ["arm:N", "step:Q", alt.Tooltip("ppl_mean:Q", format=".3f", title="mean PPL"),
+               alt.Tooltip("ppl_sd:Q", format=".3f", title="SD"), alt.Tooltip("low:Q", format=".3f", title="mean − SD"),
+               alt.Tooltip("high:Q", format=".3f", title="mean + SD")]
+    return alt.layer(band, mean_curve, _hover_points(frame, x, y, tooltip)).properties(width=WIDTH, height=HEIGHT,
+                                                                                       title=title)
 
 
 def doc_difference_chart(diffs: pd.DataFrame, *, title: str, bins: int = 40) -> alt.FacetChart:
@@ -76,7 +79,8 @@ def doc_difference_chart(diffs: pd.DataFrame, *, title: str, bins: int = 40) -> 
     histogram = alt.Chart().mark_bar(color="#4c78a8").encode(
         x=alt.X("low:Q", title="per-document NLL difference (nats / target)"), x2="high:Q",
         y=alt.Y("documents:Q", title="documents"), y2=alt.datum(0),
-        tooltip=[alt.Tooltip("low:Q", format=".4f"), alt.Tooltip("high:Q", format=".4f"), "documents:Q"],
+        tooltip=["comparison:N", alt.Tooltip("low:Q", format=".4f"), alt.Tooltip("high:Q", format=".4f"),
+                 "documents:Q"],
     )
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))
     return (
@@ -100,7 +104,7 @@ def paired_seed_chart(per_seed: pd.DataFrame, *, title: str) -> alt.FacetChart:
     lines = base.mark_line(color="#888", strokeWidth=1)
     points = base.mark_point(filled=True, size=50).encode(
         color=alt.Color("role:N", title=None, sort=["reference", "variant"]),
-        tooltip=["arm:N", "seed:N", alt.Tooltip("ppl:Q", format=".3f")],
+        tooltip=["comparison:N", "role:N", "arm:N", "seed:N", alt.Tooltip("ppl:Q", format=".3f")],
     )
     return (
         alt.layer(lines, points, data=per_seed)
@@ -120,6 +124,15 @@ def chart_spec(chart: alt.TopLevelMixin) -> dict:
     """
     with alt.data_transformers.disable_max_rows():
         return chart.to_dict(validate=False)
+
+
+def page_spec(spec: dict) -> dict:
+    """`spec` as the HTML report embeds it: a single or layered chart as wide as its container (the page's text
+    column). Vega-Lite sizes only those to their container; a faceted chart keeps its panel width, which the page
+    widens until the chart fills the column."""
+    if "facet" in spec:
+        return spec
+    return {**spec, "width": "container", "autosize": {"type": "fit-x", "contains": "padding"}}
 
 
 def validate_spec(spec: dict) -> None:
@@ -165,10 +178,12 @@ def task_forest_chart(tasks: pd.DataFrame, *, title: str, x_title: str) -> alt.F
 
 def _forest(data: pd.DataFrame, panel: str, label: str, estimate: str, x_title: str, tooltip: list,
             title: str) -> alt.FacetChart:
-    """A forest plot: a point at `estimate` and the interval low–high per `label` row, one panel per `panel`."""
+    """A forest plot: a point at `estimate` and the interval low–high per `label` row, one panel per `panel`; the
+    point and the interval each carry the row's tooltip."""
     y = alt.Y(f"{label}:N", sort=None, title=None)
+    tooltip = [f"{panel}:N", *tooltip]
     interval = alt.Chart().mark_rule(strokeWidth=2, color="#4c78a8").encode(x=alt.X("low:Q", title=x_title),
-                                                                           x2="high:Q", y=y)
+                                                                           x2="high:Q", y=y, tooltip=tooltip)
     point = alt.Chart().mark_point(filled=True, size=60, color="#4c78a8").encode(x=f"{estimate}:Q", y=y,
                                                                                  tooltip=tooltip)
     zero = alt.Chart().mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x=alt.datum(0))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
 from gatedv_stats.analysis.ledger import read_history
@@ -25,6 +26,7 @@ from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.outputs import check_not_an_input, check_output_file, check_path_given
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.build import build_report
 from gatedv_stats.reporting.model import ReportData, Table
 from gatedv_stats.reporting.sections.comparison import left_out_notes
@@ -85,18 +87,44 @@ _JINJA_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+# A space after one of these binds it to what follows ("p = 0.03", "59.1 ± 0.5"); one before them, to what precedes
+# ("1.52 → 1.51" wraps after the arrow).
+_BINDS_NEXT = "±=≤≥<>× "
+_BINDS_PREVIOUS = _BINDS_NEXT + "→"
+
+
+def html_cell(text: str) -> markupsafe.Markup:
+    """A table cell's text for the HTML report, which wraps it only between its parts (each in a span that does not
+    wrap): at a space outside brackets, inside parentheses only after a comma, and not beside an operator.
+    "[−0.05, 0.01]", "56.180 ± 0.462" and "(min 0.25)" stay whole; "3/3, p = 0.125" may wrap after the comma and "no
+    detectable difference" between its words. A cell of one part is its text alone."""
+    parts, start, brackets, parentheses = [], 0, 0, 0
+    for at, char in enumerate(text):
+        brackets += (char == "[") - (char == "]")
+        parentheses += (char == "(") - (char == ")")
+        if char != " " or not 0 < at < len(text) - 1 or brackets > 0 or (parentheses > 0 and text[at - 1] != ","):
+            continue
+        if text[at - 1] not in _BINDS_NEXT and text[at + 1] not in _BINDS_PREVIOUS:
+            parts.append(text[start:at])
+            start = at + 1
+    parts.append(text[start:])
+    if len(parts) == 1:
+        return markupsafe.escape(text)
+    return markupsafe.Markup(" ").join(markupsafe.Markup('<span class="part">{}</span>').format(part) for part in parts)
+
+
 @functools.cache
 def _environment(fmt: str) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), undefined=jinja2.StrictUndefined,
                              **_JINJA_OPTIONS[fmt])
-    env.filters.update(raw=Raw, code=Raw)  # unescaped text in Markdown and LaTeX
+    env.filters.update(raw=Raw, code=Raw, cell=html_cell)  # unescaped text in Markdown and LaTeX; HTML cells
     return env
 
 
 def tables_html(tables: Sequence[Table]) -> str:
     """Report tables as the HTML report shows them, without the page around them (a result in a notebook)."""
     template = _environment("html").get_template("table.html.j2")
-    return "".join(template.render(table=table) for table in tables).strip()
+    return "".join(template.render(table=table, cell_parts=False) for table in tables).strip()
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,8 +161,8 @@ def render_report(report: ReportData, out: Path, fmt: str) -> Path:
     template = _environment(fmt).get_template(f"report{FORMATS[fmt]}.j2")
     if fmt == "html":
         write_text_atomic(out, template.render(
-            report=report, vega_bundle=vega_bundle() if report.figures else "",
-            figure_json={figure.key: _script_json(figure.spec) for figure in report.figures}))
+            report=report, vega_bundle=vega_bundle() if report.figures else "", cell_parts=True,
+            figure_json={figure.key: _script_json(plots.page_spec(figure.spec)) for figure in report.figures}))
         return out
     import vl_convert
 

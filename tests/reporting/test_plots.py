@@ -99,3 +99,72 @@ def test_forest_plot_of_groups_with_and_without_a_seed_and_document_fit_is_stric
     spec = plots.chart_spec(plots.forest_chart(groups, title="D per group"))
     json.dumps(spec, allow_nan=False)
     assert [len(panel["items"]) for panel in marks(spec, "symbol")] == [2, 2]
+
+
+def tooltips(spec: dict, marktype: str) -> list[dict]:
+    """What each drawn item of this mark type tells a reader (Vega-Lite writes a mark's encoded and tooltip fields,
+    each title once, into its description "title: value; …"); numbers as floats, items without one left out."""
+    def value(text: str) -> float | str:
+        try:
+            return float(text.replace("−", "-").rstrip("%")) / (100 if text.endswith("%") else 1)
+        except ValueError:
+            return text
+
+    return [{title: value(text) for title, text in (part.split(": ", 1) for part in item["description"].split("; "))}
+            for group in marks(spec, marktype) for item in group["items"] if item.get("description")]
+
+
+def shown(tips: list[dict], *fields: str) -> list[tuple]:
+    return sorted(tuple(tip[field] for field in fields) for tip in tips)
+
+
+def test_every_point_and_bar_shows_its_arm_seed_value_and_interval():
+    pairs = pd.DataFrame([{"variant": "gatedv", "seed": seed, "step": step, "delta_p": -0.01 * seed}
+                          for seed in (1, 2) for step in (0, 100, 200)])
+    mean = pairs.groupby(["variant", "step"], as_index=False)["delta_p"].mean()
+    curve = tooltips(plots.chart_spec(plots.delta_p_curve_chart(pairs, mean, title="ΔP")), "symbol")
+    assert shown([tip for tip in curve if "seed" in tip], "variant", "seed", "step", "delta_p") == shown(
+        pairs.to_dict("records"), "variant", "seed", "step", "delta_p")  # a point per pair and step
+    assert shown([tip for tip in curve if "seed" not in tip], "step", "mean") == [(0, -0.015), (100, -0.015),
+                                                                                  (200, -0.015)]
+    final = pd.DataFrame({"arm": "baseline", "step": [750, 1000], "ppl_mean": [60.0, 59.0], "ppl_sd": [0.5, 0.25]})
+    band = tooltips(plots.chart_spec(plots.final_quarter_chart(final, title="final")), "symbol")
+    assert shown(band, "arm", "step", "mean PPL", "mean − SD", "mean + SD") == [
+        ("baseline", 750, 60.0, 59.5, 60.5), ("baseline", 1000, 59.0, 58.75, 59.25)]
+
+    per_seed = pd.DataFrame([{"comparison": "gatedv vs baseline", "role": role, "arm": arm, "seed": seed,
+                              "ppl": 50.5 + seed + (role == "variant")}
+                             for role, arm in (("reference", "baseline"), ("variant", "gatedv")) for seed in (3, 4)])
+    seeds = tooltips(plots.chart_spec(plots.paired_seed_chart(per_seed, title="seeds")), "symbol")
+    assert shown(seeds, "comparison", "arm", "seed", "PPL") == shown(
+        per_seed.rename(columns={"ppl": "PPL"}).to_dict("records"), "comparison", "arm", "seed", "PPL")
+
+    diffs = pd.DataFrame({"comparison": "gatedv vs baseline", "diff": [-0.2, -0.1, 0.0, 0.1]})
+    bars = tooltips(plots.chart_spec(plots.doc_difference_chart(diffs, title="differences", bins=2)), "rect")
+    assert shown(bars, "comparison", "low", "high", "documents") == [("gatedv vs baseline", -0.2, -0.05, 2),
+                                                                     ("gatedv vs baseline", -0.05, 0.1, 2)]
+
+    groups = pd.DataFrame({"comparison": "gatedv vs baseline", "group": ["a", "b"], "n_docs": [6, 5],
+                           "nll_diff_mean": [-0.01, 0.0], "low": [-0.02, -0.001], "high": [0.0, 0.002]})
+    tasks = pd.DataFrame({"arm": "gatedv", "task": ["arc", "mean"], "difference": [0.01, 0.02], "low": [0.0, 0.01],
+                          "high": [0.02, 0.03], "verdict": "better"})
+    forests = ((plots.forest_chart(groups, title="D"), groups.rename(columns={"nll_diff_mean": "D"}),
+                ("comparison", "group", "D", "low", "high")),
+               (plots.task_forest_chart(tasks, title="tasks", x_title="accuracy"), tasks,
+                ("arm", "task", "difference", "low", "high", "verdict")))
+    for chart, frame, fields in forests:
+        spec = plots.chart_spec(chart)
+        for marktype in ("symbol", "rule"):  # the point and its interval each; the zero line has none
+            assert shown(tooltips(spec, marktype), *fields) == shown(frame.to_dict("records"), *fields), marktype
+
+
+def test_the_page_sizes_single_and_layered_charts_to_their_container_and_leaves_facets_to_the_page():
+    final = pd.DataFrame({"arm": ["baseline"], "step": [750], "ppl_mean": [60.0], "ppl_sd": [0.5]})
+    layered = plots.chart_spec(plots.final_quarter_chart(final, title="final"))
+    page = plots.page_spec(layered)
+    assert page["width"] == "container" and page["autosize"] == {"type": "fit-x", "contains": "padding"}
+    plots.validate_spec(page)
+    assert layered["width"] == plots.WIDTH  # the Markdown and LaTeX figures keep their size
+    diffs = pd.DataFrame({"comparison": "gatedv vs baseline", "diff": [-0.2, 0.1]})
+    faceted = plots.chart_spec(plots.doc_difference_chart(diffs, title="differences", bins=2))
+    assert plots.page_spec(faceted) == faceted  # Vega-Lite sizes no facet to its container; the page widens it
