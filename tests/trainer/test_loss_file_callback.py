@@ -84,7 +84,7 @@ class Windows(torch.utils.data.Dataset):
 
 
 @pytest.mark.slow
-def test_a_real_trainer_two_arms_two_seeds_to_a_verdict(prepared_data, tmp_path):
+def test_a_real_trainer_two_arms_to_a_verdict_a_report_and_a_noise_floor(prepared_data, tmp_path):
     from transformers import Trainer
 
     data = PreparedData.open(prepared_data)
@@ -92,7 +92,7 @@ def test_a_real_trainer_two_arms_two_seeds_to_a_verdict(prepared_data, tmp_path)
     out = tmp_path / "losses"
     learning_rates = {"slow": 1e-3, "fast": 1e-2}
     for arm, lr in learning_rates.items():
-        for seed in (1, 2):
+        for seed in (1, 2, 3):  # three seeds of each arm: A/A runs for a floor
             callback = LossFileCallback(prepared_data, out, arm=arm, eval_set="heldout")
             args = _arguments(tmp_path, seed=seed, max_steps=8, per_device_train_batch_size=2, learning_rate=lr,
                               eval_strategy="steps", eval_steps=4, dataloader_num_workers=0)
@@ -102,11 +102,16 @@ def test_a_real_trainer_two_arms_two_seeds_to_a_verdict(prepared_data, tmp_path)
             assert [path.relative_to(out).parts[:3] for path in callback.written] == [
                 ("step4", arm, f"seed{seed}"), ("step8", arm, f"seed{seed}")]
     runs = sorted(path.relative_to(out).as_posix() for path in (out / "step8").rglob("*.parquet"))
-    assert runs == ["step8/fast/seed1/heldout.parquet", "step8/fast/seed2/heldout.parquet",
-                    "step8/slow/seed1/heldout.parquet", "step8/slow/seed2/heldout.parquet"]
+    assert runs == [f"step8/{arm}/seed{seed}/heldout.parquet" for arm in ("fast", "slow") for seed in (1, 2, 3)]
     assert read_loss_file(out / runs[0]).meta["step"] == 8
     result = invoke("bootstrap", out / "step8", "--baseline-arm", "slow", "--variant-arm", "fast")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("fast vs slow: 2 paired seeds, 8 documents") and "\nverdict: " in result.stdout
+    assert result.stdout.startswith("fast vs slow: 3 paired seeds, 8 documents") and "\nverdict: " in result.stdout
     arms = invoke("arms", out / "step8", "--reference", "slow")
     assert arms.exit_code == 0 and "fast" in arms.stdout, arms.output
+    report = invoke("report", out / "step8", "--out", tmp_path / "report.md", "--reference", "slow")
+    assert report.exit_code == 0, report.output
+    assert "fast" in (tmp_path / "report.md").read_text()
+    floor = invoke("noise-floor", out / "step8" / "slow", "--out", tmp_path / "floor.json")
+    assert floor.exit_code == 0, floor.output
+    assert "from 3 A/A runs" in floor.stdout
