@@ -18,8 +18,8 @@ Everything goes through the `gatedv` commands an automated loop would call:
    every other stop a discard.
 
 It prints each decision, what was kept, the runs trained against a fixed design of K seed pairs per candidate,
-and the ledger's section of the report (`gatedv report --ledger`). docs/statistics.md ("Sequential seeds", "A
-research ledger: online FDR") says what each step computes; docs/research-loop.md shows one run's output.
+and the ledger's section of the report (`gatedv report --ledger`). docs/sequential-seeds.md and
+docs/research-ledger.md say what each step computes; docs/research-loop.md shows one run's output.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ decided in parallel: the ledger's procedure is asynchronous), and a variant that
 is fixed at the first look: a rerun resumes it (finished runs are skipped, recorded looks are not taken again), and
 a `--max-seeds`, `--sesoi`, `--alpha`, `--power`, `--spending`, `--noise-floor` or `--ledger` that differs from a
 design's is refused before anything trains. This module composes the trainer and `gv`, which do not know each other
-(docs/statistics.md, "Sequential seeds").
+(docs/sequential-seeds.md).
 """
 
 from __future__ import annotations

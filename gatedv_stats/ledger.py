@@ -28,7 +28,7 @@ _RENAMED = {"baseline": "against", "variant": "candidate"}
 
 class Ledger:
     """A research ledger: every candidate compared, in order, each kept or discarded by an online procedure that
-    bounds the false keeps over the whole stream (`gatedv ledger`; docs/statistics.md, "A research ledger").
+    bounds the false keeps over the whole stream (`gatedv ledger`; docs/research-ledger.md).
 
     Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores;
     with a `noise_floor`, one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for

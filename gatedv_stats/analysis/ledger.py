@@ -1,6 +1,5 @@
 """A research ledger: every candidate compared, in the order it was compared, each kept or discarded by an online
-procedure that bounds the share of false keeps over the whole stream (docs/statistics.md, "A research ledger:
-online FDR").
+procedure that bounds the share of false keeps over the whole stream (docs/research-ledger.md).
 
 An entry is one comparison of a candidate against a reference, on the pair's scale: its estimate and interval, its
 one-sided p-value (H0: the candidate is not better; a fixed-sample comparison's `stats.verdict.one_sided_p`, a

@@ -1,5 +1,5 @@
 """A setup's noise floor measured from runs (A/A runs of one configuration, or earlier paired studies) and checked
-against a study before its seed variance is used (docs/statistics.md, "Few seeds and the noise floor")."""
+against a study before its seed variance is used (docs/noise-floor.md)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ sweep) trains seed pair k + 1 while the last look says "continue":
     result = look(design, paired)          # result.decision, result.stop, result.line
     save_design(path, design.with_look(result))
 
-Loss files and item scores alike, through `Paired` and its `Scale` (docs/statistics.md, "Sequential seeds").
+Loss files and item scores alike, through `Paired` and its `Scale` (docs/sequential-seeds.md).
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float
     two seed pairs on, the fit's document part (0 where the pre-test pools it). With one seed pair the units'
     spread holds the seed × unit interaction as well, which τ² holds too, so Σw²σ²_doc lies between that spread's
     part less τ² and the part itself: the design takes the lower end, since a c too large makes the looks seem more
-    correlated than they are and the boundaries too low (docs/statistics.md, "Sequential seeds")."""
+    correlated than they are and the boundaries too low (docs/sequential-seeds.md)."""
     part = max(fit.se ** 2 - seed_variance / fit.n_seeds, 0.0)
     if fit.n_seeds > 1:
         return part, None
@@ -343,7 +343,7 @@ def _stagewise(design: SequentialDesign, counts: Sequence[int], fractions: Seque
                decided: gs.LookDecision, df: float, se: float) -> tuple[float, float]:
     """At a stop, the stage-wise ordering p-value of H0 "not better" and the median-unbiased estimate of D: on the z
     recursion with the statistic read back from the look's t (the same tail) where the boundaries were read
-    marginally, else on the looks' joint t law (docs/statistics.md, "Sequential seeds"). The looks not taken yet
+    marginally, else on the looks' joint t law (docs/sequential-seeds.md). The looks not taken yet
     enter at the design's fractions, one per seed pair. An equivalence stop that did not cross is ranked as if at
     the foot of the look's continuation region, below which no path went on."""
     k = len(counts) - 1

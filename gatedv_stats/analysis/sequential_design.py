@@ -73,7 +73,7 @@ class Look:
 
 @dataclass(frozen=True)
 class SequentialDesign:
-    """A group-sequential design over seed pairs (docs/statistics.md, "Sequential seeds"), fixed before the first
+    """A group-sequential design over seed pairs (docs/sequential-seeds.md), fixed before the first
     look from the budget, α, the power, the smallest effect of interest, the spending function, the seed variance
     τ² (a noise floor's, else the first look's) and the document term c of the first look's fit."""
 

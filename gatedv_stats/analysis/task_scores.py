@@ -5,7 +5,7 @@ McNemar's exact test (these two models only).
 The verdict itself is `analysis.compare`'s, on the metric's scale: the per-item differences go through the same
 crossed seeds × items fit as the perplexity verdict, every item weighted equally, so D is the difference of the arms'
 mean scores in the metric's units (0.01 = one point of accuracy) and "better" follows the metric's direction.
-docs/statistics.md ("Downstream tasks") has the derivation and the calibration.
+docs/verdicts.md ("Downstream tasks") has the derivation and the calibration.
 """
 
 from __future__ import annotations

@@ -211,8 +211,8 @@ def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
 # With this many seed pairs or fewer, the interval's df is at most S − 1: the seed variance rests on S − 1 df,
 # and Satterthwaite's df, which adds the document part's, left 2-seed studies at 7–9% false verdicts where the seeds
 # hold most of the variance. From 3 seed pairs on the few-seed guard keeps them at or below 6%, and a cap would cost
-# most of the power of studies whose documents hold the variance (docs/statistics.md, "Few seeds and the noise
-# floor"; bench/noise_floor_calibration.py).
+# most of the power of studies whose documents hold the variance (docs/noise-floor.md;
+# bench/noise_floor_calibration.py).
 FEW_SEEDS = 2
 
 
@@ -220,7 +220,7 @@ def interval_df(satterthwaite: np.ndarray | float, variance: np.ndarray | float,
                 n_seeds: int) -> np.ndarray:
     """The df of the interval: Satterthwaite's under the few-seed guard, never more than the seed part's S − 1
     divided by its share of Var(D) (plain Satterthwaite inflates the df exactly when the few seeds happen to
-    agree), and at most S − 1 with `FEW_SEEDS` seed pairs or fewer (docs/statistics.md)."""
+    agree), and at most S − 1 with `FEW_SEEDS` seed pairs or fewer (docs/noise-floor.md)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.minimum(satterthwaite, (n_seeds - 1) * np.asarray(variance) / seed_part)
     return np.minimum(df, n_seeds - 1.0) if n_seeds <= FEW_SEEDS else df

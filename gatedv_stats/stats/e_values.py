@@ -7,7 +7,7 @@ benefit) against θ = 0: e = exp((δ·d − δ²/2) / V) with d the oriented est
 is a Brownian motion at times I_k (the canonical joint distribution of the looks), so e_k = exp(δS_k − δ²I_k/2) is a
 nonnegative martingale under θ = 0 (a supermartingale under θ < 0): an e-process, whose value at any stopping look
 is an e-value however the stop was chosen. With the variance estimated, both are approximations that hold as its df
-grow (docs/statistics.md, "Using the pieces together").
+grow (docs/research-ledger.md, "Using the pieces together").
 """
 
 from __future__ import annotations

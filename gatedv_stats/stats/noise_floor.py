@@ -12,7 +12,7 @@ measured without the candidate:
 * from earlier paired studies of the same setup, each with S_i ≥ 2 seed pairs: the per-seed differences' variances
   s²_i pooled with weights S_i − 1 (Σ(S_i − 1) df), after Bartlett's test of their homogeneity.
 
-docs/statistics.md ("Few seeds and the noise floor") derives this and shows by simulation when it holds.
+docs/noise-floor.md derives this and shows by simulation when it holds.
 """
 
 from __future__ import annotations

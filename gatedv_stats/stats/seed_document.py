@@ -2,7 +2,7 @@
 
 D, the token-weighted mean over seed pairs of the per-token NLL difference, with SE² = Var̂(D) from the crossed
 seeds × documents (or × clusters) model of gatedv_stats.stats.crossed and a t interval on its df; ΔP through
-the log ratio of mean perplexities. The derivation and the calibration are in docs/statistics.md.
+the log ratio of mean perplexities. The derivation is in docs/statistics.md, the calibration in docs/verdicts.md.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _one_seed_moments(y: np.ndarray, n: np.ndarray, clusters: np.ndarray | None,
                       floor: SeedVariance) -> CrossedMoments:
     """The fit of one seed pair with a floor: Var̂(D) = τ̂² + Σw² q / κ, where the units' weighted spread q around D
     estimates κ (σ²_doc + σ²_int) — the interaction is in τ² too, so the document part is conservative — with
-    Satterthwaite's df from the floor's and the units' (docs/statistics.md, "Few seeds and the noise floor")."""
+    Satterthwaite's df from the floor's and the units' (docs/noise-floor.md)."""
     if clusters is None:
         units, weights = y[0], n / n.sum()
     else:

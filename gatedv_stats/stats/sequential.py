@@ -8,7 +8,7 @@ Corr(Z_k, Z_l) = √(I_k / I_l). A non-binding futility boundary comes from β-s
 drift θ√I_K of the smallest effect of interest. Each look's z boundary is read as a t critical value on the look's df
 (the same tail probability; without a noise floor the z's are first calibrated to the looks' joint t law by
 `stats.sequential_t`), the repeated confidence interval is D̂_k ± c_k·se_k, and the decision at a look is read off
-both. Pure functions over numbers; docs/statistics.md ("Sequential seeds") derives and calibrates them.
+both. Pure functions over numbers; docs/sequential-seeds.md derives and calibrates them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gatedv_stats.stats.intervals import ConfidenceInterval
 
 SPENDING_FUNCTIONS = ("obf", "pocock")  # O'Brien–Fleming type, Pocock type (Lan & DeMets 1983; Kim & DeMets 1987)
 GRID_POINTS = 16  # r of Jennison & Turnbull's grid (about 12r Simpson nodes per look): their choice, errors ≲ 1e-6
-# The most power at the smallest effect of interest that the futility boundary may cost (docs/statistics.md).
+# The most power at the smallest effect of interest that the futility boundary may cost (docs/sequential-seeds.md).
 MAX_FUTILITY_COST = 0.01
 STOPS = ("better", "worse", "equivalent", "no useful gain", "no detectable difference")
 DECISIONS = (*STOPS, "continue")

@@ -7,7 +7,7 @@ extreme t on one or two df comes from a small variance estimate that the next se
 critical values are calibrated to the joint law itself: P₀(T_j < c_j for j < k, T_k ≥ c_k) = α(s_k) − α(s_{k−1})
 under independent normal seed pairs, by a seeded Monte Carlo of the looks' sufficient statistics. α is spent at
 the fractions of the looks' effective information, which give little of it to looks where a t on one or two df
-cannot use it. Pure functions over numbers; docs/statistics.md ("Sequential seeds") derives and calibrates them.
+cannot use it. Pure functions over numbers; docs/sequential-seeds.md derives and calibrates them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.stats.sequential import Numbers, efficacy_bounds, t_critical
 
 # Simulated paths of seed pairs, each used with its mirror image (−D): the one-sided α a design spends then lies
-# within about ±1e-4 of the spending function's (two SD; docs/statistics.md, "Sequential seeds").
+# within about ±1e-4 of the spending function's (two SD; docs/sequential-seeds.md).
 T_PATHS = 2**21
 T_SEED = 20_250_601  # fixed, so that the same looks always give bit-identical boundaries
 # Paths under a drift, for the median-unbiased estimate (a probability of 1/2 needs no more than this to about 0.001).

@@ -9,7 +9,7 @@ across tasks; their items are distinct, so the item terms are independent:
 
 with V_M the variance over seed pairs of M_s (which holds every task's seed and interaction terms and their
 covariances across tasks) and Var̂_item,t the item term of task t's own fit (0 where its pre-test pools it), on
-Satterthwaite's df under the few-seed guard. The derivation is in docs/statistics.md ("Downstream tasks").
+Satterthwaite's df under the few-seed guard. The derivation is in docs/verdicts.md ("Downstream tasks").
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def interval_covers(fit, truth: float, confidence_level: float = 0.95) -> np.nda
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.slow
 def test_coverage_of_the_95_percent_interval(name, clustered):
-    """Within [0.93, 0.97] in every cell (docs/statistics.md has the longer table)."""
+    """Within [0.93, 0.97] in every cell (docs/verdicts.md has the longer table)."""
     model = SCENARIOS[name]
     coverages = {}
     for n_seeds in (3, 5, 10):

@@ -1,7 +1,7 @@
 """Fault injection over every file kind gatedv writes and reads back: a flipped byte, a truncation and a file
 emptied to zero bytes each end the command that reads it as one `error:` line naming the file (and, where gatedv
 wrote it, what to do), exit 2, before any statistic, evaluation or resume uses it: no verdict is printed, no report,
-loss file or checkpoint written. The table of these cases is docs/architecture.md, "Failure contract"."""
+loss file or checkpoint written. The table of these cases is docs/failure-contract.md."""
 
 from __future__ import annotations
 

@@ -300,7 +300,7 @@ class WindowSampler:
 
 @dataclass(frozen=True)
 class PreparedData:
-    """An opened data directory (see docs/architecture.md, "Data directory")."""
+    """An opened data directory (see docs/formats.md, "Data directory")."""
 
     path: Path
     manifest: dict

@@ -1,5 +1,5 @@
 """Signals during training, held back to the end of the update in progress so that a checkpoint of it is written
-first (docs/architecture.md, "Failure contract")."""
+first (docs/failure-contract.md)."""
 
 from __future__ import annotations
 
