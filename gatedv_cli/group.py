@@ -109,7 +109,8 @@ class CommandGroup(TyperGroup):
             typer.echo(f"error: interrupted ({stopped_by.name}); {INTERRUPTED}", err=True)
             raise typer.Exit(128 + stopped_by) from None
         finally:
-            if previous is not None:
+            # a disposition set meanwhile stays (a data-parallel rank ending with an error ignores SIGTERM)
+            if previous is not None and signal.getsignal(signal.SIGTERM) is _terminate:
                 signal.signal(signal.SIGTERM, previous)
 
 

@@ -60,13 +60,11 @@ def train_command(
     as_json: bool = JSON,
 ) -> None:
     """Train one run (docs/method.md §4): checkpoints, development curve, --resume; data parallel under torchrun."""
-    import contextlib
-    import os
-
     from gatedv_stats.core.locks import run_lock
     from gatedv_stats.core.outputs import check_output_dir
     from trainer.model.knobs import parse_knob_options
     from trainer.model.sizes import parse_size_knob_options
+    from trainer.run.ranks import Ranks, rank_zero_checks
     from trainer.run.recipe import RunSpec
     from trainer.run.train import DivergenceError, train
 
@@ -76,14 +74,13 @@ def train_command(
                             batch_size=batch_size, knobs=parse_knob_options(knobs or []),
                             size_knobs=parse_size_knob_options(size_knobs or []))
     how = runtime(device, tf32, bf16, compile_model, grad_accum, checkpoint_activations)
-    main = int(os.environ.get("RANK", 0)) == 0  # under torchrun, rank 0 holds the run's lock for every rank
-    try:
-        with run_lock(out) if main else contextlib.nullcontext():
+    try:  # under torchrun, rank 0 holds the run's lock for every rank
+        with rank_zero_checks(lambda: run_lock(out), how.device):
             result = train(spec, out, runtime=how, resume=resume, stop_after=stop_after)
     except DivergenceError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(3) from None
-    if main:
+    if Ranks.from_env().main:
         emit(result, as_json)
 
 

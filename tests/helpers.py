@@ -12,6 +12,8 @@ import numpy as np
 from typer.testing import CliRunner, Result
 
 import cli
+from gatedv_cli.until_decided import design_directory
+from gatedv_stats.analysis.sequential import load_design
 from trainer.model.transformer import Transformer, build_model, model_config
 
 # A vocabulary and context small enough for models built in a test, large enough for every variant.
@@ -60,6 +62,17 @@ def assert_refused(result: Result, out: Path, *messages: str) -> None:
     for message in messages:
         assert message in result.stderr, result.stderr
     assert not out.exists()
+
+
+def designs(grid: Path) -> dict[str, dict]:
+    """Each design file of the grid's sequential sweep, read with its seal checked: its design and its looks (without
+    their inputs, which name the files' paths)."""
+    found = {}
+    for path in sorted(design_directory(grid).glob("*.json")):
+        content = load_design(path).to_dict()
+        found[path.name] = {"design": content["design"],
+                            "looks": [{k: v for k, v in look.items() if k != "inputs"} for look in content["looks"]]}
+    return found
 
 
 def tree(root: Path) -> dict[str, str]:

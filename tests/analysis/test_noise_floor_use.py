@@ -4,6 +4,7 @@ one-seed verdict for loss files and item scores, the plan from a floor, and the 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def test_a_floor_from_aa_runs_records_its_setup_and_reads_back_whole(floor_file)
 
 
 def test_a_floor_edited_by_hand_or_of_another_format_is_refused(floor_file, tmp_path):
-    content = json.loads(open(floor_file).read())
+    content = json.loads(Path(floor_file).read_text())
     content["df"] = 99
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(content))
@@ -131,7 +132,7 @@ def test_the_commands_write_and_use_a_floor(floor_file, tmp_path):
     planned = invoke("plan", "--effect", "0.02", "--noise-floor", floor_file)
     assert planned.exit_code == 0 and "paired seeds needed" in planned.stdout
     edited = tmp_path / "edited.json"
-    edited.write_text(open(floor_file).read().replace('"df": 9', '"df": 19'))
+    edited.write_text(Path(floor_file).read_text().replace('"df": 9', '"df": 19'))
     refused = invoke("bootstrap", study, "--baseline-arm", "baseline", "--variant-arm", "gatedv", "--noise-floor",
                      edited)
     assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "sha256" in refused.stderr

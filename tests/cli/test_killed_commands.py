@@ -26,7 +26,6 @@ import pytest
 
 from experiments import write_runs
 from gatedv_cli.until_decided import design_directory
-from gatedv_stats.analysis.sequential import load_design
 from gatedv_stats.core.locks import RUN_LOCK_NAME
 from gatedv_stats.io.curvefiles import CURVE_FILE_NAME, read_curve_file
 from gatedv_stats.io.itemfiles import read_item_inputs
@@ -34,7 +33,7 @@ from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_sealed_record
 from gatedv_stats.testing import ppls_with_moments
 from harness_logs import MC_LINES, many_tasks_run, write_log
-from helpers import final_files, invoke, invoke_json, sweep_json, tree
+from helpers import designs, final_files, invoke, invoke_json, sweep_json, tree
 from trainer.run.checkpoint import CHECKPOINT_FILE_NAME, load_checkpoint
 
 pytestmark = pytest.mark.slow  # each case starts the command as a new process
@@ -285,17 +284,6 @@ def test_a_sweep_killed_at_a_random_point_leaves_verified_files_and_its_rerun_ma
     assert_same_losses(loss_columns(runs), reference)
 
 
-def designs(grid: Path) -> dict[str, dict]:
-    """Each design file of the grid's sequential sweep, read with its seal checked: its design and its looks (without
-    their inputs, which name the files' paths)."""
-    found = {}
-    for path in sorted(design_directory(grid).glob("*.json")):
-        content = load_design(path).to_dict()
-        found[path.name] = {"design": content["design"],
-                            "looks": [{k: v for k, v in look.items() if k != "inputs"} for look in content["looks"]]}
-    return found
-
-
 # Where the random point is drawn from: the whole sweep, or its last round (anchored at the first look, whose design
 # file the rerun resumes: the rounds take times that vary too much on shared cores to reach it by time alone).
 PHASES = ("from its first write", "from its first look")
@@ -310,7 +298,7 @@ def decided(prepared_data, tmp_path_factory):
     return designs(grid), dict(zip(PHASES, spans))
 
 
-@pytest.mark.parametrize(("phase", "seed"), zip(PHASES, SEEDS))
+@pytest.mark.parametrize(("phase", "seed"), list(zip(PHASES, SEEDS)))
 def test_a_sequential_sweep_killed_at_a_random_point_resumes_to_the_designs_of_an_uninterrupted_one(
         decided, prepared_data, tmp_path, phase, seed):
     reference, spans = decided

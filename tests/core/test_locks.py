@@ -54,7 +54,7 @@ def test_another_process_is_named_and_its_lock_taken_over_once_it_is_killed(tmp_
                 pass
     finally:
         holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        holder.communicate()
     assert json.loads((tmp_path / RUN_LOCK_NAME).read_text())["pid"] == holder.pid  # left behind: stale
     with run_lock(tmp_path) as lock:
         assert lock.stale is not None and lock.stale["pid"] == holder.pid
@@ -69,7 +69,7 @@ def test_an_output_lock_is_waited_for(tmp_path):
     began = time.monotonic()
     with output_lock(out):
         waited = time.monotonic() - began
-    holder.wait()
+    holder.communicate()
     assert waited > 1.0  # until the holder let go
     assert sorted(path.name for path in tmp_path.iterdir()) == []
 

@@ -1,6 +1,7 @@
 """Data parallel under torchrun: two gloo processes, each with half of the same global batch, give the
-single-process curve and weights within float tolerance."""
+single-process curve and weights within float tolerance; a run that rank 0 refuses ends every rank at once."""
 
+import json
 import os
 import signal
 import subprocess
@@ -137,3 +138,59 @@ def test_a_schedulers_save_signal_finds_a_checkpoint_of_the_update_in_progress_o
     assert int((run_dir.parent / "seen0").read_text()) == update
     # rank 1's signal may have come one update before rank 0's: then both checkpointed that update first
     assert update - 1 <= int((run_dir.parent / "seen1").read_text()) <= update
+
+
+LAUNCH = """
+import json, sys
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import parse_args, run
+try:
+    run(parse_args(sys.argv[1:]))
+except ChildFailedError as failed:  # each rank's exit code as torchrun saw it (a signal's: minus its number)
+    print(json.dumps({rank: failure.exitcode for rank, failure in failed.failures.items()}))
+else:
+    print("{}")
+"""
+
+HOLD_RUN = """
+import sys, time
+from gatedv_stats.core.locks import run_lock
+with run_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("refusal", ["held by another writer", "already holding a run"])
+def test_a_run_refused_before_training_ends_every_rank_within_seconds_in_one_line_and_one_code(
+        prepared_data, tmp_path, refusal):
+    """Rank 0 alone holds the run's lock; when another process holds it, every rank learns so from rank 0 and ends
+    as it does, instead of waiting for it in a collective. A run refused by every rank's own check ends alike."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = None
+    if refusal == "held by another writer":
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_RUN, str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE,
+                                  text=True)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        message = f"error: {run_dir}: is being trained or evaluated by pid {holder.pid} on "
+    else:
+        (run_dir / "checkpoint.pt").write_bytes(b"")  # refused before it is read
+        message = f"error: {run_dir}: already holds a run; pass --resume"
+    before = sorted(path.name for path in run_dir.iterdir())
+    command = _torchrun_train(prepared_data, run_dir, tmp_path / "logs")
+    command[1:3] = ["-c", LAUNCH]  # torchrun itself, reporting each rank's exit code
+    try:
+        began = time.monotonic()
+        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                              text=True, timeout=300)
+        seconds = time.monotonic() - began
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.communicate()
+    assert json.loads(done.stdout.splitlines()[-1]) == {"0": 2, "1": 2}, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 2 and lines[0] == lines[1] and lines[0].startswith(message), lines
+    assert seconds < 20  # torchrun and its two ranks started and ended; before, rank 1 waited 30 s for SIGKILL
+    assert sorted(path.name for path in run_dir.iterdir()) == before  # nothing of the run touched

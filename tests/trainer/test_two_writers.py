@@ -151,7 +151,7 @@ def test_two_reports_of_the_same_file_write_one_after_the_other(tmp_path):
     reports = [gatedv("report", study, "--out", out, "--samples", "100", cwd=tmp_path) for study in studies]
     time.sleep(12)  # each report alone takes about 5 s here
     assert not out.exists() and all(report.poll() is None for report in reports)  # both wait for the holder
-    holder.wait(timeout=60)
+    holder.communicate(timeout=60)
     outputs = [report.communicate(timeout=600) for report in reports]
     assert [report.returncode for report in reports] == [0, 0], outputs
     assert out.read_text() in alone  # one whole report, of one of them

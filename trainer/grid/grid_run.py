@@ -16,6 +16,7 @@ from gatedv_stats.io.lossfiles import read_loss_file
 from gatedv_stats.io.runrecords import read_run_record
 from trainer.run.checkpoint import CHECKPOINT_FILE_NAME
 from trainer.run.evaluate import evaluate_checkpoint
+from trainer.run.ranks import rank_zero_checks
 from trainer.run.recipe import RunSpec, Runtime, spec_differences
 from trainer.run.train import DivergenceError, train
 
@@ -74,13 +75,12 @@ def run_one(run: GridRun, runtime: Runtime = Runtime()) -> RunOutcome:
     """Bring one grid run to `finished` with its loss files: train, resume, or only evaluate as needed, holding the
     run directory's lock (`gatedv_stats.core.locks.run_lock`: `LockBusy` when another process holds it).
 
-    Under torchrun every process calls this: all train (the decision to resume is taken before the process
-    group forms, so before rank 0 writes anything), rank 0 alone holds the lock and writes the loss files."""
-    if int(os.environ.get("RANK", 0)) != 0:
-        return _bring_to_finished(run, runtime)
-    with run_lock(run.run_dir) as lock:
+    Under torchrun every process calls this: rank 0 alone holds the lock, and every rank knows whether it could
+    before any starts (`rank_zero_checks`); all train (the decision to resume is taken before every rank has entered
+    training, so before rank 0 writes anything); rank 0 alone writes the loss files."""
+    with rank_zero_checks(lambda: run_lock(run.run_dir), runtime.device) as lock:
         outcome = _bring_to_finished(run, runtime)
-    if lock.stale is None:
+    if lock is None or lock.stale is None:
         return outcome
     return replace(outcome, note=f"{run.run_dir}: took over the lock of {describe(lock.stale)}, which ended "
                                  "without releasing it")

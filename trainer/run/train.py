@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +32,7 @@ from trainer.run.checkpoint import load_checkpoint, non_finite_state
 from trainer.run.device import Precision, out_of_memory_as, retain_freed_memory, select_device
 from trainer.run.evaluate import document_loss_sums
 from trainer.run.interruption import DeferredInterruption
+from trainer.run.ranks import Ranks, process_group
 from trainer.run.recipe import (
     CLIP_NORM,
     RunSpec,
@@ -69,22 +68,6 @@ class Objective(torch.nn.Module):
         return next_token_loss(self.model, batch)
 
 
-@dataclass(frozen=True)
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @classmethod
-    def from_env(cls) -> _Dist:
-        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                   int(os.environ.get("LOCAL_RANK", 0)))
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
 def accumulate_gradients(objective: Callable[[torch.Tensor], torch.Tensor], batch: torch.Tensor, parts: int,
                          autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
                          ) -> torch.Tensor:
@@ -116,7 +99,7 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
     """Train (or, with `resume`, continue) the run `spec` in `run_dir`; `stop_after` ends this call after
     that update with a checkpoint, as an interruption would. Under `torchrun` this runs data parallel."""
     spec.validate()
-    where = _Dist.from_env()
+    where = Ranks.from_env()
     if spec.batch_size % where.world:
         raise InputError(f"--batch-size: {spec.batch_size} is not divisible by {where.world} processes")
     if runtime.grad_accum < 1 or spec.batch_size % (where.world * runtime.grad_accum):
@@ -127,24 +110,16 @@ def train(spec: RunSpec, run_dir: str | Path, *, runtime: Runtime = Runtime(), r
     device = select_device(runtime.device, local_rank=where.local_rank)
     runtime.precision.apply(device)
     retain_freed_memory()  # a step's freed blocks are the next step's: do not return them to the system
-    started_group = where.world > 1 and not dist.is_initialized()
-    if started_group:
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    try:
+    with process_group(device):
         loop = _Loop(spec, Path(run_dir), runtime, where, device)
         with out_of_memory_as(loop.out_of_memory), loop.no_space_as_failure():
             return loop.run(resume, stop_after or spec.updates)
-    finally:
-        if started_group:
-            dist.destroy_process_group()
 
 
 class _Loop:
     """State of one training call: model, optimizer, curve rows and the window of training losses."""
 
-    def __init__(self, spec: RunSpec, run_dir: Path, runtime: Runtime, where: _Dist, device: torch.device) -> None:
+    def __init__(self, spec: RunSpec, run_dir: Path, runtime: Runtime, where: Ranks, device: torch.device) -> None:
         self.spec, self.run_dir, self.runtime, self.where, self.device = spec, run_dir, runtime, where, device
         self.files = RunFiles(run_dir)
         self.checkpoint_path = self.files.checkpoint_path
