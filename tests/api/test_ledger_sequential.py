@@ -209,6 +209,10 @@ def test_a_plan_at_the_ledgers_level(study, tmp_path):
     assert str(at_level).startswith(f"planned at one-sided level {level:.3g}")
     fixed = gv.plan(effect=0.02, noise_floor=tmp_path / "floor.json")
     assert at_level.seeds_required > fixed.seeds_required
+    pilot = [*files(study, "good", 3), *files(study, "baseline", 3)]  # without a floor: from pilot runs
+    from_pilot = gv.plan(pilot, effect=0.02, ledger=ledger.path)
+    assert from_pilot.plan.alpha == pytest.approx(2.0 * level) and str(from_pilot).startswith("planned at")
+    assert from_pilot.seeds_required >= gv.plan(pilot, effect=0.02).seeds_required
     with pytest.raises(ParameterError, match="alpha: a plan for a research ledger"):
         gv.plan(effect=0.02, noise_floor=tmp_path / "floor.json", ledger=ledger.path, alpha=0.05)
 
