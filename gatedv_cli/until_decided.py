@@ -216,7 +216,8 @@ def _look(grid: Experiment, settings: SequentialSettings, state: VariantState, n
                                 state.alpha_spent)
     result = gv.sequential(baseline=_loss_files(grid, settings.baseline, seeds, eval_set),
                            variant=_loss_files(grid, variant, seeds, eval_set), design=path, max_seeds=max_seeds,
-                           note=f"{grid.name}: {variant}", **settings.design_settings())
+                           note=f"variant {variant} of {Path(grid.source).name if grid.source else grid.name}",
+                           **settings.design_settings())
     for seed in seeds:
         write_run_design(run_directory(grid.out, variant, grid.lrs[variant][0], seed), path, result.design.sha256)
     for warning in result.warnings:

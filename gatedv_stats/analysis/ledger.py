@@ -121,13 +121,16 @@ def _or(value: float | None, unbounded: float) -> float:
 def dependence_note(entry: LedgerEntry) -> str:
     """Which earlier rows the entry's reference shares runs with, and what that means for its procedure."""
     steps = ", ".join(str(step) for step in entry.row["shared_reference"])
-    chosen = OnlineProcedure.from_dict(entry.row["parameters"])
-    meaning = (f"which {NAMES[chosen.procedure]}'s guarantee (for independent tests) does not cover; LOND controls "
-               "the FDR under this positive dependence and e-LOND under any (a new ledger: --procedure lond)"
-               if chosen.assumes_independence else
-               f"which {NAMES[chosen.procedure]}'s guarantee allows ({ASSUMES[chosen.procedure]})")
-    return (f"its reference shares runs with step{'s' if ',' in steps else ''} {steps}: the tests are dependent, "
-            f"{meaning}")
+    return (f"its reference shares runs with step{'s' if ',' in steps else ''} {steps}: "
+            f"{_dependence_meaning(OnlineProcedure.from_dict(entry.row['parameters']))}")
+
+
+def _dependence_meaning(chosen: OnlineProcedure) -> str:
+    if chosen.assumes_independence:
+        return (f"the tests are dependent, which {NAMES[chosen.procedure]}'s guarantee (for independent tests) does "
+                "not cover; LOND controls the FDR under this positive dependence and e-LOND under any (a new ledger: "
+                "--procedure lond)")
+    return f"the tests are dependent, which {NAMES[chosen.procedure]}'s guarantee allows ({ASSUMES[chosen.procedure]})"
 
 
 @dataclass(frozen=True)
@@ -185,9 +188,16 @@ class LedgerHistory:
         return (f"{self.path}: {count} {'entry' if count == 1 else 'entries'}, {self.kept} kept{running}; "
                 f"{self.procedure.describe()}")
 
-    def notes(self) -> tuple[str, ...]:
-        """The standing notes: the dependence between entries that share a reference's runs."""
-        return tuple(f"step {entry.row['step']}: {dependence_note(entry)}" for entry in self.dependent)
+    def notes(self, step: int | None = None) -> tuple[str, ...]:
+        """The standing note on the entries whose reference shares runs with an earlier entry's (only `step`'s,
+        when given): one line, naming them."""
+        shown = [entry for entry in (*self.decided, *self.running) if entry.row.get("shared_reference")
+                 and step in (None, entry.row["step"])]
+        if not shown:
+            return ()
+        steps = ", ".join(str(entry.row["step"]) for entry in shown)
+        return (f"step{'s' if len(shown) > 1 else ''} {steps}: the reference shares runs with an earlier entry's: "
+                f"{_dependence_meaning(self.procedure)}",)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per decided entry with the running best beside it."""
@@ -216,7 +226,8 @@ class LedgerHistory:
                  "—" if best_of.get(entry.row["step"]) is None else
                  f"{best_of[entry.row['step']].row['candidate']} ({best_of[entry.row['step']].row['step']})")
                 for entry in self.entries if entry in self.decided or entry in self.running]
-        notes = [f"note, step {entry.row['step']}: {entry.row['note']}" for entry in self.entries if entry.row["note"]]
+        notes = [f"note, step {entry.row['step']}: {entry.row['note']}" for entry in (*self.decided, *self.running)
+                 if entry.row["note"]]
         return "\n".join(lines + fmt.text_table(header, rows, "rlllrrlrl") + notes
                          + [f"note, {note}" for note in self.notes()])
 

@@ -102,9 +102,15 @@ class OnlineProcedure:
         """The guarantee needs independent null tests (ADDIS, SAFFRON, LORD++)."""
         return self.procedure in INDEPENDENCE
 
+    @property
+    def earns(self) -> bool:
+        """A keep earns wealth back (alpha-investing: ADDIS, SAFFRON, LORD++); LOND, e-LOND and alpha-spending spend
+        the γ sequence."""
+        return _DEFAULTS[self.procedure][0] not in (None, 1.0)
+
     def describe(self) -> str:
         """"ADDIS at FDR ≤ 0.05 (W0 = 0.025, λ = 0.25, τ = 0.5; γ_j = …)"."""
-        parts = [] if _DEFAULTS[self.procedure][0] in (None, 1.0) else [f"W0 = {self.w0:g}"]
+        parts = [f"W0 = {self.w0:g}"] if self.earns else []
         parts += [f"{name} = {value:g}" for name, value in (("λ", self.lambda_), ("τ", self.tau)) if value is not None]
         settings = ", ".join(parts)
         return (f"{NAMES[self.procedure]} at {self.error_rate} ≤ {self.alpha:g} ({settings}{'; ' if settings else ''}"
@@ -266,7 +272,7 @@ def _wealth(tests: list[float | None], levels: list[float], keeps: list[bool | N
     wealth, kept, out = procedure.w0, False, []
     gamma = DefaultLordGammaSequence(c=_LORD_C)
     for t, (value, level, keep) in enumerate(zip(tests, levels, keeps), start=1):
-        if procedure.procedure in ("lond", "e-lond", "alpha-spending"):
+        if not procedure.earns:
             wealth -= procedure.alpha * gamma.calc_gamma(t)
         else:
             wealth -= procedure.cost(level, procedure.running_value if value is None else value)

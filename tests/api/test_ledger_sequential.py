@@ -168,15 +168,17 @@ def test_candidates_that_share_a_reference_are_dependent_and_say_so(study, tmp_p
     second = addis.add(files(study, "same", 3), against=files(study, "baseline", 3))
     assert first.shared_reference is None and second.shared_reference == [1]
     assert any("shares runs with step 1" in warning and "does not cover" in warning for warning in second.warnings)
-    assert "step 2: its reference shares runs with step 1" in addis.summary()
-    assert addis.to_dict()["notes"] == [f"step 2: {line}" for line in [addis.entries()[1].summary().split("note: ")[1]
-                                                                      .splitlines()[0]]]
+    assert "step 2: the reference shares runs with an earlier entry's: the tests are dependent" in addis.summary()
+    assert addis.to_dict()["notes"] == ["step 2: the reference shares runs with an earlier entry's: the tests are "
+                                        "dependent, which ADDIS's guarantee (for independent tests) does not cover; "
+                                        "LOND controls the FDR under this positive dependence and e-LOND under any (a "
+                                        "new ledger: --procedure lond)"]
     lond = gv.Ledger(tmp_path / "lond.ledger")
     lond.add(files(study, "good", 3), against=files(study, "baseline", 3))
     shared = lond.add(files(study, "same", 3), against=files(study, "baseline", 3))
     assert shared.shared_reference == [1] and not any("shares runs" in warning for warning in shared.warnings)
     report = gv.report(study, tmp_path / "report.md", ledger=addis.path).read_text()
-    assert "shares runs with step 1" in report[report.index("## Research ledger"):]
+    assert "Step 2: the reference shares runs with an earlier entry's" in report[report.index("## Research ledger"):]
 
 
 def test_e_lond_tests_likelihood_ratio_e_values_at_its_smallest_effect(study, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gatedv_stats.analysis.ledger import LedgerHistory, dependence_note
+from gatedv_stats.analysis.ledger import LedgerHistory
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, row
@@ -28,7 +28,7 @@ def ledger_section(history: LedgerHistory) -> Section:
     procedure = history.procedure
     bound = ("the expected share of false keeps among the keeps (the false discovery rate)" if
              procedure.error_rate == "FDR" else "the chance of any false keep (the family-wise error rate)")
-    count = len(history.entries)
+    count = len(history.decided) + len(history.running)
     name = Path(history.path).name  # the full path is in the settings table, which fits the page
     intro = (f"{name}: {count} {'candidate' if count == 1 else 'candidates'} in the order compared, each kept or "
              f"discarded by {procedure.describe()} from its one-sided p-value (H0: the candidate is not better "
@@ -39,9 +39,11 @@ def ledger_section(history: LedgerHistory) -> Section:
     if not history.entries:
         return Section(KEY, TITLE, intro=intro + ("The ledger has no entries yet.",), tables=(settings_table(history),))
     steps = history.to_frame()[["step", "wealth", "level", "decision", "candidate"]]
+    earned = ("a keep earns wealth back, and at zero no further candidate could be kept" if procedure.earns else
+              "the part of α its γ sequence has not spent yet, which only falls")
     figure = Figure("ledger-wealth", "Wealth of the ledger's procedure",
-                    f"The wealth {procedure.describe()} has left after each step (points: keep or discard); a keep "
-                    "earns wealth back, and at zero no further candidate could be kept.",
+                    f"The wealth {procedure.describe()} has left after each step (points: keep or discard); "
+                    f"{earned}.",
                     plots.chart_spec(plots.ledger_wealth_chart(steps, title="Wealth left per step")))
     return Section(KEY, TITLE, intro=intro, tables=(settings_table(history), ledger_table(history)),
                    figures=(figure,))
@@ -50,8 +52,9 @@ def ledger_section(history: LedgerHistory) -> Section:
 def settings_table(history: LedgerHistory) -> Table:
     """The ledger's procedure, fixed when it was created, and where its history stands."""
     procedure = history.procedure
-    parameters = ", ".join(f"{name} = {value:g}" for name, value in (("W0", procedure.w0), ("λ", procedure.lambda_),
-                                                                       ("τ", procedure.tau)) if value is not None)
+    parameters = ", ".join(f"{name} = {value:g}" for name, value in (("W0", procedure.w0 if procedure.earns else None),
+                                                                       ("λ", procedure.lambda_), ("τ", procedure.tau))
+                           if value is not None)
     rows = (row("File", history.path), row("Procedure", NAMES[procedure.procedure]),
             row("Controls", procedure.error_rate), row("Level α", f"{procedure.alpha:g}"),
             row("Parameters", f"{parameters}{'; ' if parameters else ''}{procedure.gamma}"),
@@ -76,10 +79,9 @@ def ledger_table(history: LedgerHistory, step: int | None = None) -> Table:
                         MISSING if best is None else f"{best.row['candidate']} (step {best.row['step']}): "
                                                      f"{best.estimate_text()} vs {best.row['reference']}"))
     rows.sort(key=lambda cells: int(cells[0].text))
-    notes = tuple(f"Step {entry.row['step']}: {entry.row['note']}" for entry in history.entries
+    notes = tuple(f"Step {entry.row['step']}: {entry.row['note']}" for entry in (*history.decided, *history.running)
                   if entry.row["note"] and step in (None, entry.row["step"]))
-    notes += tuple(f"Step {entry.row['step']}: {dependence_note(entry)}." for entry in history.dependent
-                   if step in (None, entry.row["step"]))
+    notes += tuple(f"{note[0].upper()}{note[1:]}." for note in history.notes(step))
     levels = [entry.row["confidence_level"] for entry in history.decided if entry.row["p_source"] != "stage-wise"]
     level = levels[0] if levels else 0.95
     caption = (f"Ledger history ({history.procedure.describe()}). Estimates with their {level:.0%} seeds × units "
