@@ -58,7 +58,9 @@ def settings_table(history: LedgerHistory) -> Table:
     rows = (row("File", history.path), row("Procedure", NAMES[procedure.procedure]),
             row("Controls", procedure.error_rate), row("Level α", f"{procedure.alpha:g}"),
             row("Parameters", f"{parameters}{'; ' if parameters else ''}{procedure.gamma}"),
-            row("Created", history.created), row("Entries", str(len(history.entries))), row("Kept", str(history.kept)),
+            row("Created", history.created), row("Entries", str(len(history.decided))),
+            *([row("Running (sequential, started)", str(len(history.running)))] if history.running else []),
+            row("Kept", str(history.kept)),
             row("Head (last entry's SHA-256)", Cell(history.head or MISSING, mono=True)))
     caption = f"Ledger {Path(history.path).name}: its procedure and α, fixed when it was created."
     return Table("ledger-settings", caption, ("Setting", "Value"), "ll", (RowGroup(None, rows),))
