@@ -24,9 +24,6 @@ from gatedv_stats.results import NoiseFloorResult as NoiseFloorResult
 from gatedv_stats.results import PlanResult as PlanResult
 from gatedv_stats.results import Runs as Runs
 from gatedv_stats.results import SequentialResult as SequentialResult
-from gatedv_stats.results import TaskComparisonResult as TaskComparisonResult
-from gatedv_stats.results import TaskPlanResult as TaskPlanResult
-from gatedv_stats.results import TaskSuiteResult as TaskSuiteResult
 
 __version__: str
 __all__: list[str]

@@ -10,7 +10,7 @@ from gatedv_stats.analysis.ledger_entries import LedgerSettings
 from gatedv_stats.analysis.sequential import check_ledger_of, check_unchanged, load_design, record_look
 from gatedv_stats.analysis.sequential_design import SequentialDesign
 from gatedv_stats.api import Floor, floor_of, pair, skipped_once
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.pairing.inputs import Inputs, PathLike, Side
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.results import SequentialResult
@@ -18,9 +18,10 @@ from gatedv_stats.results import SequentialResult
 
 def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baseline: Side | None = None,
                variant: Side | None = None, baseline_arm: str | None = None, variant_arm: str | None = None,
-               metric: str | None = None, task: str | None = None, max_seeds: int | None = None,
-               sesoi: float | None = None, alpha: float | None = None, power: float | None = None,
-               spending: str | None = None, noise_floor: Floor | None = None, eval_set: str | None = None,
+               metric: str | None = None, higher_is_better: bool | None = None, task: str | None = None,
+               max_seeds: int | None = None, sesoi: float | None = None, alpha: float | None = None,
+               power: float | None = None, spending: str | None = None, noise_floor: Floor | None = None,
+               eval_set: str | None = None,
                unit: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
                ledger: PathLike | None = None, procedure: str | None = None, note: str | None = None,
                skipped: list[SkippedFile] | None = None) -> SequentialResult:
@@ -54,8 +55,8 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
     (2, True, 'better')
     """
     paired = pair(data, baseline=baseline, variant=variant, baseline_arm=baseline_arm, variant_arm=variant_arm,
-                  metric=metric, task=task, eval_set=eval_set, allow_unpaired=allow_unpaired,
-                  allow_mismatch=allow_mismatch, unit=unit, skipped=skipped)
+                  metric=metric, higher_is_better=higher_is_better, task=task, eval_set=eval_set,
+                  allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch, unit=unit, skipped=skipped)
     recorded = record_look(design, paired, max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi,
                            spending=spending, floor=floor_of(noise_floor), allow_mismatch=allow_mismatch,
                            ledger=ledger, new_ledger=LedgerSettings(procedure, alpha), note=note)

@@ -19,7 +19,7 @@ from gatedv_stats.api import Floor, compare
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.files import canonical_sha256, file_sha256
 from gatedv_stats.pairing.inputs import Side
-from gatedv_stats.results import ComparisonResult, NoiseFloorResult, TaskComparisonResult
+from gatedv_stats.results import ComparisonResult, NoiseFloorResult
 from gatedv_stats.results.ledger import LedgerEntryResult, LedgerResult
 
 # A failure of the comparison named by the ledger's own parameters.
@@ -30,8 +30,9 @@ class Ledger:
     """A research ledger: every candidate compared, in order, each kept or discarded by an online procedure that
     bounds the false keeps over the whole stream (`gatedv ledger`; docs/research-ledger.md).
 
-    Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores;
-    with a `noise_floor`, one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for
+    Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores or
+    a score table's, `higher_is_better` saying a score's direction where its files do not; with a `noise_floor`,
+    one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for
     a candidate a sequential `design` decided, the design's stage-wise p-value), and tests it at the level the
     procedure gives it; the entry, with the files' SHA-256, the estimate and its interval, the level, keep or discard
     and the wealth left, is appended to an SQLite file whose entries are chained by hash (an altered history is
@@ -84,18 +85,20 @@ class Ledger:
         return self.settings.alpha
 
     def add(self, candidate: Side, against: Side, *, noise_floor: Floor | None = None, note: str | None = None,
-            metric: str | None = None, design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
+            metric: str | None = None, higher_is_better: bool | None = None,
+            design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
         """Compare `candidate` with `against` (paths, runs or arrays, as `compare`'s `variant` and `baseline`) and
         enter the result: its one-sided p-value is tested at the next test's level (keep or discard). With a
         sequential `design` (the file `sequential` wrote) the files must be those of its stopping look, and the
         entry takes the design's stage-wise p-value, median-unbiased estimate and repeated interval; a design
         started in this ledger finishes its start at the level fixed then."""
         try:
-            result = compare(baseline=against, variant=candidate, metric=metric, noise_floor=noise_floor)
+            result = compare(baseline=against, variant=candidate, metric=metric, higher_is_better=higher_is_better,
+                             noise_floor=noise_floor)
         except ParameterError as error:
             raise ParameterError(_RENAMED.get(error.parameter, error.parameter), error.template,
                                  tuple(_RENAMED.get(name, name) for name in error.mentions), error.leading) from None
-        if not isinstance(result, (ComparisonResult, TaskComparisonResult)):
+        if not isinstance(result, ComparisonResult):
             tasks = ", ".join(str(paired.task) for paired in getattr(result, "pairs", ()))
             raise ParameterError("candidate", f"the item scores hold several tasks ({tasks}); a ledger entry is one "
                                  "comparison: give the files of one task")

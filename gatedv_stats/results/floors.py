@@ -10,7 +10,7 @@ import pandas as pd
 
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.plan import FloorPlan
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.reporting.model import Table
 from gatedv_stats.results.base import Result, plan_quantities, planned_at, quantities_table
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from gatedv_stats.analysis.ledger import LedgerEntry
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.reporting.model import RowGroup, Table, row
 from gatedv_stats.results.base import Result
 

@@ -13,7 +13,7 @@ from statsmodels.stats.anova import anova_lm
 
 from gatedv_stats.analysis.plan import plan
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.pairing.losses import pilot_pair
+from gatedv_stats.pairing.pair import pilot_pair
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats import planning as pl
 from gatedv_stats.testing import PopulationModel, simulate, synthetic_runs

@@ -102,7 +102,7 @@ def test_paired_losses_from_a_long_frame_and_from_arrays():
     assert by_frame.delta_p == by_runs.delta_p and by_frame.verdict_text == by_runs.verdict_text
     by_arrays = gv.compare(baseline=paired.baseline, variant=paired.variant, n_targets=paired.n_units,
                            variant_arm="gatedv", n_resamples=200)
-    assert by_arrays.nll_diff_mean == pytest.approx(by_runs.nll_diff_mean, rel=1e-12)
+    assert by_arrays.estimate == pytest.approx(by_runs.estimate, rel=1e-12)
     with pytest.raises(gv.InputError, match="frame: a long table needs the columns arm and seed"):
         gv.pair(frame.drop(columns="seed"))
 

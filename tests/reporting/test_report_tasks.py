@@ -54,7 +54,7 @@ def test_metric_chooses_the_tasks_metric_and_a_metric_not_every_file_has_is_one_
     root = experiment(tmp_path / "exp", True)
     for path in sorted((root / "tasks").glob("*.parquet")):  # a second metric beside acc
         (run,) = read_item_file(path)
-        items = run.items.assign(gold_loglik=-1.0 - run.items["acc"])
+        items = run.units.assign(gold_loglik=-1.0 - run.units["acc"])
         write_item_file(path, items, {**run.meta, "arm": run.arm, "seed": run.seed, "task": run.task, "n_shot": 0,
                                       "metrics": ["acc", "gold_loglik"]})
     inputs = discover_inputs([root])

@@ -20,7 +20,7 @@ from scipy.special import ndtri
 from gatedv_stats.analysis import experiment
 from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
 from gatedv_stats.io.discovery import ExperimentInputs
-from gatedv_stats.pairing.losses import pair_runs, pair_with_reference
+from gatedv_stats.pairing.pair import pair_runs, pair_with_reference
 from gatedv_stats.pairing.selection import arm_order, natural_key, other_arms
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.sections.reviewer import reviewer_section
