@@ -50,6 +50,10 @@ class ArmsComparison:
     warnings: tuple[str, ...] = ()  # comparisons whose units' groups differ far beyond what they explain
     macro: tuple[MacroAverage, ...] = ()  # a score's macro-average over each arm's tasks
 
+    @property
+    def metric(self) -> str:
+        return self.scale.metric
+
     def to_dict(self) -> dict:
         return ARMS[self.scale.figures].arms_dict(self)
 

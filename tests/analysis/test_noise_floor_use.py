@@ -106,7 +106,7 @@ def test_item_scores_take_a_floor_of_their_metric(tmp_path):
                         {"arm": arm, "seed": 9, "task": "arc_easy", "n_shot": 0, "metrics": ["acc"]})
     result = gv.compare(tmp_path / "study", baseline_arm="baseline", variant_arm="gatedv", metric="acc",
                         noise_floor=floor)
-    assert result.verdict_text == "better" and result.n_seeds == 1
+    assert result.verdict_text == "better" and result.n_pairs == 1
     with pytest.raises(ParameterError, match="measured with metric loss, the study has acc"):
         gv.compare(tmp_path / "study", baseline_arm="baseline", variant_arm="gatedv", metric="acc",
                    noise_floor=gv.noise_floor(synthetic_runs(AA, n_docs=20, rng_seed=1)))

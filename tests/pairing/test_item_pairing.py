@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.pairing.pair import pair_with_reference
+from gatedv_stats.pairing.pair import pair_families, pair_with_reference, pilot_pair
 from gatedv_stats.stats.scale import MetricScale
 from item_runs import item_run, pair_items, paired_runs
 
@@ -100,12 +100,15 @@ def test_metric_and_direction_are_checked():
         pair(runs)
 
 
-def test_several_tasks_need_a_choice_and_pair_tasks_pairs_each():
+def test_several_tasks_are_paired_each_and_a_pilot_needs_one():
     runs = paired_runs(BASE, VAR) + paired_runs(VAR, BASE, task="arc_easy")
-    with pytest.raises(InputError, match="several tasks \\(arc_easy, hellaswag\\)"):
-        pair(runs)
-    assert pair(runs, task="arc_easy").task == "arc_easy"
+    pairs = pair_families([run for run in runs if run.arm == "baseline"], [run for run in runs if run.arm == "gatedv"],
+                          MetricScale(metric="acc"))
+    assert [paired.task for paired in pairs] == ["arc_easy", "hellaswag"]
+    np.testing.assert_array_equal(pairs[0].baseline, VAR)
+    with pytest.raises(InputError, match="the pilot holds several tasks \\(arc_easy, hellaswag\\)"):
+        pilot_pair(runs, MetricScale(metric="acc"))
     pairs = pair_with_reference(runs, "baseline", MetricScale(metric="acc"))
     assert [(p.task, p.variant_arm) for p in pairs] == [("arc_easy", "gatedv"), ("hellaswag", "gatedv")]
-    with pytest.raises(InputError, match="no item scores of arm 'x'"):
+    with pytest.raises(ParameterError, match="reference: no runs of arm 'x'"):
         pair_with_reference(runs, "x", MetricScale(metric="acc"))

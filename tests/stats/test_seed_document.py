@@ -356,7 +356,7 @@ def test_to_dict_is_strict_json():
 def with_estimate(result, d, se, df=10.0):
     """The same result with another D (taken as the log ratio too), SE and df, interval rebuilt."""
     half = stats.t.ppf(0.5 + result.confidence_level / 2, df) * se
-    return dataclasses.replace(result, nll_diff_mean=d, se=se, df=df, log_ratio=d, log_ratio_se=se,
+    return dataclasses.replace(result, estimate=d, se=se, df=df, log_ratio=d, log_ratio_se=se,
                                delta_p=math.expm1(d), confidence_interval=(d - half, d + half))
 
 

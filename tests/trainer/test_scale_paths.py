@@ -176,7 +176,7 @@ def test_pairs_analyzed_on_worker_processes_are_identical(monkeypatch):
 
 def test_pairing_does_not_depend_on_the_row_order():
     runs = synthetic_runs({"baseline": [30.0, 30.4], "v1": [29.5, 29.7]}, n_docs=200, rng_seed=2)
-    shuffled = [run.__class__(**{**run.__dict__, "docs": run.docs.sample(frac=1.0, random_state=run.seed + 7)})
+    shuffled = [run.__class__(**{**run.__dict__, "units": run.docs.sample(frac=1.0, random_state=run.seed + 7)})
                 for run in runs]
     ours = pair_runs([run for run in runs if run.arm == "baseline"], [run for run in runs if run.arm == "v1"])
     theirs = pair_runs([run for run in shuffled if run.arm == "baseline"],
