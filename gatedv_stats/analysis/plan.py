@@ -11,6 +11,7 @@ on a metric's scale it is a difference in the metric's units, with the items nee
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -148,7 +149,8 @@ def _difference_plan(paired: Paired, effect: float, *, alpha: float, power: floa
         units_required={n_seeds: units_required(design, size, n_seeds, alpha, power) for n_seeds in seeds})
 
 
-_PLANS = {"perplexity": _perplexity_plan, "scores": _difference_plan}
+_PLANS: dict[str, Callable[..., StudyPlan | DifferencePlan]] = {"perplexity": _perplexity_plan,
+                                                                "scores": _difference_plan}
 
 
 def units_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:

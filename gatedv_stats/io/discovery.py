@@ -73,8 +73,8 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
             raise InputError(f"{given}: no such file or directory")
         elif by_name := next((kind for kind, named in _NAMED.items() if named(given)), None):
             found[by_name].append(given)
-        elif kind := next((kind for kind, schema in schemas.items() if schema.belongs(given)), None):
-            found[kind].append(given)
+        elif schema_kind := next((kind for kind, schema in schemas.items() if schema.belongs(given)), None):
+            found[schema_kind].append(given)
         elif given.suffix in RUN_FILE_SUFFIXES:
             found["loss file"].append(given)
         else:

@@ -75,13 +75,13 @@ def read_inputs(data: Inputs, schemas: Sequence[RunSchema], skipped: list[Skippe
         schema = schemas[0] if len(schemas) == 1 or "task" in data.columns else schemas[1]
         return table_runs(data, {}, "frame", "", schema, long_table=True)
     items = path_list(data)  # type: ignore[arg-type]
-    runs = [item for item in items if isinstance(item, Run)]
+    runs: list[Run] = [item for item in items if isinstance(item, Run)]
     if runs and len(runs) != len(items):
         raise InputError("give loss runs or paths, not both in one list")
     if runs:
         return runs
     _check_kind(items, schemas)
-    return read_runs(items, schemas, skipped=skipped)
+    return read_runs([Path(item) for item in items], schemas, skipped=skipped)
 
 
 def _check_kind(paths: Sequence[PathLike], schemas: Sequence[RunSchema]) -> None:

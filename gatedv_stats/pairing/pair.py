@@ -69,9 +69,10 @@ def pair_runs(baseline_runs: Sequence[Run], variant_runs: Sequence[Run], scale: 
         setup=shared_setup(runs, scale), **({} if scale.family is None else {scale.family: _family(runs[0], scale)}))
 
 
-def _family(run: Run, scale: Scale) -> object:
+def _family(run: Run, scale: Scale) -> str | None:
     """The run's value of the scale's family (its evaluation set, its task), None without one."""
-    return None if scale.family is None else run.meta.get(scale.family)
+    value = None if scale.family is None else run.meta.get(scale.family)
+    return None if value is None else str(value)
 
 
 def _single_arm(runs: Sequence[Run], side: str) -> str:

@@ -78,9 +78,9 @@ class EvalGroup:
         return [run for runs in self.arms.values() for run in runs]
 
 
-def eval_set_sort_key(eval_set: str | None) -> tuple:
+def eval_set_sort_key(eval_set: object) -> tuple:
     """Held-out first, then development, then named sets, then unnamed."""
-    return (EVAL_SET_ORDER.get(eval_set, 2 if eval_set is not None else 3), eval_set or "")
+    return (EVAL_SET_ORDER.get(str(eval_set), 2) if eval_set is not None else 3, str(eval_set or ""))
 
 
 def group_sort_key(eval_set: str | None, lr: float | None) -> tuple:

@@ -106,4 +106,4 @@ def _alone(comparison: Comparison) -> ArmsComparison:
                           rng_seed=0, notes=comparison.notes)
 
 
-VIEWS = {"perplexity": PerplexityView, "scores": ScoreView}
+VIEWS: dict[str, type[PerplexityView] | type[ScoreView]] = {"perplexity": PerplexityView, "scores": ScoreView}

@@ -432,4 +432,5 @@ def scale_from_dict(content: dict) -> Scale:
 
 
 # The scale of each kind of run, by the schema its files are read with (`io.runfiles.RunSchema.name`).
-SCALES: dict[str, type[Scale]] = {scale.schema: scale for scale in (PerplexityScale, MetricScale, ScoreScale)}
+SCALES: dict[str, type[PerplexityScale] | type[MetricScale]] = {
+    scale.schema: scale for scale in (PerplexityScale, MetricScale, ScoreScale)}

@@ -30,7 +30,8 @@ def test_a_written_file_reads_back_with_its_metadata(tmp_path):
     write_item_file(path, _items(), {**META, "model": "tiny"})
     (run,) = read_item_inputs([path])
     assert (run.source, run.arm, run.seed, run.task, run.meta['n_shot']) == (str(path), "a", 3, "toy_mc", 2)
-    assert tuple(run.meta['metrics']) == ("acc", "gold_margin") and run.meta['higher_is_better'] == {"acc": True, "gold_margin": True}
+    assert tuple(run.meta["metrics"]) == ("acc", "gold_margin")
+    assert run.meta["higher_is_better"] == {"acc": True, "gold_margin": True}
     assert list(run.units.columns) == ["doc_id", "acc", "gold_margin", "subtask", "doc_hash"]
     np.testing.assert_array_equal(run.units["gold_margin"], [0.5, -1.25, 2.0])
     assert run.meta["format"] == ITEM_FORMAT and run.meta["model"] == "tiny"

@@ -169,7 +169,8 @@ def test_a_results_directory_imports_with_the_harness_accuracy_exactly(harness_r
     assert group.units["acc"].mean() == pytest.approx(reported["toy_mmlu"]["acc,none"], rel=1e-12)
     assert list(group.units["subtask"].unique()) == ["toy_mmlu_a", "toy_mmlu_b"]
     assert all((run.arm, run.seed, run.meta['n_shot']) == ("tiny", 4, 1) for run in runs.values())
-    assert tuple(runs["toy_ll"].meta['metrics']) == ("acc", "loglik") and tuple(runs["toy_gen"].meta['metrics']) == ("exact_match",)
+    assert tuple(runs["toy_ll"].meta["metrics"]) == ("acc", "loglik")
+    assert tuple(runs["toy_gen"].meta["metrics"]) == ("exact_match",)
     assert tuple(runs["toy_mc"].meta['metrics']) == ("acc", "acc_norm", "gold_loglik", "gold_margin")
     assert json.loads(result.stdout)["checked_against_results"] is True
     # The results file names the local model directory: every file records the SHA-256 of its weights.

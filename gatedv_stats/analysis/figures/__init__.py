@@ -15,9 +15,6 @@ from gatedv_stats.analysis.figures.scores import ScoreFigures
 class Figures(Protocol):
     """What `analysis.compare.Comparison` asks of its scale's figures."""
 
-    @classmethod
-    def of(cls, paired: Any, fit: Any, **settings: Any) -> Figures: ...
-
     @staticmethod
     def estimate(paired: Any) -> float: ...
 
