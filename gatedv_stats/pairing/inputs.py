@@ -98,9 +98,9 @@ def _check_kind(paths: Sequence[PathLike], schemas: Sequence[RunSchema]) -> None
             raise ParameterError("metric", f"{path}: an item-score file; compare downstream-task scores with "
                                  "{metric} NAME (e.g. {metric} acc)", leading=False)
         elif path.is_file() and not loss and not any(_is(schema.belongs, path) for schema in schemas):
-            raise ParameterError("metric", f"{path}: not an item-score file or a score table with that metric's "
-                                 "column; {metric} compares item scores and per-unit scores (drop {metric} to "
-                                 "compare loss files)", leading=False)
+            raise ParameterError("metric", f"{path}: not an item-score file or one of the {schemas[-1].looked_for}; "
+                                 "{metric} compares item scores and per-unit scores (drop {metric} to compare loss "
+                                 "files)", leading=False)
 
 
 def _is(belongs, path: Path) -> bool:
