@@ -324,14 +324,14 @@ def experiment_tasks(metric_runs: Sequence[Run], reference: str | None, *, metri
     the first of PREFERRED_METRICS that every run has, else the first they share); None without item scores or
     score tables."""
     if not metric_runs:
-        if metric is not None:
+        if metric:
             raise ParameterError("metric", f"{metric!r} given, but the inputs hold no item-score files")
         return None
     shared = [name for name in metric_runs[0].meta["metrics"]
               if all(name in run.meta["metrics"] for run in metric_runs)]
     if not shared:
         raise InputError("the item-score files share no metric, so the report cannot compare their tasks")
-    if metric is not None and metric not in shared:
+    if metric and metric not in shared:
         raise ParameterError("metric", f"{metric!r} is not a metric of every item-score file (shared: "
                              f"{', '.join(shared)})")
     metric = metric or next((name for name in PREFERRED_METRICS if name in shared), shared[0])

@@ -95,7 +95,7 @@ def metric_directions(meta: dict, metrics: Sequence[str], source: str,
 
 def item_schema(metric: str | None = None, higher_is_better: bool | None = None) -> RunSchema:
     """The schema of item-score files, the direction of `metric` given by the caller where a file records none."""
-    given = None if metric is None or higher_is_better is None else {metric: higher_is_better}
+    given = {metric: higher_is_better} if metric and higher_is_better is not None else None
 
     def check_items(frame: pd.DataFrame, meta: dict, source: str) -> tuple[pd.DataFrame, dict]:
         metrics = _metric_names(frame, meta, source)

@@ -218,8 +218,9 @@ def write_report(inputs: list[Path], out: str | os.PathLike[str] | None, fmt: st
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
     check_output_file(out, "--out")
-    found = discover_inputs(inputs, skipped=skipped, scores=None if settings.metric is None else
-                            score_schema(settings.metric, settings.higher_is_better))
+    # a named metric may be a score table's, which only its name tells apart from any other table
+    scores = score_schema(settings.metric, settings.higher_is_better) if settings.metric else None
+    found = discover_inputs(inputs, skipped=skipped, scores=scores)
     read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
     read += [] if ledger is None else [Path(ledger)]
     check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars

@@ -35,7 +35,9 @@ class ScoreArm:
     p_bh: float | None
 
     def leading(self) -> dict:
-        return self.comparison.leading()
+        """The comparison's leading columns, its p-value the raw one (the adjusted ones follow)."""
+        fit = self.comparison.seed_document
+        return {**self.comparison.leading(), "p_value": float("nan") if fit is None else fit.p_value}
 
     def columns(self) -> dict:
         nan = float("nan")
