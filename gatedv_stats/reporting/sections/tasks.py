@@ -24,8 +24,8 @@ def tasks_section(analysis: ExperimentAnalysis) -> Section:
     intro = (f"{'Item scores' if noun == 'item' else 'Scores'} ({metric}) of every arm against {suite.reference}"
              f"{' on each task' if _tasks(suite) else ''}. The interval of the difference generalises over training "
              f"seeds and {noun}s (every {noun} weighs the same); verdicts use Holm-adjusted p-values across the "
-             f"{len(suite.arms)} comparisons. The macro-average is the mean of the tasks' differences, with the seed "
-             "effect shared by the tasks.",)
+             f"{len(suite.arms)} comparisons." + (" The macro-average is the mean of the tasks' differences, with "
+                                                  "the seed effect shared by the tasks." if suite.macro else ""),)
     figure = Figure("tasks-forest", f"Differences per {'task' if _tasks(suite) else 'arm'} ({metric})",
                     f"Difference of {metric} (arm − {suite.reference}) per {'task' if _tasks(suite) else 'arm'} with "
                     f"its {level} seeds × {noun}s interval; right of zero the arm scores higher.",
@@ -42,9 +42,11 @@ def scores_table(suite: ArmsComparison) -> Table:
     """Every comparison's row (its verdict Holm-adjusted), then each arm's macro-average."""
     proportion = all(arm.comparison.scale.proportion for arm in suite.arms)
     level, metric = fmt.format_level(1.0 - suite.alpha), suite.scale.metric
-    columns = ("Task", "Arm", "Seeds", f"{suite.scale.noun.capitalize()}s", f"{suite.reference} (mean ± SD)",
-               "Arm (mean ± SD)", "Difference", f"{level} interval", "Verdict", "Holm p", "BH p")
-    rows = tuple(row(arm.comparison.task or "—", arm.comparison.variant_arm,
+    tasks = _tasks(suite)  # a score table has no task column
+    columns = ("Task",) * tasks + ("Arm", "Seeds", f"{suite.scale.noun.capitalize()}s",
+                                   f"{suite.reference} (mean ± SD)", "Arm (mean ± SD)", "Difference",
+                                   f"{level} interval", "Verdict", "Holm p", "BH p")
+    rows = tuple(row(*(arm.comparison.task,) * tasks, arm.comparison.variant_arm,
                      *arm.comparison.figures.cells(arm.comparison, proportion), _p(arm.p_holm), _p(arm.p_bh))
                  for arm in suite.arms)
     macro_rows = tuple(row("macro-average", macro.variant_arm, str(macro.n_seeds), f"{macro.n_tasks} tasks", "", "",
@@ -52,8 +54,8 @@ def scores_table(suite: ArmsComparison) -> Table:
                            fmt.format_difference_interval(macro.confidence_interval, proportion),
                            f"p = {macro.p_value:.3g}", "—", "—") for macro in suite.macro)
     groups = (RowGroup(None, rows),) + ((RowGroup("Macro-average over tasks", macro_rows),) if macro_rows else ())
-    return Table("tasks", f"{'Downstream tasks' if _tasks(suite) else 'Scores'}: {metric}, variant − "
-                 f"{suite.reference} in {'points' if proportion else metric}.", columns, "llrrrrrllrr", groups,
+    return Table("tasks", f"{'Downstream tasks' if tasks else 'Scores'}: {metric}, variant − {suite.reference} in "
+                 f"{'points' if proportion else metric}.", columns, "l" * tasks + "lrrrrrllrr", groups,
                  notes=suite.notes)
 
 
