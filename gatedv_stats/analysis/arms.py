@@ -12,12 +12,10 @@ seed pair, no spread) has no verdict from it and is left out of its family's adj
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from gatedv_stats.analysis.compare import decide, seed_document_fit, with_floor
+from gatedv_stats.analysis.comparison import ArmsComparison
 from gatedv_stats.analysis.figures import perplexity_arms, score_arms
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.core.defaults import DEFAULTS
@@ -25,44 +23,11 @@ from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.validation import check_n_resamples, check_open_unit
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.multiple import adjust_p_values, holm
-from gatedv_stats.stats.scale import Scale
 from gatedv_stats.stats.seed_document import SeedDocumentResult
-from gatedv_stats.stats.tasks import MacroAverage
 from gatedv_stats.stats.verdict import Verdict
 
 # The rows of each scale's figures (`Scale.figures`) in a many-arms comparison.
 ARMS: dict[str, Any] = {"perplexity": perplexity_arms, "scores": score_arms}
-
-
-@dataclass(frozen=True)
-class ArmsComparison:
-    """Every comparison with the reference: one row each (the scale's), with raw, Holm- and BH-adjusted p-values
-    and the verdict from the Holm-adjusted seed-and-document p."""
-
-    reference: str
-    scale: Scale
-    arms: tuple[Any, ...]  # one row per comparison, as the scale's figures make it
-    alpha: float
-    sesoi: float | None
-    n_resamples: int  # sign vectors per permutation test
-    rng_seed: int  # of every permutation test
-    notes: tuple[str, ...]  # the warnings among them
-    warnings: tuple[str, ...] = ()  # comparisons whose units' groups differ far beyond what they explain
-    macro: tuple[MacroAverage, ...] = ()  # a score's macro-average over each arm's tasks
-
-    @property
-    def metric(self) -> str:
-        return self.scale.metric
-
-    def to_dict(self) -> dict:
-        return ARMS[self.scale.figures].arms_dict(self)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per comparison: estimate, low, high, p_value, verdict, then the scale's own columns."""
-        return pd.DataFrame([{**row.leading(), **row.columns()} for row in self.arms])
-
-    def summary(self) -> str:
-        return ARMS[self.scale.figures].arms_summary(self)
 
 
 def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, sesoi: float | None = None,

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from gatedv_stats.analysis.arms import ArmsComparison, adjust_if_all, compare_arms, holm_verdicts
+from gatedv_stats.analysis.arms import adjust_if_all, compare_arms, holm_verdicts
+from gatedv_stats.analysis.comparison import ArmsComparison
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gatedv_stats.analysis.compare import Comparison
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.ledger import LedgerEntry, check_settings
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.core.defaults import DEFAULTS

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gatedv_stats.analysis.compare import Comparison, compare, seed_document_fit
+from gatedv_stats.analysis.compare import compare, seed_document_fit
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.figures.perplexity import resampled_units
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.core import formatting as fmt

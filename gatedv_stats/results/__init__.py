@@ -14,8 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gatedv_stats.analysis.arms import ArmsComparison
-from gatedv_stats.analysis.compare import Comparison
+from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.pair import PairAnalysis
 from gatedv_stats.analysis.plan import DifferencePlan, FloorPlan
 from gatedv_stats.io.runfiles import SkippedFile

@@ -10,8 +10,7 @@ from typing import ClassVar
 import altair as alt
 import pandas as pd
 
-from gatedv_stats.analysis.arms import ArmsComparison
-from gatedv_stats.analysis.compare import Comparison
+from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.pair import PairAnalysis
 from gatedv_stats.analysis.plan import DifferencePlan
 from gatedv_stats.io.runfiles import SkippedFile
@@ -24,7 +23,26 @@ from gatedv_stats.stats.planning import StudyPlan
 
 @dataclass(frozen=True, repr=False)
 class ComparisonResult(Result):
-    """`gv.compare`: the verdict and the figures of two arms on their scale (`gatedv bootstrap`)."""
+    """`gv.compare`: the verdict and the figures of two arms on their scale (`gatedv bootstrap`).
+
+    Parameters
+    ----------
+    comparison
+        The comparison: verdict, estimate D with its seed-and-document interval, and the scale's own figures
+        (perplexity: ΔP, the document bootstrap, the win rate); its fields are reachable on the result.
+    paired
+        The paired arrays compared.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> result = gv.compare(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=200)
+    >>> result
+    Comparison(gatedv vs baseline: better; ΔP −2.16% [−2.51%, −1.81%]; 3 seed pairs, 60 documents)
+    >>> list(result.to_frame().columns[:5])
+    ['estimate', 'low', 'high', 'p_value', 'verdict']
+    """
 
     comparison: Comparison
     paired: Paired
@@ -52,7 +70,26 @@ class ComparisonResult(Result):
 
 @dataclass(frozen=True, repr=False)
 class AnalysisResult(Result):
-    """`gv.analyze`: everything about one pair of arms (`gatedv analyze`)."""
+    """`gv.analyze`: everything about one pair of arms (`gatedv analyze`).
+
+    Parameters
+    ----------
+    analysis
+        The analysis: the comparison, the permutation test, the breakdowns and (loss files) the seed-level tests
+        and BCa interval; its fields are reachable on the result.
+    paired
+        The paired arrays analysed.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> result = gv.analyze(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=200,
+    ...                     n_permutations=200)
+    >>> frame = result.to_frame()
+    >>> frame.loc[0, "verdict"], bool(frame.loc[0, "t_p_value"] < 0.05)
+    ('better', True)
+    """
 
     analysis: PairAnalysis
     paired: Paired
@@ -93,7 +130,25 @@ class AnalysisResult(Result):
 @dataclass(frozen=True, repr=False)
 class ArmsResult(Result):
     """`gv.arms` (and `gv.compare` over a suite of tasks): every arm against a reference, with Holm and BH adjusted
-    p-values (`gatedv arms`)."""
+    p-values (`gatedv arms`).
+
+    Parameters
+    ----------
+    arms
+        The comparisons with the reference and their adjusted p-values; its fields are reachable on the result.
+    pairs
+        The paired arrays of each comparison.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> result = gv.arms(example_study(tmp_dir), reference="baseline", n_permutations=200)
+    >>> result
+    Arms(1 comparisons with baseline, Holm-adjusted: better: gatedv (heldout))
+    >>> result.to_frame()[["arm", "verdict"]].values.tolist()
+    [['gatedv', 'better']]
+    """
 
     arms: ArmsComparison
     pairs: tuple[Paired, ...]
@@ -127,7 +182,28 @@ class ArmsResult(Result):
 @dataclass(frozen=True, repr=False)
 class PlanResult(PilotPlanResult):
     """`gv.plan`: seeds and units needed to detect an effect on the pair's scale, from pilot runs (`gatedv plan`):
-    a relative ΔP of loss files, or a difference in a score's units."""
+    a relative ΔP of loss files, or a difference in a score's units.
+
+    Parameters
+    ----------
+    plan
+        The plan: the seed pairs and units required and the smallest detectable effects; its fields are reachable
+        on the result.
+    paired
+        The pilot's paired arrays.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+    level
+        Where the plan's level came from (a research ledger's next level), when it was not given.
+
+    Examples
+    --------
+    >>> result = gv.plan(example_study(tmp_dir), effect=0.02)
+    >>> result
+    Plan(gatedv vs baseline: 2 seed pairs to detect ΔP +2.00% with power 0.8 at α = 0.05 (pilot 3 seeds × 60 documents))
+    >>> result.seeds_required
+    2
+    """
 
     plan: StudyPlan | DifferencePlan
 

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from gatedv_stats.analysis.arms import ArmsComparison
-from gatedv_stats.analysis.compare import Comparison
+from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.figures.score_arms import ScoreArm
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired

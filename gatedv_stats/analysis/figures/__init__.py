@@ -6,27 +6,9 @@ Each kind is one class: made from a pair, its fit and its verdict (`of`), it giv
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from gatedv_stats.analysis.figures.perplexity import PerplexityFigures
 from gatedv_stats.analysis.figures.scores import ScoreFigures
-
-
-class Figures(Protocol):
-    """What `analysis.compare.Comparison` asks of its scale's figures."""
-
-    @staticmethod
-    def estimate(paired: Any) -> float: ...
-
-    def to_dict(self, comparison: Any) -> dict: ...
-
-    def summary(self, comparison: Any) -> str: ...
-
-    def warnings(self, comparison: Any) -> tuple[str, ...]: ...
-
-    def columns(self, comparison: Any) -> dict: ...
-
-    def headline_estimate(self, comparison: Any) -> str: ...
-
 
 FIGURES: dict[str, Any] = {"perplexity": PerplexityFigures, "scores": ScoreFigures}

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import metrics
@@ -19,9 +19,6 @@ from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.metrics import ArmSummary, WinRate
 from gatedv_stats.stats.resampling import BootstrapResult, document_bootstrap
 from gatedv_stats.stats.seed_document import SeedDocumentResult
-
-if TYPE_CHECKING:
-    from gatedv_stats.analysis.compare import Comparison
 
 MODELS_FIXED = "models fixed: documents resampled"
 SEEDS_AND_DOCUMENTS = "seeds and documents sampled"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gatedv_stats.analysis.comparison import ArmsComparison
 from gatedv_stats.analysis.figures.perplexity import paired_group_effects, resampled_units
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
@@ -19,9 +19,6 @@ from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 from gatedv_stats.stats.seed_level import paired_t_interval
 from gatedv_stats.stats.verdict import Verdict
-
-if TYPE_CHECKING:
-    from gatedv_stats.analysis.arms import ArmsComparison
 
 # the tests whose p-values are adjusted, each within an evaluation set, and what they are called
 TESTS = {"seed_document": "seed-and-document t test", "t": "seed-level t test", "permutation": "sign-flip test"}
@@ -66,6 +63,28 @@ class ArmTest:
 
     def columns(self) -> dict:
         return {key: value for key, value in asdict(self).items() if key != "verdict"}
+
+    @staticmethod
+    def family_dict(arms: ArmsComparison) -> dict:
+        """The `--json` object of a many-arms comparison of these rows."""
+        return {"reference": arms.reference, "alpha": arms.alpha, "sesoi": arms.sesoi,
+                "permutation_resamples": arms.n_resamples, "permutation_seed": arms.rng_seed,
+                "arms": [asdict(arm) for arm in arms.arms], "notes": list(arms.notes), "warnings": list(arms.warnings)}
+
+    @staticmethod
+    def family_summary(arms: ArmsComparison) -> str:
+        """The text table of a many-arms comparison of these rows."""
+        lines = [f"every arm against {arms.reference} ({len(arms.arms)} comparisons; p-values two-sided, adjusted "
+                 f"within each evaluation set with Holm (FWER) and Benjamini–Hochberg (FDR); * marks adjusted "
+                 f"p ≤ {arms.alpha:g}; verdicts use the Holm-adjusted seed-and-document p)"]
+        header = ("arm", "pairs", "PPL", "ΔP", "improved", "ΔP interval (seeds, docs)", "verdict", "p", "Holm", "BH",
+                  "t p", "Holm", "perm p", "Holm")
+        for eval_set in dict.fromkeys(arm.eval_set for arm in arms.arms):
+            rows = [_cells(arm, arms.alpha) for arm in arms.arms if arm.eval_set == eval_set]
+            lines += ["", f"{fmt.eval_set_name(eval_set)}:", *fmt.text_table(header, rows, "lrrrrllrrrrrrr")]
+        lines += ["", "p: seeds and documents sampled; t p: new seeds on these documents; perm p: models fixed"]
+        lines += [f"note: {note}" for note in arms.notes]
+        return "\n".join(lines)
 
 
 def cluster_of(pair: Paired, cluster: str | None) -> str | None:
@@ -114,26 +133,6 @@ def _row(pair: Paired, fit: SeedDocumentResult | None, test: dict, adjustment: d
         delta_p_seed_document_ci=None if fit is None or fit.delta_p_interval is None else list(fit.delta_p_interval),
         seed_document_p_value=test["seed_document"], tost_p_value=None if raw is None else raw.tost_p_value,
         t_p_value=test["t"], permutation_p_value=test["permutation"], **adjusted)
-
-
-def arms_dict(arms: ArmsComparison) -> dict:
-    return {"reference": arms.reference, "alpha": arms.alpha, "sesoi": arms.sesoi,
-            "permutation_resamples": arms.n_resamples, "permutation_seed": arms.rng_seed,
-            "arms": [asdict(arm) for arm in arms.arms], "notes": list(arms.notes), "warnings": list(arms.warnings)}
-
-
-def arms_summary(arms: ArmsComparison) -> str:
-    lines = [f"every arm against {arms.reference} ({len(arms.arms)} comparisons; p-values two-sided, adjusted "
-             f"within each evaluation set with Holm (FWER) and Benjamini–Hochberg (FDR); * marks adjusted "
-             f"p ≤ {arms.alpha:g}; verdicts use the Holm-adjusted seed-and-document p)"]
-    header = ("arm", "pairs", "PPL", "ΔP", "improved", "ΔP interval (seeds, docs)", "verdict", "p", "Holm", "BH",
-              "t p", "Holm", "perm p", "Holm")
-    for eval_set in dict.fromkeys(arm.eval_set for arm in arms.arms):
-        rows = [_cells(arm, arms.alpha) for arm in arms.arms if arm.eval_set == eval_set]
-        lines += ["", f"{fmt.eval_set_name(eval_set)}:", *fmt.text_table(header, rows, "lrrrrllrrrrrrr")]
-    lines += ["", "p: seeds and documents sampled; t p: new seeds on these documents; perm p: models fixed"]
-    lines += [f"note: {note}" for note in arms.notes]
-    return "\n".join(lines)
 
 
 def _cells(arm: ArmTest, alpha: float) -> tuple[str, ...]:

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gatedv_stats.analysis.compare import Comparison, comparison_of
+from gatedv_stats.analysis.compare import comparison_of
+from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.figures.scores import ScoreFigures
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 from gatedv_stats.stats.tasks import MacroAverage, macro_average
 from gatedv_stats.stats.verdict import Verdict
-
-if TYPE_CHECKING:
-    from gatedv_stats.analysis.arms import ArmsComparison
 
 TESTS = {"seed_document": "seed-and-document t test"}
 WITHIN_FAMILY = False  # every comparison of the suite is one family
@@ -46,6 +43,40 @@ class ScoreArm:
 
     def to_dict(self) -> dict:
         return {**self.comparison.to_dict(), "p_holm": self.p_holm, "p_bh": self.p_bh}
+
+    @staticmethod
+    def family_dict(arms: ArmsComparison) -> dict:
+        """The `--json` object of a many-arms comparison of these rows."""
+        return {"reference": arms.reference, "metric": arms.scale.metric, "alpha": arms.alpha, "sesoi": arms.sesoi,
+                "arms": [row.to_dict() for row in arms.arms],
+                "macro_average": [macro.to_dict() for macro in arms.macro], "notes": list(arms.notes),
+                "warnings": list(arms.warnings)}
+
+    @staticmethod
+    def family_summary(arms: ArmsComparison) -> str:
+        """The text table of a many-arms comparison of these rows."""
+        proportion = all(row.comparison.scale.proportion for row in arms.arms)
+        what, noun = "accuracy" if proportion else "mean score", arms.scale.noun
+        tasks = any(row.comparison.task is not None for row in arms.arms)
+        lines = [f"{arms.scale.metric}: every {'task' if tasks else 'arm'} against {arms.reference} "
+                 f"({len(arms.arms)} comparisons; p-values two-sided, adjusted across them with Holm (FWER) and "
+                 "Benjamini–Hochberg (FDR); verdicts use the Holm-adjusted p; intervals generalise over training "
+                 f"seeds and {noun}s)"]
+        header = ("arm", *(("task",) if tasks else ()), "seeds", f"{noun}s", f"{arms.reference} {what}",
+                  f"variant {what}", "difference", f"{fmt.format_level(1 - arms.alpha)} interval", "verdict", "p",
+                  "Holm", "BH")
+        rows = [(row.comparison.variant_arm, *((str(row.comparison.task),) if tasks else ()),
+                 *row.comparison.figures.cells(row.comparison, proportion), _p(row.comparison), _p_text(row.p_holm),
+                 _p_text(row.p_bh)) for row in arms.arms]
+        lines += ["", *fmt.text_table(header, rows, "l" * (1 + tasks) + "rrrrrllrrr")]
+        for macro in arms.macro:
+            lines.append(f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
+                         f"{fmt.format_difference(macro.difference, proportion)}, "
+                         f"{fmt.format_level(macro.confidence_level)} interval "
+                         f"{fmt.format_difference_interval(macro.confidence_interval, proportion)} "
+                         f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
+                         f"p = {macro.p_value:.3g}")
+        return "\n".join(lines + [f"note: {note}" for note in arms.notes])
 
 
 def cluster_of(pair: Paired, cluster: str | None) -> str | None:
@@ -89,35 +120,6 @@ def _macro_averages(comparisons: Sequence[Comparison]) -> tuple[list[MacroAverag
             continue
         macros.append(macro_average([fit for fit in fits if fit is not None], variant_arm=arm))
     return macros, notes
-
-
-def arms_dict(arms: ArmsComparison) -> dict:
-    return {"reference": arms.reference, "metric": arms.scale.metric, "alpha": arms.alpha, "sesoi": arms.sesoi,
-            "arms": [row.to_dict() for row in arms.arms], "macro_average": [macro.to_dict() for macro in arms.macro],
-            "notes": list(arms.notes), "warnings": list(arms.warnings)}
-
-
-def arms_summary(arms: ArmsComparison) -> str:
-    proportion = all(row.comparison.scale.proportion for row in arms.arms)
-    what, noun = "accuracy" if proportion else "mean score", arms.scale.noun
-    tasks = any(row.comparison.task is not None for row in arms.arms)
-    lines = [f"{arms.scale.metric}: every {'task' if tasks else 'arm'} against {arms.reference} ({len(arms.arms)} "
-             "comparisons; p-values two-sided, adjusted across them with Holm (FWER) and Benjamini–Hochberg (FDR); "
-             f"verdicts use the Holm-adjusted p; intervals generalise over training seeds and {noun}s)"]
-    header = ("arm", *(("task",) if tasks else ()), "seeds", f"{noun}s", f"{arms.reference} {what}", f"variant {what}",
-              "difference", f"{fmt.format_level(1 - arms.alpha)} interval", "verdict", "p", "Holm", "BH")
-    rows = [(row.comparison.variant_arm, *((str(row.comparison.task),) if tasks else ()),
-             *row.comparison.figures.cells(row.comparison, proportion), _p(row.comparison), _p_text(row.p_holm),
-             _p_text(row.p_bh)) for row in arms.arms]
-    lines += ["", *fmt.text_table(header, rows, "l" * (1 + tasks) + "rrrrrllrrr")]
-    for macro in arms.macro:
-        lines.append(f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
-                     f"{fmt.format_difference(macro.difference, proportion)}, "
-                     f"{fmt.format_level(macro.confidence_level)} interval "
-                     f"{fmt.format_difference_interval(macro.confidence_interval, proportion)} "
-                     f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
-                     f"p = {macro.p_value:.3g}")
-    return "\n".join(lines + [f"note: {note}" for note in arms.notes])
 
 
 def _p(comparison: Comparison) -> str:

@@ -11,19 +11,16 @@ docs/verdicts.md ("Downstream tasks") has the derivation and the calibration.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.figures.perplexity import variance_components, verdict_keys
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 from gatedv_stats.stats.seed_level import MAX_EXACT_SEEDS, SeedPermutationTest, seed_permutation_test
 from gatedv_stats.stats.tasks import McNemarTest, is_binary, mcnemar_test
-
-if TYPE_CHECKING:
-    from gatedv_stats.analysis.compare import Comparison
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from gatedv_stats.analysis.compare import Comparison
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
 from gatedv_stats.core.formatting import (
     eval_set_name,

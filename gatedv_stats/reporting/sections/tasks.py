@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gatedv_stats.analysis.arms import ArmsComparison
+from gatedv_stats.analysis.comparison import ArmsComparison
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.reporting import plots
