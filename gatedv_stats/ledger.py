@@ -87,11 +87,42 @@ class Ledger:
     def add(self, candidate: Side, against: Side, *, noise_floor: Floor | None = None, note: str | None = None,
             metric: str | None = None, higher_is_better: bool | None = None,
             design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
-        """Compare `candidate` with `against` (paths, runs or arrays, as `compare`'s `variant` and `baseline`) and
-        enter the result: its one-sided p-value is tested at the next test's level (keep or discard). With a
-        sequential `design` (the file `sequential` wrote) the files must be those of its stopping look, and the
-        entry takes the design's stage-wise p-value, median-unbiased estimate and repeated interval; a design
-        started in this ledger finishes its start at the level fixed then."""
+        """Compare `candidate` with `against` and enter the result: its one-sided p-value of "the candidate is not
+        better" is tested at the level the procedure gives the next test (keep or discard).
+
+        Parameters
+        ----------
+        candidate
+            The candidate's paths, runs or arrays, as `compare`'s `variant`.
+        against
+            The reference's paths, runs or arrays, as `compare`'s `baseline`.
+        noise_floor
+            The setup's noise floor, as in `compare`: one seed pair then suffices.
+        note
+            A note stored with the entry.
+        metric
+            Compare item scores or a score table's scores on this metric, as in `compare`.
+        higher_is_better
+            Which way the score is better, where its files do not say.
+        design
+            A sequential design (the file `sequential` wrote) that decided the candidate: the files must be those of its
+            stopping look, and the entry takes the design's stage-wise p-value, median-unbiased estimate and repeated
+            interval; a design started in this ledger finishes its start at the level fixed then.
+
+        Returns
+        -------
+        LedgerEntryResult
+            The entry: step, estimate and interval, one-sided p, level, keep or discard, and the wealth left.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> entry.step, entry.candidate, entry.decision, entry.p_value < entry.level
+        (1, 'gatedv', 'keep', True)
+        """
         try:
             result = compare(baseline=against, variant=candidate, metric=metric, higher_is_better=higher_is_better,
                              noise_floor=noise_floor)
@@ -116,23 +147,101 @@ class Ledger:
         return LedgerEntryResult(entry, history, tuple(result.warnings) + shared)
 
     def history(self) -> LedgerResult:
-        """The whole history, its chain checked (`gatedv ledger LEDGER show`)."""
+        """The whole history, its chain checked (`gatedv ledger LEDGER show`).
+
+        Returns
+        -------
+        LedgerResult
+            Every entry in order, the running best after each step, the procedure and its wealth.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> history = ledger.history()
+        >>> len(history.entries), history.kept, history.to_frame()["best"].tolist()
+        (1, 1, ['gatedv'])
+        """
         return LedgerResult(self._history())
 
     def entries(self) -> tuple[LedgerEntry, ...]:
-        """Every row, in order (the starts of sequential candidates included)."""
+        """Every row, in order (the starts of sequential candidates included).
+
+        Returns
+        -------
+        tuple of LedgerEntry
+            The rows as stored, each with its columns as attributes.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> [(row.step, row.candidate, row.decision) for row in ledger.entries()]
+        [(1, 'gatedv', 'keep')]
+        """
         return self._history().entries
 
     def summary(self) -> str:
-        """The history as a table: step, candidate, estimate and interval, p, level, keep / discard, wealth, best."""
+        """The history as text: a headline, then a table of step, candidate, estimate and interval, p, level, keep /
+        discard, wealth and the running best.
+
+        Returns
+        -------
+        str
+            The text `gatedv ledger LEDGER show` prints.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> print(ledger.summary().splitlines()[2])
+        step  candidate  against   estimate [interval]                p    level  decision   wealth  best
+        """
         return self._history().summary()
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per decided entry, with the running best (`best`, `best_step`)."""
+        """The history as a table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per decided entry, with the running best (`best`, `best_step`).
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> ledger.to_frame()[["step", "candidate", "decision", "best"]].values.tolist()
+        [[1, 'gatedv', 'keep', 'gatedv']]
+        """
         return self._history().to_frame()
 
     def to_dict(self) -> dict:
-        """The procedure, the head hash and every entry as stored (`gatedv ledger LEDGER show --json`)."""
+        """The history as a JSON-ready object (`gatedv ledger LEDGER show --json`).
+
+        Returns
+        -------
+        dict
+            The procedure, the head hash, the counts, the running best and every entry as stored.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> payload = ledger.to_dict()
+        >>> payload["procedure"]["procedure"], payload["n_entries"], payload["entries"][0]["decision"]
+        ('lond', 1, 'keep')
+        """
         return self._history().to_dict()
 
     def _history(self) -> LedgerHistory:

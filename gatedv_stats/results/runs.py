@@ -19,7 +19,23 @@ from gatedv_stats.stats.metrics import perplexity, token_nll
 @dataclass(frozen=True, repr=False)
 class Runs(Result):
     """`gv.load`: the evaluated runs read (a sequence of `Run`), ready for `compare`, `analyze`, `arms` and
-    `plan`."""
+    `plan`.
+
+    Parameters
+    ----------
+    runs
+        The runs, each with its units, provenance, source and SHA-256.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> runs = gv.load(example_study(tmp_dir))
+    >>> runs
+    Runs(6 runs of 2 arms (baseline, gatedv) on heldout)
+    >>> len(runs), runs[0].arm, runs[0].seed
+    (6, 'baseline', 0)
+    """
 
     runs: tuple[Run, ...]
     skipped: tuple[SkippedFile, ...] | None = None
