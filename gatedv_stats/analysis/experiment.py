@@ -65,7 +65,41 @@ class AnalysisSettings:
     verdicts and their Holm adjustment), the smallest effect of interest, the document column of clusters, the
     provenance differences accepted, the comparison unit and whether seeds of one arm only are dropped (see
     `gatedv_stats.pairing.pair.pair_runs`); the metric of item scores or score tables and, for a score table's
-    metric, which way is better."""
+    metric, which way is better.
+
+    Parameters
+    ----------
+    reference : str or None
+        The reference arm (None: "baseline" when present).
+    n_resamples : int
+        Document-bootstrap resamples.
+    rng_seed : int
+        The seed of every resampling.
+    confidence_level : float
+        Of every interval; α = 1 − it for the verdicts and their Holm adjustment.
+    sesoi : float or None
+        The smallest effect of interest (a relative ΔP; a difference in a score's units).
+    cluster : str or None
+        The unit column whose values are the sampled clusters.
+    allow_mismatch : tuple of str
+        Provenance fields that may differ between paired runs.
+    unit : str
+        "auto", "token" or "byte".
+    allow_unpaired : bool
+        Drop seeds found in one arm only.
+    metric : str or None
+        The metric of item scores or score tables (None: acc_norm, acc, exact_match, whichever every file has).
+    higher_is_better : bool or None
+        A score table's direction, where its file records none.
+    noise_floor : NoiseFloor or None
+        The setup's seed variance, for verdicts from few seeds.
+
+    Examples
+    --------
+    >>> settings = gv.AnalysisSettings(reference="baseline", n_resamples=200, sesoi=0.01)
+    >>> settings.confidence_level, settings.unit
+    (0.95, 'auto')
+    """
 
     reference: str | None = None
     n_resamples: int = DEFAULTS.n_resamples

@@ -23,7 +23,46 @@ _SHOWN = 5  # how many offending ids an error message lists
 
 @dataclass(frozen=True)
 class Paired:
-    """Two arms' values on the same units, row s of each array = seed `seeds[s]`."""
+    """Two arms' values on the same units, row s of each array = seed `seeds[s]`: what every comparison, plan,
+    floor, sequential look and ledger entry takes, on the pair's scale.
+
+    Parameters
+    ----------
+    baseline_arm, variant_arm : str
+        The arms compared (variant − baseline).
+    seeds : numpy.ndarray
+        (S,) the paired training seeds, sorted.
+    doc_ids : numpy.ndarray
+        (N,) the units' ids (documents or items), sorted.
+    n_units : numpy.ndarray
+        (N,) each unit's weight: a document's targets (or UTF-8 bytes, per byte); 1 per item or scored document.
+    baseline, variant : numpy.ndarray
+        (S, N) loss sums, or scores of one metric.
+    doc_columns : pandas.DataFrame
+        N rows aligned with `doc_ids`: domain and n_bytes, or an item's groups (subtask, ...).
+    sources : dict
+        {"baseline": [source per seed], "variant": [...]}, with "baseline_sha256" and "variant_sha256".
+    dropped_seeds : tuple
+        Seeds in one arm only, dropped by `allow_unpaired`.
+    mismatches : tuple of str
+        Provenance differences accepted through `allow_mismatch`, as notes.
+    unit : str
+        What `n_units` counts: "token" or "word" (the files' targets), "byte", "item" or "document".
+    eval_set : str or None
+        The evaluation set every run was scored on.
+    scale : Scale
+        How a difference is read (`gatedv_stats.stats.scale`).
+    task : str or None
+        The downstream task of item scores.
+    setup : dict
+        What every run records alike: evaluation set, tokenizer, size, ...
+
+    Examples
+    --------
+    >>> paired = gv.pair(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv")
+    >>> paired.n_pairs, paired.unit, paired.metric
+    (3, 'token', 'loss')
+    """
 
     baseline_arm: str
     variant_arm: str
