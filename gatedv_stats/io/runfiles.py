@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +112,7 @@ class Run:
         return self.meta.get("task")
 
 
-def read_runs(paths: Sequence[str | Path], schemas: Sequence[RunSchema], *,
+def read_runs(paths: Sequence[str | os.PathLike[str]], schemas: Sequence[RunSchema], *,
               skipped: list[SkippedFile] | None = None, require: bool = True) -> list[Run]:
     """The runs of files, long tables and directories (searched recursively for the files a schema recognises); a
     file given by name is read by the first schema that recognises it, else by the first.
@@ -121,7 +122,7 @@ def read_runs(paths: Sequence[str | Path], schemas: Sequence[RunSchema], *,
     such file is an error unless not `require`d. A path given twice is an error naming it; a file reached twice
     (named, and in a directory also given) is read once.
     """
-    named: dict[Path, str | Path] = {}
+    named: dict[Path, str | os.PathLike[str]] = {}
     for given in paths:
         resolved = Path(given).resolve()
         if resolved in named:

@@ -81,7 +81,7 @@ def read_inputs(data: Inputs, schemas: Sequence[RunSchema], skipped: list[Skippe
     if runs:
         return runs
     _check_kind(items, schemas)
-    return read_runs([Path(item) for item in items], schemas, skipped=skipped)
+    return read_runs(items, schemas, skipped=skipped)
 
 
 def _check_kind(paths: Sequence[PathLike], schemas: Sequence[RunSchema]) -> None:
