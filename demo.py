@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.experiment import AnalysisSettings, ExperimentAnalysis, analyze_experiment
-from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.discovery import discover_inputs
 from gatedv_stats.io.runrecords import read_run_record

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from gatedv_stats.core.errors import NoSpreadError
 from gatedv_stats.stats.noise_floor import SeedVariance, aa_floor
-from gatedv_stats.stats.scale import PERPLEXITY, metric_scale
+from gatedv_stats.stats.scale import PERPLEXITY, MetricScale
 from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.verdict import verdict
 from gatedv_stats.testing import ItemScoreModel, simulate_item_scores
@@ -73,7 +73,7 @@ def verdict_rate(kind: str, n_seeds: int, level_of: float, studies: int, rng: np
                  floor_df: int | None, delta: float = 0.0, floor_scale: float = 1.0) -> tuple[float, float, float]:
     """(rate of better/worse verdicts, mean df, mean document share of Var̂(D)) over `studies` studies."""
     draw = perplexity_study if kind == "perplexity" else item_study
-    scale = PERPLEXITY if kind == "perplexity" else metric_scale("acc", True, True)
+    scale = PERPLEXITY if kind == "perplexity" else MetricScale(metric="acc", higher_is_better=True, proportion=True)
     decided, dfs, shares = 0, [], []
     for _ in range(studies):
         baseline, variant, aa, _ = draw(rng, n_seeds, level_of, delta, (floor_df + 1) if floor_df else 0)

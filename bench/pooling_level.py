@@ -44,7 +44,7 @@ def exclusion_rates(studies: int, seed: int) -> dict[float, list[float]]:
         for level in LEVELS:
             fit = simulated_fits(model, n_seeds, n_targets, np.random.default_rng([seed, index, 1]),
                                  n_studies=studies, clusters=labels, pooling_level=level)
-            excluded = np.abs(fit.nll_diff_mean) > stats.t.ppf(0.975, fit.df) * np.sqrt(fit.var_d)
+            excluded = np.abs(fit.estimate) > stats.t.ppf(0.975, fit.df) * np.sqrt(fit.var_d)
             rates[level].append(float(excluded.mean()))
     return rates
 

@@ -49,7 +49,7 @@ POWER_DELTA = math.log(0.98)  # ΔP = −2%
 
 
 def excludes(fit, truth: float, df: np.ndarray) -> np.ndarray:
-    return np.abs(fit.nll_diff_mean - truth) > stats.t.ppf(0.975, df) * np.sqrt(fit.var_d)
+    return np.abs(fit.estimate - truth) > stats.t.ppf(0.975, df) * np.sqrt(fit.var_d)
 
 
 def our_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, studies: int) -> tuple[float, float, float]:
@@ -58,7 +58,7 @@ def our_rates(model: CrossedModel, n_seeds: int, n_targets, labels, rng, studies
     shifted = CrossedModel(POWER_DELTA, model.seed_sd, model.doc_sd, model.interaction_sd, model.cluster_sd,
                            model.length_scaled)
     power_fit = simulated_fits(shifted, n_seeds, n_targets, rng, n_studies=studies, clusters=labels)
-    better = power_fit.nll_diff_mean + stats.t.ppf(0.975, power_fit.df) * np.sqrt(power_fit.var_d) < 0
+    better = power_fit.estimate + stats.t.ppf(0.975, power_fit.df) * np.sqrt(power_fit.var_d) < 0
     return (float(excludes(fit, 0.0, fit.df).mean()), float(excludes(fit, 0.0, fit.satterthwaite_df).mean()),
             float(better.mean()))
 

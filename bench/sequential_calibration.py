@@ -33,7 +33,7 @@ from gatedv_stats.analysis.sequential import create_design, look
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.noise_floor import aa_floor
-from gatedv_stats.stats.scale import PERPLEXITY, Scale, metric_scale
+from gatedv_stats.stats.scale import PERPLEXITY, MetricScale, Scale
 from gatedv_stats.stats.seed_document import seed_document_interval
 from gatedv_stats.stats.verdict import verdict
 from gatedv_stats.testing import ItemScoreModel
@@ -82,7 +82,7 @@ def study(cell: Cell, sesoi: float, rng: np.random.Generator) -> dict:
     """One simulated study through the sequential design, and the fixed design's verdict on all its seed pairs."""
     items = cell.kind == "items"
     sign = {"null": 0.0, "harm": 1.0, "sesoi": -1.0}[cell.truth] * (-1.0 if items else 1.0)  # + favours the baseline
-    scale = metric_scale("acc", True, True) if items else PERPLEXITY
+    scale = MetricScale(metric="acc", higher_is_better=True, proportion=True) if items else PERPLEXITY
     if items:
         baseline, variant, aa, _ = item_study(rng, MAX_SEEDS, ITEM_EFFECT_SD, sign * ITEM_LOGIT_EFFECT,
                                               FLOOR_DF + 1 if cell.floor else 0)

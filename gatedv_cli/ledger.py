@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from gatedv_cli.options import JSON, METRIC, NOTE, PROCEDURE, ManyFilesCommand, emit, warn
+from gatedv_cli.options import HIGHER_IS_BETTER, JSON, METRIC, NOTE, PROCEDURE, ManyFilesCommand, emit, warn
 
 ledger_app = typer.Typer(name="ledger", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                          help="A research ledger: candidates in the order they are compared, each kept or discarded "
@@ -29,7 +29,7 @@ def ledger_main(ctx: typer.Context, ledger: str = typer.Argument(..., metavar="L
 def add_command(
     ctx: typer.Context,
     candidate: list[str] = typer.Option(..., "--candidate", metavar="FILE...", help="The candidate's loss files (or "
-                                        "item-score files with --metric, or directories)."),
+                                        "item-score files or score tables with --metric, or directories)."),
     against: list[str] = typer.Option(..., "--against", metavar="FILE...", help="The reference's files: fresh "
                                       "seeds of the current best, or one fixed reference."),
     noise_floor: str = typer.Option(None, "--noise-floor", metavar="FLOOR.json", show_default=False,
@@ -46,6 +46,7 @@ def add_command(
                                 "its e-values are likelihood ratios at (a relative ΔP, or a difference in the metric's "
                                 "units); fixed when the ledger is created."),
     metric: str = METRIC,
+    higher_is_better: bool = HIGHER_IS_BETTER,
     as_json: bool = JSON,
 ) -> None:
     """Compare a candidate with a reference and enter it: its one-sided p-value (H0: not better; with --design the
@@ -54,7 +55,8 @@ def add_command(
     import gatedv_stats as gv
 
     ledger = gv.Ledger(ctx.obj, procedure=procedure, alpha=alpha, sesoi=sesoi)
-    entry = ledger.add(candidate, against, noise_floor=noise_floor, note=note, metric=metric, design=design)
+    entry = ledger.add(candidate, against, noise_floor=noise_floor, note=note, metric=metric,
+                       higher_is_better=higher_is_better, design=design)
     warn(entry.warnings)
     emit(entry, as_json)
 

@@ -136,10 +136,14 @@ PROCEDURE = typer.Option(None, "--procedure", show_default=False, help="The ledg
                          "under any dependence); fixed when the ledger is created.")
 NOTE = typer.Option(None, "--note", metavar="TEXT", show_default=False, help="What the candidate changes.")
 METRIC = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="Compare downstream-task "
-                      "item-score files on this metric (acc, acc_norm, exact_match, ...) instead of loss files; "
-                      "--sesoi is then a difference in the metric's units (0.01 = one point of accuracy), "
-                      "--cluster a grouping column (subtask), --allow-mismatch doc_hash, prompt_hash, target_hash, "
-                      "task_config_sha256 or n_shot.")
+                      "item-score files on this metric (acc, acc_norm, exact_match, ...), or score tables (arm, seed, "
+                      "doc_id and a NAME column from any pipeline), instead of loss files; --sesoi is then a "
+                      "difference in the metric's units (0.01 = one point of accuracy), --cluster a grouping column "
+                      "(subtask), --allow-mismatch doc_hash, prompt_hash, target_hash, task_config_sha256 or n_shot "
+                      "(item scores), eval_set or eval_set_sha256 (score tables).")
+HIGHER_IS_BETTER = typer.Option(None, "--higher-is-better/--lower-is-better", show_default=False,
+                                help="Which way the --metric score is better, where its files do not record it (a "
+                                "score table's metadata higher_is_better).")
 
 
 # --- the model family, training and evaluation ---

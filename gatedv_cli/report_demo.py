@@ -11,6 +11,7 @@ from gatedv_cli.options import (
     CLUSTER,
     CONFIDENCE_LEVEL,
     DEVICE,
+    HIGHER_IS_BETTER,
     JSON,
     N_RESAMPLES,
     NOISE_FLOOR,
@@ -39,7 +40,9 @@ def report_command(
     cluster: str = CLUSTER,
     metric: str = typer.Option(None, "--metric", metavar="NAME", show_default=False, help="The metric of the "
                                "Downstream tasks section, when the inputs hold item-score files (default: acc_norm, "
-                               "acc or exact_match, the first every file has)."),
+                               "acc or exact_match, the first every file has), or of the score tables to find (arm, "
+                               "seed, doc_id and a NAME column)."),
+    higher_is_better: bool = HIGHER_IS_BETTER,
     noise_floor: str = NOISE_FLOOR,
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="A file found in a directory that looks "
                                          "like a loss file but cannot be read: warn, leave it out and list it in the "
@@ -56,6 +59,7 @@ def report_command(
     with output_lock(_report_file(inputs, out, fmt)):  # another report of the same file: written after it
         path = gv.report(inputs, out, fmt=fmt, reference=reference, n_resamples=n_resamples, rng_seed=rng_seed,
                          confidence_level=confidence_level, sesoi=sesoi, cluster=cluster, metric=metric,
+                         higher_is_better=higher_is_better,
                          noise_floor=noise_floor, skipped=skipped, left_out=left_out, ledger=ledger)
     warn_skipped(skipped)
     warn(left_out)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import typer
 
 from gatedv_cli.click_api import click
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 
 _META_KEY = "gatedv.skipped"
 

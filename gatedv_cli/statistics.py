@@ -16,6 +16,7 @@ from gatedv_cli.options import (
     CLUSTER,
     CONFIDENCE_LEVEL,
     EVAL_SET,
+    HIGHER_IS_BETTER,
     JSON,
     METRIC,
     N_RESAMPLES,
@@ -57,6 +58,7 @@ def bootstrap_command(
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
+    higher_is_better: bool = HIGHER_IS_BETTER,
 ) -> None:
     """The verdict on two arms (seeds and documents sampled), then the paper's ΔP, D with its document bootstrap
     (models fixed) and win rate; with --metric, on the downstream tasks of item-score files."""
@@ -92,6 +94,7 @@ def analyze_command(
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
+    higher_is_better: bool = HIGHER_IS_BETTER,
 ) -> None:
     """Everything about one pair of arms: the verdict, seed-level tests, permutation test, BCa, bits per byte and
     breakdowns with multiplicity-adjusted intervals; with --metric, on the downstream tasks of item-score files."""
@@ -118,6 +121,7 @@ def arms_command(
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
+    higher_is_better: bool = HIGHER_IS_BETTER,
 ) -> None:
     """Every arm against a reference on each evaluation set: verdicts and p-values with Holm and BH adjustment;
     with --metric, on every downstream task of item-score files (Holm across arms and tasks)."""
@@ -151,6 +155,7 @@ def plan_command(
     skip_unreadable: bool = SKIP_UNREADABLE,
     as_json: bool = JSON,
     metric: str = METRIC,
+    higher_is_better: bool = HIGHER_IS_BETTER,
 ) -> None:
     """Seeds and evaluation documents needed to detect a relative ΔP, from the variance in pilot runs; with
     --metric, seeds × items for a difference in a downstream task's metric; with --ledger, at the ledger's level."""
@@ -170,6 +175,7 @@ def noise_floor_command(
     studies: bool = typer.Option(False, "--studies", help="Pool the seed spread of earlier paired studies (each input "
                                  "two arms with 2 or more seed pairs) instead of A/A runs."),
     metric: str = METRIC,
+    higher_is_better: bool = HIGHER_IS_BETTER,
     eval_set: str = EVAL_SET,
     unit: str = UNIT,
     allow_unpaired: bool = ALLOW_UNPAIRED,

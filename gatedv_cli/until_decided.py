@@ -144,7 +144,7 @@ def until_decided_status(grid: Experiment, experiment_path: str | Path,
                          settings: SequentialSettings) -> UntilDecidedResult:
     """Each variant's state from its design file, without training or looking; every design is checked against
     the settings given (a changed design is refused before anything trains)."""
-    from gatedv_stats.decide import read_design
+    from gatedv_stats.api import read_design
 
     eval_set = _checked(grid, settings)
     designs = {variant: design_directory(experiment_path) / f"{variant}.json" for variant in grid.variants

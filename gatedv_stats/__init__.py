@@ -1,11 +1,12 @@
 """gatedv-stats: paired comparisons of Transformer variants from per-document loss files.
 
 The Python API (`import gatedv_stats as gv`; see `gatedv_stats.api`): `gv.load`, `gv.pair`, `gv.compare`,
-`gv.analyze`, `gv.arms`, `gv.plan`, `gv.report` for loss files and (with `metric=`) downstream-task item scores,
-paired arrays from any pipeline's long table with `gv.pair(frame)` (a `gv.Paired`; `gv.PairedLosses` is its
-earlier name), a research ledger with online false-discovery-rate control (`gv.Ledger`), and the errors
-`gv.InputError` / `gv.ParameterError`. Importing the package loads none of them until first used; `__init__.pyi`
-gives type checkers their types.
+`gv.analyze`, `gv.arms`, `gv.plan`, `gv.report`, `gv.noise_floor` and `gv.sequential` for loss files and (with
+`metric=`) downstream-task item scores or any per-unit score table, paired arrays from any pipeline's long table
+with `gv.pair(frame)` (a `gv.Paired`; `gv.PairedLosses` is its earlier name), a research ledger with online
+false-discovery-rate control (`gv.Ledger`), the results they return, and the errors `gv.InputError` /
+`gv.ParameterError`. Importing the package loads none of them until first used; `dir(gv)` lists only them;
+`__init__.pyi` gives type checkers their types.
 """
 
 from __future__ import annotations
@@ -17,21 +18,24 @@ __version__ = "0.1.0"
 
 # the module that defines each public name, imported on first use
 _MODULES = {
-    "gatedv_stats.api": ("analyze", "arms", "compare", "load", "noise_floor", "pair", "plan", "report"),
-    "gatedv_stats.decide": ("sequential",),
+    "gatedv_stats.api": ("analyze", "arms", "compare", "load", "noise_floor", "pair", "plan", "report", "sequential"),
     "gatedv_stats.ledger": ("Ledger",),
     "gatedv_stats.analysis.experiment": ("AnalysisSettings",),
     "gatedv_stats.pairing.paired": ("Paired", "PairedLosses"),
     "gatedv_stats.core.errors": ("InputError", "ParameterError"),
     "gatedv_stats.results": ("AnalysisResult", "ArmsResult", "ComparisonResult", "FloorPlanResult",
                              "LedgerEntryResult", "LedgerResult", "NoiseFloorResult", "PlanResult", "Runs",
-                             "SequentialResult", "TaskComparisonResult", "TaskPlanResult", "TaskSuiteResult"),
+                             "SequentialResult"),
 }
+# Earlier names, kept for one release: each access warns (`gatedv_stats.results.DEPRECATED`).
+_DEPRECATED = {name: "gatedv_stats.results" for name in ("TaskComparisonResult", "TaskPlanResult", "TaskSuiteResult")}
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:  # looked up each time, so that each access warns
+        return getattr(importlib.import_module(_DEPRECATED[name]), name)
     if name not in _EXPORTS:
         raise AttributeError(f"module 'gatedv_stats' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
@@ -40,4 +44,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    """The public names (`__all__`) and the module's own dunders: not its helpers, the submodules imported, nor the
+    deprecated names."""
+    return sorted({*_EXPORTS, *(name for name in globals() if name.startswith("__") and name.endswith("__"))})

@@ -8,9 +8,9 @@ from gatedv_stats.api import noise_floor as noise_floor
 from gatedv_stats.api import pair as pair
 from gatedv_stats.api import plan as plan
 from gatedv_stats.api import report as report
+from gatedv_stats.api import sequential as sequential
 from gatedv_stats.core.errors import InputError as InputError
 from gatedv_stats.core.errors import ParameterError as ParameterError
-from gatedv_stats.decide import sequential as sequential
 from gatedv_stats.ledger import Ledger as Ledger
 from gatedv_stats.pairing.paired import Paired as Paired
 from gatedv_stats.pairing.paired import PairedLosses as PairedLosses
@@ -24,9 +24,6 @@ from gatedv_stats.results import NoiseFloorResult as NoiseFloorResult
 from gatedv_stats.results import PlanResult as PlanResult
 from gatedv_stats.results import Runs as Runs
 from gatedv_stats.results import SequentialResult as SequentialResult
-from gatedv_stats.results import TaskComparisonResult as TaskComparisonResult
-from gatedv_stats.results import TaskPlanResult as TaskPlanResult
-from gatedv_stats.results import TaskSuiteResult as TaskSuiteResult
 
 __version__: str
 __all__: list[str]

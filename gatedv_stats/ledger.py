@@ -19,7 +19,7 @@ from gatedv_stats.api import Floor, compare
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.files import canonical_sha256, file_sha256
 from gatedv_stats.pairing.inputs import Side
-from gatedv_stats.results import ComparisonResult, NoiseFloorResult, TaskComparisonResult
+from gatedv_stats.results import ComparisonResult, NoiseFloorResult
 from gatedv_stats.results.ledger import LedgerEntryResult, LedgerResult
 
 # A failure of the comparison named by the ledger's own parameters.
@@ -30,8 +30,9 @@ class Ledger:
     """A research ledger: every candidate compared, in order, each kept or discarded by an online procedure that
     bounds the false keeps over the whole stream (`gatedv ledger`; docs/research-ledger.md).
 
-    Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores;
-    with a `noise_floor`, one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for
+    Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores or
+    a score table's, `higher_is_better` saying a score's direction where its files do not; with a `noise_floor`,
+    one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for
     a candidate a sequential `design` decided, the design's stage-wise p-value), and tests it at the level the
     procedure gives it; the entry, with the files' SHA-256, the estimate and its interval, the level, keep or discard
     and the wealth left, is appended to an SQLite file whose entries are chained by hash (an altered history is
@@ -84,18 +85,51 @@ class Ledger:
         return self.settings.alpha
 
     def add(self, candidate: Side, against: Side, *, noise_floor: Floor | None = None, note: str | None = None,
-            metric: str | None = None, design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
-        """Compare `candidate` with `against` (paths, runs or arrays, as `compare`'s `variant` and `baseline`) and
-        enter the result: its one-sided p-value is tested at the next test's level (keep or discard). With a
-        sequential `design` (the file `sequential` wrote) the files must be those of its stopping look, and the
-        entry takes the design's stage-wise p-value, median-unbiased estimate and repeated interval; a design
-        started in this ledger finishes its start at the level fixed then."""
+            metric: str | None = None, higher_is_better: bool | None = None,
+            design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
+        """Compare `candidate` with `against` and enter the result: its one-sided p-value of "the candidate is not
+        better" is tested at the level the procedure gives the next test (keep or discard).
+
+        Parameters
+        ----------
+        candidate
+            The candidate's paths, runs or arrays, as `compare`'s `variant`.
+        against
+            The reference's paths, runs or arrays, as `compare`'s `baseline`.
+        noise_floor
+            The setup's noise floor, as in `compare`: one seed pair then suffices.
+        note
+            A note stored with the entry.
+        metric
+            Compare item scores or a score table's scores on this metric, as in `compare`.
+        higher_is_better
+            Which way the score is better, where its files do not say.
+        design
+            A sequential design (the file `sequential` wrote) that decided the candidate: the files must be those of its
+            stopping look, and the entry takes the design's stage-wise p-value, median-unbiased estimate and repeated
+            interval; a design started in this ledger finishes its start at the level fixed then.
+
+        Returns
+        -------
+        LedgerEntryResult
+            The entry: step, estimate and interval, one-sided p, level, keep or discard, and the wealth left.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> entry.step, entry.candidate, entry.decision, entry.p_value < entry.level
+        (1, 'gatedv', 'keep', True)
+        """
         try:
-            result = compare(baseline=against, variant=candidate, metric=metric, noise_floor=noise_floor)
+            result = compare(baseline=against, variant=candidate, metric=metric, higher_is_better=higher_is_better,
+                             noise_floor=noise_floor)
         except ParameterError as error:
             raise ParameterError(_RENAMED.get(error.parameter, error.parameter), error.template,
                                  tuple(_RENAMED.get(name, name) for name in error.mentions), error.leading) from None
-        if not isinstance(result, (ComparisonResult, TaskComparisonResult)):
+        if not isinstance(result, ComparisonResult):
             tasks = ", ".join(str(paired.task) for paired in getattr(result, "pairs", ()))
             raise ParameterError("candidate", f"the item scores hold several tasks ({tasks}); a ledger entry is one "
                                  "comparison: give the files of one task")
@@ -113,23 +147,101 @@ class Ledger:
         return LedgerEntryResult(entry, history, tuple(result.warnings) + shared)
 
     def history(self) -> LedgerResult:
-        """The whole history, its chain checked (`gatedv ledger LEDGER show`)."""
+        """The whole history, its chain checked (`gatedv ledger LEDGER show`).
+
+        Returns
+        -------
+        LedgerResult
+            Every entry in order, the running best after each step, the procedure and its wealth.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> history = ledger.history()
+        >>> len(history.entries), history.kept, history.to_frame()["best"].tolist()
+        (1, 1, ['gatedv'])
+        """
         return LedgerResult(self._history())
 
     def entries(self) -> tuple[LedgerEntry, ...]:
-        """Every row, in order (the starts of sequential candidates included)."""
+        """Every row, in order (the starts of sequential candidates included).
+
+        Returns
+        -------
+        tuple of LedgerEntry
+            The rows as stored, each with its columns as attributes.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> [(row.step, row.candidate, row.decision) for row in ledger.entries()]
+        [(1, 'gatedv', 'keep')]
+        """
         return self._history().entries
 
     def summary(self) -> str:
-        """The history as a table: step, candidate, estimate and interval, p, level, keep / discard, wealth, best."""
+        """The history as text: a headline, then a table of step, candidate, estimate and interval, p, level, keep /
+        discard, wealth and the running best.
+
+        Returns
+        -------
+        str
+            The text `gatedv ledger LEDGER show` prints.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> print(ledger.summary().splitlines()[2])
+        step  candidate  against   estimate [interval]                p    level  decision   wealth  best
+        """
         return self._history().summary()
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per decided entry, with the running best (`best`, `best_step`)."""
+        """The history as a table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per decided entry, with the running best (`best`, `best_step`).
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> ledger.to_frame()[["step", "candidate", "decision", "best"]].values.tolist()
+        [[1, 'gatedv', 'keep', 'gatedv']]
+        """
         return self._history().to_frame()
 
     def to_dict(self) -> dict:
-        """The procedure, the head hash and every entry as stored (`gatedv ledger LEDGER show --json`)."""
+        """The history as a JSON-ready object (`gatedv ledger LEDGER show --json`).
+
+        Returns
+        -------
+        dict
+            The procedure, the head hash, the counts, the running best and every entry as stored.
+
+        Examples
+        --------
+        >>> study = example_study(tmp_dir)
+        >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
+        ...                    note="gated values")
+        >>> payload = ledger.to_dict()
+        >>> payload["procedure"]["procedure"], payload["n_entries"], payload["entries"][0]["decision"]
+        ('lond', 1, 'keep')
+        """
         return self._history().to_dict()
 
     def _history(self) -> LedgerHistory:

@@ -7,7 +7,7 @@ sqrt(mean n / n_i), as they do when a document's per-token loss is an average ov
 
 `PopulationModel` and `simulate` draw whole loss sums with a population ΔP as the truth (for the two-level
 bootstrap, whose target is ΔP) from the same model, with the planning module's names for its components.
-`synthetic_runs` builds loss runs (`LossRun`) whose per-seed perplexities are exactly the ones asked for;
+`synthetic_runs` builds loss runs (`Run`) whose per-seed perplexities are exactly the ones asked for;
 `example_study` writes a small study of them as loss files, for the API's examples.
 `ItemScoreModel`, `simulate_item_scores` and `simulated_item_fits` draw 0/1 item scores of two arms on a
 downstream task (item difficulty on the logit scale, a seed effect, a seed × item interaction, subtasks) with a
@@ -29,7 +29,8 @@ import pandas as pd
 from scipy import special
 
 from gatedv_stats.core.defaults import DEFAULTS
-from gatedv_stats.io.lossfiles import LossRun, write_loss_file
+from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.io.runfiles import Run
 from gatedv_stats.stats.cluster_diagnostic import group_effect_test
 from gatedv_stats.stats.crossed import CrossedMoments, clustered_moments, crossed_moments
 from gatedv_stats.stats.seed_document import seed_document_interval
@@ -154,8 +155,8 @@ def simulate(model: PopulationModel, n_seeds: int, n_docs: int, rng: np.random.G
 
 
 def synthetic_runs(ppl_by_seed: dict[str, list[float]], n_docs: int, rng_seed: int = 0, *,
-                   seeds: list[int] | None = None, noise: float = 0.05) -> list[LossRun]:
-    """One `LossRun` per arm and seed whose token-averaged PPL is exactly the given value (to float rounding).
+                   seeds: list[int] | None = None, noise: float = 0.05) -> list[Run]:
+    """One loss-file `Run` per arm and seed whose token-averaged PPL is exactly the given value (to float rounding).
 
     Documents share a difficulty across arms and seeds (as real evaluation sets do), with per-run
     multiplicative noise of relative size `noise`; each run is then rescaled so Σℓ / Σn = ln(PPL).
@@ -176,7 +177,7 @@ def synthetic_runs(ppl_by_seed: dict[str, list[float]], n_docs: int, rng_seed: i
             loss_sum = shape * (np.log(ppl) * n_targets.sum() / shape.sum())
             docs = pd.DataFrame({"doc_id": doc_ids, "n_targets": n_targets, "loss_sum": loss_sum, "n_bytes": n_bytes})
             digest = hashlib.sha256(loss_sum.tobytes()).hexdigest()
-            runs.append(LossRun(arm=arm, seed=int(run_seed), docs=docs, meta={"arm": arm, "seed": int(run_seed)},
+            runs.append(Run(arm=arm, seed=int(run_seed), units=docs, meta={"arm": arm, "seed": int(run_seed)},
                                 source=f"synthetic[arm={arm},seed={run_seed}]", sha256=digest))
     return runs
 
@@ -346,7 +347,7 @@ def item_calibration(model: ItemScoreModel, n_seeds: int, n_items: int, rng: np.
     truth = model.true_difference(rng)
     fit = simulated_item_fits(model, n_seeds, n_items, rng, n_studies=n_studies, subtasks=subtasks)
     valid = fit.var_d > 0.0
-    d, var_d, df = fit.nll_diff_mean[valid], fit.var_d[valid], fit.df[valid]
+    d, var_d, df = fit.estimate[valid], fit.var_d[valid], fit.df[valid]
     half = special.stdtrit(df, 0.5 + confidence_level / 2) * np.sqrt(var_d)
     low, high = d - half, d + half
     return ItemCalibration(truth=truth, coverage=float(np.mean((low <= truth) & (truth <= high))),

@@ -1,5 +1,6 @@
 """One comparison of two arms, for every metric: the seeds × units interval, the verdict read on the pair's scale,
-then the figures that belong to the scale (the paper's perplexity figures, or a task's item counts and tests)."""
+then the figures that belong to the scale (`analysis.figures`: the paper's perplexity figures, or a score's
+per-seed means, item counts and tests)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from gatedv_stats.analysis.comparison import Comparison, Figures
+from gatedv_stats.analysis.figures import FIGURES
 from gatedv_stats.analysis.noise_floor import NoiseFloor, check_floor
-from gatedv_stats.analysis.perplexity import Comparison, perplexity_comparison
-from gatedv_stats.analysis.task_scores import TaskComparison, task_comparison
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import NoSpreadError
 from gatedv_stats.pairing.paired import Paired
@@ -22,12 +23,12 @@ def compare(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
             confidence_level: float = DEFAULTS.confidence_level, rng_seed: int = DEFAULTS.rng_seed,
             method: str = "percentile", cluster: str | None = None, sesoi: float | None = None,
             floor: NoiseFloor | None = None, allow_mismatch: Sequence[str] = (),
-            progress: bool | None = False) -> Comparison | TaskComparison:
+            progress: bool | None = False) -> Comparison:
     """The comparison of `paired.variant` against `paired.baseline`.
 
     `cluster`: a unit column (a document's domain, an item's subtask) whose values group the units into the
     sampled clusters. `sesoi`: the smallest effect of interest on the pair's scale (a relative ΔP for perplexity,
-    a difference in the metric's units for a task), which lets the verdict say "equivalent". `n_resamples`,
+    a difference in the metric's units for a score), which lets the verdict say "equivalent". `n_resamples`,
     `rng_seed` and `method` set the document bootstrap of the perplexity figures (models fixed). `floor`: the
     setup's noise floor, whose seed variance the interval takes (one seed pair) or pools with the study's own; a
     floor of another setup is refused unless the differing field is in `allow_mismatch`.
@@ -38,11 +39,21 @@ def compare(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
     labels = paired.labels(cluster)
     fit = seed_document_fit(paired, labels, confidence_level, floor=floor)
     decided = None if fit is None else decide(fit, paired, sesoi)
-    if paired.scale.log_ratio:
-        return perplexity_comparison(paired, fit, decided, labels=labels, cluster=cluster, n_resamples=n_resamples,
-                                     confidence_level=confidence_level, rng_seed=rng_seed, method=method,
-                                     progress=progress)
-    return task_comparison(paired, fit, decided, cluster=cluster, confidence_level=confidence_level)
+    figures = FIGURES[paired.scale.figures]
+    return comparison_of(paired, fit, decided, cluster, confidence_level, figures.of(
+        paired, fit, labels=labels, cluster=cluster, n_resamples=n_resamples, confidence_level=confidence_level,
+        rng_seed=rng_seed, method=method, progress=progress))
+
+
+def comparison_of(paired: Paired, fit: SeedDocumentResult | None, decided: Verdict | None, cluster: str | None,
+                  confidence_level: float, figures: Figures) -> Comparison:
+    """The comparison of a pair with its fit, verdict (at `confidence_level`) and the scale's figures."""
+    return Comparison(baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, scale=paired.scale,
+                      unit=paired.unit, seeds=tuple(int(seed) for seed in paired.seeds), n_units=paired.n_docs,
+                      estimate=type(figures).estimate(paired), confidence_level=confidence_level, seed_document=fit,
+                      verdict=decided, cluster=cluster,
+                      pairing_notes=paired.notes, sources=paired.sources, figures=figures, eval_set=paired.eval_set,
+                      task=paired.task)
 
 
 def with_floor(paired: Paired, floor: NoiseFloor | None, allow_mismatch: Sequence[str]) -> Paired:
@@ -63,7 +74,7 @@ def seed_document_fit(paired: Paired, labels: np.ndarray | None, confidence_leve
         return seed_document_interval(paired.baseline, paired.variant,
                                       paired.n_units if weights is None else weights, clusters=labels,
                                       confidence_level=confidence_level, noun=paired.noun,
-                                      floor=None if floor is None else floor.seed)
+                                      floor=None if floor is None else floor.seed, log_scale=paired.scale.log_ratio)
     except NoSpreadError:
         return None
 

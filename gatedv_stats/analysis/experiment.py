@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from gatedv_stats.analysis.arms import TaskSuite, adjust_if_all, compare_arms, holm_verdicts
+from gatedv_stats.analysis.arms import adjust_if_all, compare_arms, holm_verdicts
+from gatedv_stats.analysis.comparison import ArmsComparison
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
@@ -30,10 +31,8 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
 from gatedv_stats.core.workers import spawn_pool
 from gatedv_stats.io.discovery import ExperimentInputs
-from gatedv_stats.io.itemfiles import ItemRun
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.items import pair_tasks
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.io.runfiles import Run
+from gatedv_stats.pairing.pair import pair_runs, pair_with_reference
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.pairing.selection import (
     GATEDV,
@@ -51,6 +50,7 @@ from gatedv_stats.pairing.selection import (
 )
 from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
 from gatedv_stats.stats.multiple import adjust_p_values
+from gatedv_stats.stats.scale import SCALES
 
 BREAKDOWN_MIN_DOCS = 5
 # Below this many loss sums (seeds × documents of the reference, summed over pairs) starting worker processes
@@ -64,7 +64,42 @@ class AnalysisSettings:
     API): reference arm (None: "baseline" when present), resamples, RNG seed, level (α = 1 − level for the
     verdicts and their Holm adjustment), the smallest effect of interest, the document column of clusters, the
     provenance differences accepted, the comparison unit and whether seeds of one arm only are dropped (see
-    `gatedv_stats.pairing.losses.pair_runs`)."""
+    `gatedv_stats.pairing.pair.pair_runs`); the metric of item scores or score tables and, for a score table's
+    metric, which way is better.
+
+    Parameters
+    ----------
+    reference : str or None
+        The reference arm (None: "baseline" when present).
+    n_resamples : int
+        Document-bootstrap resamples.
+    rng_seed : int
+        The seed of every resampling.
+    confidence_level : float
+        Of every interval; α = 1 − it for the verdicts and their Holm adjustment.
+    sesoi : float or None
+        The smallest effect of interest (a relative ΔP; a difference in a score's units).
+    cluster : str or None
+        The unit column whose values are the sampled clusters.
+    allow_mismatch : tuple of str
+        Provenance fields that may differ between paired runs.
+    unit : str
+        "auto", "token" or "byte".
+    allow_unpaired : bool
+        Drop seeds found in one arm only.
+    metric : str or None
+        The metric of item scores or score tables (None: acc_norm, acc, exact_match, whichever every file has).
+    higher_is_better : bool or None
+        A score table's direction, where its file records none.
+    noise_floor : NoiseFloor or None
+        The setup's seed variance, for verdicts from few seeds.
+
+    Examples
+    --------
+    >>> settings = gv.AnalysisSettings(reference="baseline", n_resamples=200, sesoi=0.01)
+    >>> settings.confidence_level, settings.unit
+    (0.95, 'auto')
+    """
 
     reference: str | None = None
     n_resamples: int = DEFAULTS.n_resamples
@@ -76,6 +111,7 @@ class AnalysisSettings:
     unit: str = "auto"
     allow_unpaired: bool = False
     metric: str | None = None  # the downstream tasks' metric (item-score files; None: acc_norm, acc, exact_match)
+    higher_is_better: bool | None = None  # a score table's direction, where its file records none
     noise_floor: NoiseFloor | None = None  # the setup's seed variance, for verdicts from few seeds
 
     def __post_init__(self) -> None:
@@ -158,7 +194,7 @@ class ExperimentAnalysis:
     lr_selection: LRSelectionAnalysis
     curves: tuple[CurveAnalysis, ...]
     swaps: tuple[SwapTable, ...]
-    tasks: TaskSuite | None = None  # downstream tasks from item-score files, every arm against the reference
+    tasks: ArmsComparison | None = None  # item scores or score tables, every arm against the reference
 
     def by_eval_set(self) -> list[tuple[str | None, list[GroupAnalysis]]]:
         """The groups of each evaluation set, sets in report order."""
@@ -166,7 +202,7 @@ class ExperimentAnalysis:
         return [(eval_set, [g for g in self.groups if g.group.eval_set == eval_set]) for eval_set in sets]
 
 
-def run_summary(arm: str, runs: list[LossRun]) -> ArmSummary:
+def run_summary(arm: str, runs: list[Run]) -> ArmSummary:
     """P̄ and SD over the seeds of one arm, each run's NLL token-averaged over its own documents."""
     ordered = sorted(runs, key=lambda run: run.seed)
     nll = np.array([token_nll(run.docs["loss_sum"].to_numpy(), run.docs["n_targets"].to_numpy()) for run in ordered])
@@ -192,7 +228,7 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
     analysis depends on its pair and the settings alone, so where it runs changes no bit of the result. The
     workers are fresh interpreters (multiprocessing's "spawn"), so a script calling this must guard its entry
     point with `if __name__ == "__main__":`; where they cannot start, the pairs are analyzed here."""
-    reference = choose_reference({run.arm for run in inputs.runs}, settings.reference)
+    reference = choose_reference({run.arm for run in (*inputs.runs, *inputs.metric_runs)}, settings.reference)
     groups = eval_groups(inputs.runs)
     found = [_pair_group(group, reference, settings) for group in groups]
     pairs = [paired for group_pairs, _ in found for _, paired in group_pairs]
@@ -205,7 +241,7 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
                               lr_selection=analyze_lr_selection(groups, inputs.curves),
                               curves=analyze_curves(inputs.curves, reference),
                               swaps=_swap_tables(inputs.runs, reference),
-                              tasks=experiment_tasks(inputs.item_runs, reference, metric=settings.metric,
+                              tasks=experiment_tasks(inputs.metric_runs, reference, metric=settings.metric,
                                                      confidence_level=settings.confidence_level))
 
 
@@ -296,7 +332,7 @@ def _adjust(pairs: list[PairResult], sesoi: float | None) -> AdjustedPValues:
         verdicts=tuple("no detectable difference" if verdict is None else verdict.verdict for verdict in decided))
 
 
-def _swap_tables(runs: tuple[LossRun, ...], reference: str | None) -> tuple[SwapTable, ...]:
+def _swap_tables(runs: tuple[Run, ...], reference: str | None) -> tuple[SwapTable, ...]:
     overrides = [run for run in runs if is_override(run)]
     keys = sorted({(run.eval_set, lr_of(run)) for run in overrides}, key=lambda key: group_sort_key(*key))
     tables = []
@@ -317,24 +353,28 @@ def _swap_tables(runs: tuple[LossRun, ...], reference: str | None) -> tuple[Swap
 PREFERRED_METRICS = ("acc_norm", "acc", "exact_match")  # a report's metric: the first of these every run has
 
 
-def experiment_tasks(item_runs: Sequence[ItemRun], reference: str | None, *, metric: str | None = None,
-                     confidence_level: float = DEFAULTS.confidence_level) -> TaskSuite | None:
-    """The report's downstream tasks: every arm against the reference on every task, on `metric` (default: the
-    first of PREFERRED_METRICS that every run has, else the first they share); None without item scores."""
-    if not item_runs:
-        if metric is not None:
+def experiment_tasks(metric_runs: Sequence[Run], reference: str | None, *, metric: str | None = None,
+                     confidence_level: float = DEFAULTS.confidence_level) -> ArmsComparison | None:
+    """The report's scores: every arm against the reference on every task (or score table), on `metric` (default:
+    the first of PREFERRED_METRICS that every run has, else the first they share); None without item scores or
+    score tables."""
+    if not metric_runs:
+        if metric:
             raise ParameterError("metric", f"{metric!r} given, but the inputs hold no item-score files")
         return None
-    shared = [name for name in item_runs[0].metrics if all(name in run.metrics for run in item_runs)]
+    shared = [name for name in metric_runs[0].meta["metrics"]
+              if all(name in run.meta["metrics"] for run in metric_runs)]
     if not shared:
         raise InputError("the item-score files share no metric, so the report cannot compare their tasks")
-    if metric is not None and metric not in shared:
+    if metric and metric not in shared:
         raise ParameterError("metric", f"{metric!r} is not a metric of every item-score file (shared: "
                              f"{', '.join(shared)})")
     metric = metric or next((name for name in PREFERRED_METRICS if name in shared), shared[0])
-    if reference is None or reference not in {run.arm for run in item_runs}:
+    if reference is None or reference not in {run.arm for run in metric_runs}:
         raise InputError(f"the item-score files hold no runs of the reference arm {reference!r} (arms: "
-                         f"{', '.join(sorted({run.arm for run in item_runs}))})")
-    suite = compare_arms(pair_tasks(item_runs, reference=reference, metric=metric), alpha=1.0 - confidence_level)
-    assert isinstance(suite, TaskSuite)  # item scores are compared on their metric's scale
-    return suite
+                         f"{', '.join(sorted({run.arm for run in metric_runs}))})")
+    kinds = sorted({run.schema for run in metric_runs})
+    if len(kinds) > 1:
+        raise InputError("the inputs hold item-score files and score tables: a report compares one kind of score")
+    scale = SCALES[kinds[0]](metric=metric)
+    return compare_arms(pair_with_reference(metric_runs, reference, scale), alpha=1.0 - confidence_level)

@@ -24,7 +24,7 @@ from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.io.ledgerfile import ledger_settings, read_ledger
 from gatedv_stats.stats.intervals import ConfidenceInterval
 from gatedv_stats.stats.online_fdr import ASSUMES, DEFAULT_PROCEDURE, NAMES, OnlineProcedure, online_procedure
-from gatedv_stats.stats.scale import Scale
+from gatedv_stats.stats.scale import Scale, scale_from_dict
 
 HISTORY_COLUMNS = ("step", "time", "candidate", "against", "task", "estimate", "low", "high", "delta_p", "p_value",
                    "level", "decision", "wealth", "best_step", "best", "note")  # of `LedgerHistory.to_frame`, in order
@@ -57,7 +57,7 @@ class LedgerEntry:
     @property
     def scale_of(self) -> Scale:
         """The scale the estimate is read on."""
-        return Scale(**self.row["scale"])
+        return scale_from_dict(self.row["scale"])
 
     def estimate_text(self) -> str:
         """"ΔP −2.03% [−3.10%, −0.95%]" (perplexity) or "+1.20 points [+0.40, +2.00] points" (a task metric)."""

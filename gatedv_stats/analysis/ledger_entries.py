@@ -17,10 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.ledger import LedgerEntry, check_settings
-from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
-from gatedv_stats.analysis.task_scores import TaskComparison
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import canonical_sha256, file_sha256
@@ -62,27 +61,27 @@ class LedgerSettings:
         return {"procedure": chosen.to_dict(), **({"sesoi": self.sesoi} if chosen.e_values else {})}
 
 
-def add_entry(path: str | os.PathLike[str], comparison: Comparison | TaskComparison, paired: Paired,
+def add_entry(path: str | os.PathLike[str], comparison: Comparison, paired: Paired,
               settings: LedgerSettings = LedgerSettings(), *, noise_floor: str | None = None,
               noise_floor_sha256: str | None = None, note: str | None = None) -> LedgerEntry:
     """Record one fixed-sample comparison in the ledger at `path` (created with `settings` when new): its one-sided
     p is tested at the level the procedure gives the next test. Runs that a sequential sweep decided are refused
     (their design's stage-wise p is what the ledger takes: `enter_design`)."""
     _refuse_sequential_runs(paired)
-    fit = comparison.seed_document if isinstance(comparison, Comparison) else comparison.interval
+    fit = comparison.seed_document
     if fit is None:
         raise InputError(f"{paired.variant_arm} against {paired.baseline_arm}: no test over training seeds (one seed "
                          "pair without a noise floor, or no spread between the arms), so nothing to enter in the "
                          "ledger; give more seed pairs or the setup's noise floor")
-    content = {**_pair_content(paired), "estimate": fit.nll_diff_mean, "low": fit.confidence_interval.low,
+    content = {**_pair_content(paired), "estimate": fit.estimate, "low": fit.confidence_interval.low,
                "high": fit.confidence_interval.high, "confidence_level": fit.confidence_level, "se": fit.se,
-               "df": fit.df, "p_value": one_sided_p(fit.nll_diff_mean, fit.se, fit.df, paired.scale.higher_is_better),
+               "df": fit.df, "p_value": one_sided_p(fit.estimate, fit.se, fit.df, paired.scale.higher_is_better),
                "verdict": comparison.verdict_text, "p_source": "fixed-sample", "noise_floor": noise_floor,
                "noise_floor_sha256": noise_floor_sha256, "note": note}
 
     def entry(writer: LedgerWriter, stream: _Stream) -> dict:
         _refuse_twice(writer, content)
-        e_value = _e_value(writer, fit.nll_diff_mean, fit.se ** 2, paired.scale)
+        e_value = _e_value(writer, fit.estimate, fit.se ** 2, paired.scale)
         return stream.decided(content, e_value, None)
 
     return _write(path, settings, entry)
@@ -277,8 +276,7 @@ def _e_value(writer: LedgerWriter, estimate: float, variance: float, scale: Scal
     sesoi = writer.settings.get("sesoi")
     if sesoi is None:
         return None
-    effect = math.log1p(sesoi) if scale.log_ratio else sesoi
-    return likelihood_ratio_e_value(estimate, variance, effect, scale.higher_is_better)
+    return likelihood_ratio_e_value(estimate, variance, scale.effect_size(sesoi), scale.higher_is_better)
 
 
 # --- what an entry holds, and what is refused ---

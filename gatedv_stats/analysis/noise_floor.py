@@ -10,12 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.io.itemfiles import ItemRun
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.items import ITEM_SETUP, item_setup_value
-from gatedv_stats.pairing.losses import LOSS_SETUP, comparison_unit, setup_value
+from gatedv_stats.io.runfiles import Run
 from gatedv_stats.pairing.paired import Paired, shared_setup
 from gatedv_stats.stats.noise_floor import MIN_FLOOR_DF, FloorEstimate, SeedVariance, aa_floor, pooled_floor
+from gatedv_stats.stats.scale import PERPLEXITY, MetricScale, Scale
 
 
 @dataclass(frozen=True)
@@ -35,6 +33,11 @@ class NoiseFloor:
     @property
     def seed(self) -> SeedVariance:
         return self.estimate.seed
+
+    @property
+    def scale(self) -> Scale:
+        """The scale the floor's D is read on (its effects planned on)."""
+        return PERPLEXITY if self.metric == PERPLEXITY.metric else MetricScale(metric=self.metric)
 
     def summary(self) -> str:
         """What the floor is, in a few lines."""
@@ -71,10 +74,9 @@ class NoiseFloor:
                    content.get("path"), content.get("sha256"))
 
 
-def floor_from_runs(runs: Sequence[LossRun] | Sequence[ItemRun], *, metric: str | None = None,
-                    unit: str = "auto") -> NoiseFloor:
-    """The floor from A/A runs: k ≥ 3 runs of one configuration with distinct training seeds (loss files, or item
-    scores of one task on `metric`)."""
+def floor_from_runs(runs: Sequence[Run], scale: Scale = PERPLEXITY, *, unit: str = "auto") -> NoiseFloor:
+    """The floor from A/A runs: k ≥ 3 runs of one configuration with distinct training seeds (loss files, or the
+    scores of one task on the scale's metric)."""
     if not runs:
         raise InputError("noise floor: no runs given")
     arms = sorted({run.arm for run in runs})
@@ -86,29 +88,14 @@ def floor_from_runs(runs: Sequence[LossRun] | Sequence[ItemRun], *, metric: str 
     if reruns:
         raise InputError(f"noise floor: seed {', '.join(map(str, reruns))} appears more than once; reruns of one seed "
                          "measure only kernel nondeterminism, not seed variance: give runs of distinct seeds")
-    if metric is None:
-        loss_runs = [run for run in runs if isinstance(run, LossRun)]
-        unit = comparison_unit(loss_runs, unit)
-        # each run's mean loss per target (or per byte) on its evaluation set
-        means = [float(run.docs["loss_sum"].sum() / run.docs["n_bytes" if unit == "byte" else "n_targets"].sum())
-                 for run in loss_runs]
-        setup = _setup(loss_runs, LOSS_SETUP, setup_value)
-        inputs: tuple[dict, ...] = tuple({"source": run.source, "sha256": run.sha256} for run in loss_runs)
-        scored = "loss"
-    else:
-        item_runs = [run for run in runs if isinstance(run, ItemRun)]
-        tasks = sorted({run.task for run in item_runs})
-        if len(tasks) > 1:
-            raise InputError(f"noise floor: the item scores hold several tasks ({', '.join(tasks)}); one floor is of "
-                             "one task")
-        missing = [run.path for run in item_runs if metric not in run.metrics]
-        if missing:
-            raise ParameterError("metric", f"{missing[0]}: no metric {metric!r}")
-        means = [float(run.items[metric].mean()) for run in item_runs]
-        setup, unit, scored = _setup(item_runs, ITEM_SETUP, item_setup_value), "item", metric
-        inputs = tuple({"source": run.path, "sha256": None} for run in item_runs)
-    return NoiseFloor(aa_floor(np.array(means)), scored, unit, setup, arms[0],
-                      tuple(sorted(run.seed for run in runs)), inputs)
+    metas = [run.meta for run in runs]
+    unit = scale.unit_of(metas, unit, ())
+    scale = scale.bound(metas, [run.source for run in runs])
+    # each run's mean over its units (a loss per target, or per byte), as D weighs them
+    means = [scale.run_mean(run.units, unit) for run in runs]
+    return NoiseFloor(aa_floor(np.array(means)), scale.metric, unit, _setup(runs, scale), arms[0],
+                      tuple(sorted(run.seed for run in runs)),
+                      tuple({"source": run.source, "sha256": run.sha256} for run in runs))
 
 
 def floor_from_studies(pairs: Sequence[Paired]) -> NoiseFloor:
@@ -152,14 +139,15 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
     return tuple(notes)
 
 
-def _setup(runs: Sequence, fields: Sequence[str], value_of) -> dict:
+def _setup(runs: Sequence[Run], scale: Scale) -> dict:
     """The runs' shared setup; a field the runs record differently means they are not one configuration."""
-    for name in fields:
-        values = {_shown(value_of(run, name)) for run in runs if value_of(run, name) not in (None, "")}
+    for name in scale.setup:
+        values = {_shown(scale.setup_value(run.meta, name)) for run in runs
+                  if scale.setup_value(run.meta, name) not in (None, "")}
         if len(values) > 1:
             raise InputError(f"noise floor: the runs differ in {name} ({', '.join(sorted(values))}); A/A runs are of "
                              "one configuration")
-    return shared_setup(runs, fields, value_of)
+    return shared_setup(runs, scale)
 
 
 def _shown(value: object) -> str:

@@ -1,22 +1,24 @@
 """Everything known about one paired comparison, assembled in one result (`gatedv analyze`, and each comparison
 of a report).
 
-Beside the paper's comparison (ΔP, D with its document bootstrap, wins): the BCa interval for D, the
-sign-flip permutation test on d_i, the seed-level view (two-level bootstrap, paired t, sign test), bits per
-byte when the loss files carry `n_bytes`, and D per group of any document column.
+On every scale, D per group of any unit column (a document's domain, an item's subtask). Beside the paper's
+perplexity comparison (ΔP, D with its document bootstrap, wins): the BCa interval for D, the sign-flip permutation
+test on d_i, the seed-level view (two-level bootstrap, paired t, sign test) and bits per byte when the loss files
+carry `n_bytes`; a score's comparison carries its own (the seed permutation test, unit counts, McNemar).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gatedv_stats.analysis.compare import compare, seed_document_fit
+from gatedv_stats.analysis.comparison import Comparison
+from gatedv_stats.analysis.figures.perplexity import resampled_units
 from gatedv_stats.analysis.noise_floor import NoiseFloor
-from gatedv_stats.analysis.perplexity import Comparison, resampled_units
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
@@ -70,12 +72,12 @@ class PairAnalysis:
     """One paired comparison with every reviewer statistic; `rng_seed` and resample counts are recorded inside."""
 
     comparison: Comparison
-    bca_interval: ConfidenceInterval | None  # BCa interval for D from the comparison's own bootstrap distribution
-    permutation: SignFlipTest
-    seed_level: SeedUncertainty | None  # None with a single seed pair or no spread over seeds
-    bits_per_byte: BitsPerByte | None  # None without n_bytes
+    permutation: SignFlipTest  # sign flips of the per-unit differences, models fixed
     breakdowns: tuple[Breakdown, ...]
-    notes: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    bca_interval: ConfidenceInterval | None = None  # BCa interval for D from the comparison's document bootstrap
+    seed_level: SeedUncertainty | None = None  # None with a single seed pair or no spread over seeds
+    bits_per_byte: BitsPerByte | None = None  # None without n_bytes
 
     def to_dict(self) -> dict:
         """`comparison` is exactly the `gatedv bootstrap --json` object; everything else sits under new keys."""
@@ -91,16 +93,12 @@ class PairAnalysis:
         }
 
     def summary(self) -> str:
-        level = self.comparison.bootstrap.confidence_level
-        lines = [self.comparison.summary(), "", "reviewer statistics:"]
-        if self.bca_interval is not None:
-            lines.append(f"{fmt.format_level(level)} BCa interval for D: "
-                         f"{fmt.format_interval(*self.bca_interval)} (same resamples as above)")
-        lines.append(self.permutation.summary())
-        if self.seed_level is not None:
-            lines.append(self.seed_level.summary())
-        if self.bits_per_byte is not None:
-            lines.append(self.bits_per_byte.summary())
+        reviewer = [] if self.bca_interval is None else [
+            f"{fmt.format_level(self.comparison.bootstrap.confidence_level)} BCa interval for D: "
+            f"{fmt.format_interval(*self.bca_interval)} (same resamples as above)"]
+        reviewer += [test.summary() for test in (self.permutation, self.seed_level, self.bits_per_byte)
+                     if test is not None]
+        lines = [self.comparison.summary(), "", "reviewer statistics:", *reviewer]
         for item in self.breakdowns:
             lines += ["", item.summary()]
         lines += [f"note: {note}" for note in self.notes]
@@ -112,18 +110,34 @@ def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
             n_permutations: int = DEFAULTS.n_permutations, by: tuple[str, ...] = (), bins: int = 4, min_docs: int = 5,
             cluster: str | None = None, sesoi: float | None = None, floor: NoiseFloor | None = None,
             allow_mismatch: Sequence[str] = (), progress: bool | None = False) -> PairAnalysis:
-    """Every reviewer statistic for one pair of arms on the perplexity scale (a task's comparison carries its own:
-    the seed permutation test, item counts, McNemar); all resampling is seeded from `rng_seed`. `cluster` and
-    `sesoi` as in `compare` (and `floor`, `allow_mismatch`); with `cluster` the models-fixed statistics resample
-    clusters."""
+    """Every reviewer statistic for one pair of arms; all resampling is seeded from `rng_seed`. `by`: unit
+    columns to break D down by, on every scale. `cluster` and `sesoi` as in `compare` (and `floor`,
+    `allow_mismatch`); with `cluster` the models-fixed statistics resample clusters."""
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
     comparison = compare(paired, n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
                          cluster=cluster, sesoi=sesoi, floor=floor, allow_mismatch=allow_mismatch, progress=progress)
-    if not isinstance(comparison, Comparison):
-        raise ParameterError("paired", "the reviewer statistics are of loss files; a task's comparison is compare's")
+    breakdowns = tuple(breakdown(paired.baseline, paired.variant, paired.n_units, column, unit_column(paired, column),
+                                 bins=bins, min_docs=min_docs, n_resamples=n_resamples,
+                                 confidence_level=confidence_level, rng_seed=rng_seed,
+                                 log_scale=paired.scale.log_ratio, estimate_name=paired.scale.estimate_name,
+                                 noun=paired.noun) for column in by)
     differences, units_n = resampled_units(paired, paired.labels(cluster))
+    analysis = PairAnalysis(comparison=comparison,
+                            permutation=sign_flip_test(differences, units_n, n_permutations=n_permutations,
+                                                       rng_seed=rng_seed, progress=progress), breakdowns=breakdowns)
+    reviewer = _REVIEWER.get(paired.scale.figures)
+    return analysis if reviewer is None else reviewer(analysis, paired, differences, units_n, n_resamples=n_resamples,
+                                                      confidence_level=confidence_level, rng_seed=rng_seed,
+                                                      progress=progress)
+
+
+def _perplexity_reviewer(analysis: PairAnalysis, paired: Paired, differences: np.ndarray, units_n: np.ndarray, *,
+                         n_resamples: int, confidence_level: float, rng_seed: int,
+                         progress: bool | None) -> PairAnalysis:
+    """The reviewer statistics of loss files beside the sign-flip test: BCa, the seed level and bits per byte."""
+    comparison = analysis.comparison
     notes = []
     try:
         bca = interval_from_distribution(differences, units_n, comparison.bootstrap.bootstrap_distribution,
@@ -142,36 +156,30 @@ def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
                                           rng_seed=rng_seed, progress=progress)
         except InputError as error:  # e.g. identical arms: no spread over seeds, every pair tied
             notes.append(f"no seed-level statistics: {error}")
-    return PairAnalysis(
-        comparison=comparison,
-        bca_interval=bca,
-        permutation=sign_flip_test(differences, units_n, n_permutations=n_permutations, rng_seed=rng_seed,
-                                   progress=progress),
-        seed_level=seed_level,
-        bits_per_byte=_bits_per_byte(paired, comparison),
-        breakdowns=tuple(breakdown(paired.baseline, paired.variant, paired.n_units, column,
-                                   document_column(paired, column), bins=bins, min_docs=min_docs,
-                                   n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed)
-                         for column in by),
-        notes=tuple(notes),
-    )
+    return replace(analysis, notes=tuple(notes), bca_interval=bca, seed_level=seed_level,
+                   bits_per_byte=_bits_per_byte(paired, comparison))
 
 
-def document_column(paired: Paired, column: str) -> np.ndarray:
-    """A per-document column aligned with `paired.doc_ids`: n_targets (not per byte, where the runs' targets may
-    differ), or domain / n_bytes when the files carry it."""
-    targets = {} if paired.unit == "byte" else {"n_targets": paired.n_units}
+# The reviewer statistics a scale's figures have beside the sign-flip test (a score's comparison holds its own: the
+# seed permutation test, McNemar).
+_REVIEWER = {"perplexity": _perplexity_reviewer}
+
+
+def unit_column(paired: Paired, column: str) -> np.ndarray:
+    """A per-unit column aligned with `paired.doc_ids`: a loss file's n_targets (not per byte, where the runs'
+    targets may differ), or a column the files carry (domain, n_bytes; an item's subtask)."""
+    weight = paired.scale.weight_name
+    targets = {} if weight is None or paired.unit == "byte" else {weight: paired.n_units}
     if column in targets:
         return targets[column]
-    if column == "n_targets":
+    if column == weight:
         raise ParameterError("by", "a per-byte comparison has no n_targets column (the runs' targets may differ); "
                                    "break D down by n_bytes instead")
     if column in paired.doc_columns.columns:
         return paired.doc_columns[column].to_numpy()
     available = ", ".join([*targets, *paired.doc_columns.columns])
-    raise ParameterError("by", f"no document column {column!r} in the loss files (available: {available})")
-
-
+    raise ParameterError("by", f"no {paired.noun} column {column!r} in the {paired.scale.files} (available: "
+                         f"{available})")
 def _bits_per_byte(paired: Paired, comparison: Comparison) -> BitsPerByte | None:
     """Per-token comparisons that carry n_bytes: bits per byte, its difference on the seed-and-document interval
     of the per-byte losses (the same estimator, weighted by bytes). A per-byte comparison already is one."""
@@ -188,7 +196,7 @@ def _bits_per_byte(paired: Paired, comparison: Comparison) -> BitsPerByte | None
     relative_interval = None
     if per_byte is not None and relative is not None:
         # delta method: log(bpb_var / bpb_base) moves by D_byte / (nats per byte of the baseline)
-        half = (per_byte.confidence_interval.high - per_byte.nll_diff_mean) / (baseline_mean / bits)
+        half = (per_byte.confidence_interval.high - per_byte.estimate) / (baseline_mean / bits)
         relative_interval = log_interval_as_change(math.log1p(relative) - half, math.log1p(relative) + half)
     return BitsPerByte(baseline=tuple(float(v) for v in baseline), variant=tuple(float(v) for v in variant),
                        baseline_mean=baseline_mean, variant_mean=variant_mean, relative_change=relative,

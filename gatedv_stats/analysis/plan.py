@@ -11,13 +11,14 @@ on a metric's scale it is a difference in the metric's units, with the items nee
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
+from gatedv_stats.analysis.figures.perplexity import paired_group_effects
 from gatedv_stats.analysis.noise_floor import NoiseFloor
-from gatedv_stats.analysis.perplexity import paired_group_effects
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
@@ -36,18 +37,16 @@ from gatedv_stats.stats.planning import (
 )
 from gatedv_stats.stats.seed_document import seed_document_interval
 
-MAX_ITEMS = 10**7  # more items than any benchmark holds: a difference that needs more is not detectable by items
-SEED_GRID = (3, 5, 10, 20)  # seed pairs at which the items needed are shown, beside the pilot's
+MAX_UNITS = 10**7  # more units than any benchmark holds: a difference that needs more is not detectable by units
+SEED_GRID = (3, 5, 10, 20)  # seed pairs at which the units needed are shown, beside the pilot's
 
 
 def plan(paired: Paired, effect: float, *, alpha: float = DEFAULTS.alpha,
-         power: float = DEFAULTS.power) -> StudyPlan | TaskPlan:
+         power: float = DEFAULTS.power) -> StudyPlan | DifferencePlan:
     """Seed pairs and units needed to detect `effect` on the pair's scale (a relative ΔP for perplexity, 0.02 =
-    2%; a difference in the metric's units for a task, 0.01 = one point of accuracy) at two-sided level `alpha`
+    2%; a difference in the metric's units for a score, 0.01 = one point of accuracy) at two-sided level `alpha`
     with `power`, from pilot runs of two arms."""
-    if paired.scale.log_ratio:
-        return _perplexity_plan(paired, effect, alpha=alpha, power=power)
-    return _task_plan(paired, effect, alpha=alpha, power=power)
+    return _PLANS[paired.scale.figures](paired, effect, alpha=alpha, power=power)
 
 
 def _perplexity_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> StudyPlan:
@@ -59,7 +58,7 @@ def _perplexity_plan(paired: Paired, effect: float, *, alpha: float, power: floa
     study = replace(plan_study(variance_components(paired.baseline, paired.variant, paired.n_units), effect,
                                alpha=alpha, power=power), unit=paired.unit, warnings=warnings)
     try:
-        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
+        fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units, noun=paired.noun)
     except InputError:  # no spread to plan from: plan_study has said so already
         return study
     weights = paired.n_units / paired.n_units.sum()
@@ -68,78 +67,98 @@ def _perplexity_plan(paired: Paired, effect: float, *, alpha: float, power: floa
 
 
 @dataclass(frozen=True)
-class TaskPlan:
-    """Seeds and items needed for a difference `effect` (metric units: 0.01 = one point of accuracy)."""
+class DifferencePlan:
+    """Seeds and units needed for a difference `effect` (metric units: 0.01 = one point of accuracy)."""
 
-    task: str
+    task: str | None
     metric: str
     effect: float
     alpha: float
     power: float
     n_seeds: int  # pilot design
-    n_items: int
+    n_units: int
+    noun: str  # what a unit is: "item", "document"
     proportion: bool
     seed_var: float
-    item_var: float
+    unit_var: float
     interaction_var: float
     pilot_power: float
     mde: float  # smallest |difference| the pilot design detects with the power
-    seeds_required: int | None  # on the pilot's items; None: more than planning.MAX_SEEDS
-    seeds_required_many_items: int | None  # with 10× the pilot's items
-    items_required: dict[int, int | None]  # seed pairs → items needed (None: not reachable by items alone)
+    seeds_required: int | None  # on the pilot's units; None: more than planning.MAX_SEEDS
+    seeds_required_many_units: int | None  # with 10× the pilot's units
+    units_required: dict[int, int | None]  # seed pairs → units needed (None: not reachable by units alone)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "items_required": {str(seeds): items for seeds, items in self.items_required.items()}}
+        """The plan, its units named by their noun (n_items, item_var, items_required)."""
+        named = {"n_units": f"n_{self.noun}s", "unit_var": f"{self.noun}_var",
+                 "seeds_required_many_units": f"seeds_required_many_{self.noun}s",
+                 "units_required": f"{self.noun}s_required"}
+        content = {named.get(key, key): value for key, value in asdict(self).items() if key != "noun"}
+        content[f"{self.noun}s_required"] = {str(seeds): units for seeds, units in self.units_required.items()}
+        return content
+
+    def headline(self, baseline_arm: str, variant_arm: str) -> str:
+        seeds = "more than 1000" if self.seeds_required is None else str(self.seeds_required)
+        task = "" if self.task is None else f" on {self.task}"
+        return (f"{variant_arm} vs {baseline_arm}{task}: {seeds} seed pairs to detect "
+                f"{fmt.format_difference(self.effect, self.proportion, signed=False)} of {self.metric} with power "
+                f"{self.power:g} at α = {self.alpha:g} (pilot {self.n_seeds} seeds × {fmt.format_count(self.n_units)} "
+                f"{self.noun}s)")
 
     def summary(self) -> str:
         def count(value: int | None, what: str) -> str:
             return f"not reachable with more {what} alone" if value is None else f"{value:,}"
 
-        size = fmt.format_difference(self.effect, self.proportion, signed=False)
-        lines = [f"pilot: {self.task} ({self.metric}), {self.n_seeds} seed pairs × {self.n_items:,} items",
-                 f"variance components: seed {self.seed_var:.3e}, item {self.item_var:.3e}, interaction "
+        size, units = fmt.format_difference(self.effect, self.proportion, signed=False), f"{self.noun}s"
+        lines = [f"pilot: {self.task or 'scores'} ({self.metric}), {self.n_seeds} seed pairs × {self.n_units:,} "
+                 f"{units}",
+                 f"variance components: seed {self.seed_var:.3e}, {self.noun} {self.unit_var:.3e}, interaction "
                  f"{self.interaction_var:.3e}",
                  f"target: a difference of {size}, α = {self.alpha:g} two-sided, power {self.power:g}",
                  f"  power of the pilot design: {self.pilot_power:.2f}; its minimum detectable difference "
                  f"{fmt.format_difference(self.mde, self.proportion, signed=False)}",
-                 f"  paired seeds needed on {self.n_items:,} items: {count(self.seeds_required, 'seeds')}; with 10× "
-                 f"the items: {count(self.seeds_required_many_items, 'seeds')}",
-                 "  items needed at:"]
-        lines += [f"    {seeds} seed pairs: {count(items, 'items')}" for seeds, items in self.items_required.items()]
+                 f"  paired seeds needed on {self.n_units:,} {units}: {count(self.seeds_required, 'seeds')}; with "
+                 f"10× the {units}: {count(self.seeds_required_many_units, 'seeds')}",
+                 f"  {units} needed at:"]
+        lines += [f"    {seeds} seed pairs: {count(needed, units)}" for seeds, needed in self.units_required.items()]
         return "\n".join(lines)
 
 
-def _task_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> TaskPlan:
-    """Seeds × items needed to detect a difference of `effect` (metric units) from pilot item scores."""
+def _difference_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> DifferencePlan:
+    """Seeds × units needed to detect a difference of `effect` (metric units) from pilot scores."""
     if not (math.isfinite(effect) and effect != 0.0):
         raise ParameterError("effect", f"a difference to detect must be non-zero, in the metric's units (0.01 = one "
                              f"point of accuracy), got {effect}")
     check_open_unit("alpha", alpha)
     check_open_unit("power", power)
     if paired.n_pairs < 2 or paired.n_docs < 2:
-        raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 items, got {paired.n_pairs} × "
-                         f"{paired.n_docs}")
-    fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
+        raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 {paired.noun}s, got "
+                         f"{paired.n_pairs} × {paired.n_docs}")
+    fit = seed_document_interval(paired.baseline, paired.variant, paired.n_units, noun=paired.noun, log_scale=False)
     design = Design(fit.seed_var, fit.doc_var or 0.0, fit.interaction_var or 0.0, 1.0 / fit.n_docs, fit.n_docs)
     size = abs(effect)
     seeds = sorted({paired.n_pairs, *SEED_GRID})
-    assert paired.task is not None  # item scores are of one task
-    return TaskPlan(
+    return DifferencePlan(
         task=paired.task, metric=paired.metric, effect=size, alpha=alpha, power=power, n_seeds=paired.n_pairs,
-        n_items=paired.n_docs, proportion=paired.proportion, seed_var=design.seed_var, item_var=design.doc_var,
-        interaction_var=design.interaction_var, pilot_power=design.power(size, paired.n_pairs, alpha),
+        n_units=paired.n_docs, noun=paired.noun, proportion=paired.proportion, seed_var=design.seed_var,
+        unit_var=design.doc_var, interaction_var=design.interaction_var,
+        pilot_power=design.power(size, paired.n_pairs, alpha),
         mde=design.detectable_log_effect(paired.n_pairs, alpha, power),
         seeds_required=design.seeds_required(size, alpha, power),
-        seeds_required_many_items=design.seeds_required(size, alpha, power, n_docs=10 * paired.n_docs),
-        items_required={n_seeds: items_required(design, size, n_seeds, alpha, power) for n_seeds in seeds})
+        seeds_required_many_units=design.seeds_required(size, alpha, power, n_docs=10 * paired.n_docs),
+        units_required={n_seeds: units_required(design, size, n_seeds, alpha, power) for n_seeds in seeds})
 
 
-def items_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:
-    """Smallest N ≥ 2 items whose design with `n_seeds` seed pairs has the power, or None where MAX_ITEMS lack it."""
-    def enough(n_items: int) -> bool:
-        return design.power(effect, n_seeds, alpha, n_items) >= power
+_PLANS: dict[str, Callable[..., StudyPlan | DifferencePlan]] = {"perplexity": _perplexity_plan,
+                                                                "scores": _difference_plan}
 
-    return smallest_n(enough, MAX_ITEMS) if enough(MAX_ITEMS) else None
+
+def units_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:
+    """Smallest N ≥ 2 units whose design with `n_seeds` seed pairs has the power, or None where MAX_UNITS lack it."""
+    def enough(n_units: int) -> bool:
+        return design.power(effect, n_seeds, alpha, n_units) >= power
+
+    return smallest_n(enough, MAX_UNITS) if enough(MAX_UNITS) else None
 
 
 @dataclass(frozen=True)
@@ -188,10 +207,9 @@ def floor_plan(floor: NoiseFloor, effect: float, *, paired: Paired | None = None
     candidate (`paired`, one seed pair or more) where given."""
     check_open_unit("alpha", alpha)
     check_open_unit("power", power)
-    log_ratio = floor.metric == "loss"
-    if not (math.isfinite(effect) and effect != 0.0 and (not log_ratio or effect > -1.0)):
+    if not (math.isfinite(effect) and effect != 0.0 and (not floor.scale.log_ratio or effect > -1.0)):
         raise ParameterError("effect", f"must be non-zero (and a relative ΔP above −1 for perplexity), got {effect}")
-    size = abs(math.log1p(effect)) if log_ratio else abs(effect)
+    size = floor.scale.effect_size(effect)
     document_part, document_df, pilot = 0.0, None, None
     if paired is not None:
         paired = with_floor(paired, floor, ())

@@ -116,16 +116,16 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     # happen to agree, they would overspend α.
     df = fit.df if design.t_boundaries == "marginal" else n_pairs - 1.0
     bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
-    e_value = _e_process(design, fit.nll_diff_mean, n_pairs)
+    e_value = _e_process(design, fit.estimate, n_pairs)
     level = design.ledger["level"] if design.ledger is not None else None
-    decided = gs.decide_look(fit.nll_diff_mean, fit.se, df, efficacy=float(efficacy[-1]),
+    decided = gs.decide_look(fit.estimate, fit.se, df, efficacy=float(efficacy[-1]),
                              futility=None if futility is None else float(futility[-1]), final=final,
                              higher_is_better=design.higher_is_better, equivalence=bounds,
                              futility_mean=(design.drift or 0.0) * math.sqrt(fractions[-1]),
                              better=None if e_value is None or level is None else e_value * level >= 1.0)
     p_value, unbiased = (_stagewise(design, counts, fractions, decided, df, fit.se) if decided.stop
                          and e_value is None else (None, None))
-    made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.nll_diff_mean, se=fit.se,
+    made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.estimate, se=fit.se,
                 df=df, information=design.information[n_pairs - design.first_look], observed_information=fit.se ** -2,
                 fraction=fractions[-1], efficacy=float(efficacy[-1]),
                 futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
@@ -377,7 +377,7 @@ def _e_process(design: SequentialDesign, estimate: float, n_pairs: int) -> float
     if design.ledger is None or design.ledger.get("sesoi") is None:
         return None
     sesoi = design.ledger["sesoi"]
-    effect = math.log1p(sesoi) if design.log_ratio else sesoi
+    effect = design.scale.effect_size(sesoi)
     information = design.information[n_pairs - design.first_look]
     return likelihood_ratio_e_value(estimate, 1.0 / information, effect, design.higher_is_better)
 

@@ -10,7 +10,7 @@ from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import canonical_sha256
 from gatedv_stats.stats.intervals import ConfidenceInterval, finite_or_none
-from gatedv_stats.stats.scale import Scale
+from gatedv_stats.stats.scale import Scale, scale_from_dict
 from gatedv_stats.stats.sequential import STOPS
 
 
@@ -120,7 +120,8 @@ class SequentialDesign:
 
     @property
     def scale(self) -> Scale:
-        return Scale(self.metric, self.higher_is_better, self.log_ratio, self.proportion)
+        return scale_from_dict({"metric": self.metric, "higher_is_better": self.higher_is_better,
+                                "log_ratio": self.log_ratio, "proportion": self.proportion})
 
     @property
     def sha256(self) -> str:

@@ -6,7 +6,16 @@ from collections.abc import Callable
 
 
 class InputError(ValueError):
-    """Bad user input (a file, row or field); the message names it in one line."""
+    """Bad user input (a file, row or field); the message names it in one line.
+
+    Examples
+    --------
+    >>> try:
+    ...     gv.load(tmp_dir / "missing.parquet")
+    ... except gv.InputError as error:
+    ...     print(str(error).endswith("missing.parquet: no such file"))
+    True
+    """
 
 
 class ParameterError(InputError):
@@ -15,7 +24,27 @@ class ParameterError(InputError):
 
     `detail` may name the parameter and the parameters in `mentions` inside the text as `{name}` fields (then,
     with `leading=False`, the message is the text alone): `str(error)` names them as parameters, `render` as a
-    caller's own names (the command line: flags)."""
+    caller's own names (the command line: flags).
+
+    Parameters
+    ----------
+    parameter : str
+        The argument's name.
+    detail : str
+        The message without the name; `{name}` fields name parameters.
+    mentions : tuple of str
+        Other parameters the message names.
+    leading : bool
+        Whether the message starts with the parameter's name.
+
+    Examples
+    --------
+    >>> try:
+    ...     gv.compare(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=0)
+    ... except gv.ParameterError as error:
+    ...     print(error.parameter)
+    n_resamples
+    """
 
     def __init__(self, parameter: str, detail: str, mentions: tuple[str, ...] = (), leading: bool = True) -> None:
         self.parameter = parameter

@@ -211,7 +211,7 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
                 write_loss_file(path, losses.docs, {**losses.meta, **provenance})
             else:
                 (run,) = read_item_file(path)
-                write_item_file(path, run.items, {**run.meta, **provenance})
+                write_item_file(path, run.units, {**run.meta, **provenance})
     return imported
 
 

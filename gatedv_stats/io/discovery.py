@@ -1,4 +1,5 @@
-"""Input discovery: every loss file, curve file, run record and bench result given or found under directories."""
+"""Input discovery: every loss file, item-score file, score table, curve file, run record and bench result given
+or found under directories."""
 
 from __future__ import annotations
 
@@ -11,8 +12,17 @@ from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import each_once, file_sha256, paths_under
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
-from gatedv_stats.io.itemfiles import ItemRun, is_item_file, read_item_inputs
-from gatedv_stats.io.lossfiles import LOSS_FILE_SUFFIXES, LossRun, SkippedFile, UnreadableFileError, read_loss_inputs
+from gatedv_stats.io.itemfiles import ITEMS, is_item_file
+from gatedv_stats.io.lossfiles import LOSS
+from gatedv_stats.io.runfiles import (
+    RUN_FILE_SUFFIXES,
+    Run,
+    RunSchema,
+    SkippedFile,
+    UnreadableFileError,
+    file_runs,
+    read_runs,
+)
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file
 
 
@@ -21,7 +31,7 @@ class InputFile:
     """One file read for an experiment, for the provenance record."""
 
     path: str
-    kind: str  # "loss file", "curve file", "run file", "bench results", "item-score file"
+    kind: str  # "loss file", "curve file", "run file", "bench results", "item-score file", "score table"
     sha256: str
 
 
@@ -29,13 +39,13 @@ class InputFile:
 class ExperimentInputs:
     """What `discover_inputs` found: loss runs, curves, trainer run records, bench results, and the files."""
 
-    runs: tuple[LossRun, ...]
+    runs: tuple[Run, ...]
     curves: pd.DataFrame  # arm, seed, lr, step, dev_nll
     run_infos: tuple[dict, ...]  # run.json contents
     bench: tuple[dict, ...]  # bench results, each with "source"
     files: tuple[InputFile, ...]
     skipped: tuple[SkippedFile, ...] = ()  # unreadable files passed over on request
-    item_runs: tuple[ItemRun, ...] = ()  # downstream-task item scores (gatedv_stats.io.itemfiles)
+    metric_runs: tuple[Run, ...] = ()  # runs of item-score files (downstream tasks) and score tables
 
 
 # The files recognised by name, under a directory or given, by the kind the provenance record calls them.
@@ -43,34 +53,39 @@ _NAMED = {"curve file": lambda path: path.name == CURVE_FILE_NAME, "run file": l
           "bench results": lambda path: path.match(BENCH_GLOB)}
 
 
-def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None) -> ExperimentInputs:
-    """Read every loss file, curve file, run.json and bench*.json given or found under the given directories.
+def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = None,
+                    scores: RunSchema | None = None) -> ExperimentInputs:
+    """Read every loss file, item-score file, curve file, run.json and bench*.json given or found under the given
+    directories, and the score tables of `scores` (a score table's schema, for its metric).
 
     A file under a directory that looks like a loss file but cannot be read is an error; when a `skipped` list
     is given it is appended there instead, and listed in the result's `skipped`."""
+    schemas = {"item-score file": ITEMS, **({} if scores is None else {"score table": scores})}
     # The inputs by kind ("loss file": files and directories, for the loss-file reader, which reads each file once).
-    found: dict[str, list[Path]] = {kind: [] for kind in ("loss file", *_NAMED, "item-score file")}
+    found: dict[str, list[Path]] = {kind: [] for kind in ("loss file", *_NAMED, *schemas)}
     for given in map(Path, inputs):
         if given.is_dir():
             found["loss file"].append(given)
             under = paths_under(given)
-            found["item-score file"] += [path for path in under if found_item_file(path)]
-            for kind, named in _NAMED.items():
-                found[kind] += [path for path in under if named(path)]
+            for kind, named in {**_NAMED, **{kind: schema.belongs for kind, schema in schemas.items()}}.items():
+                found[kind] += [path for path in under if _found(named, path)]
         elif not given.exists():
             raise InputError(f"{given}: no such file or directory")
         elif by_name := next((kind for kind, named in _NAMED.items() if named(given)), None):
             found[by_name].append(given)
-        elif is_item_file(given):
-            found["item-score file"].append(given)
-        elif given.suffix in LOSS_FILE_SUFFIXES:
+        elif schema_kind := next((kind for kind, schema in schemas.items() if schema.belongs(given)), None):
+            found[schema_kind].append(given)
+        elif given.suffix in RUN_FILE_SUFFIXES:
             found["loss file"].append(given)
         else:
             raise InputError(f"{given}: not a loss file (.parquet / .csv), {CURVE_FILE_NAME}, {RUN_FILE_NAME} "
                              f"or {BENCH_GLOB}")
     found = {kind: paths if kind == "loss file" else each_once(paths) for kind, paths in found.items()}
-    runs = read_loss_inputs(found["loss file"], skipped=skipped)
-    if not runs:
+    metric_runs = tuple(run for kind, schema in schemas.items() for path in found[kind]
+                        for run in file_runs(path, schema))
+    # with item scores or score tables, a directory may hold no loss file
+    runs = read_runs(found["loss file"], (LOSS,), skipped=skipped, require=not metric_runs)
+    if not runs and not metric_runs:
         raise InputError("no loss files among the inputs: a report needs at least one evaluated run")
     files = {run.source.split("[", 1)[0]: InputFile(run.source.split("[", 1)[0], "loss file", run.sha256)
              for run in runs}
@@ -85,14 +100,20 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
         bench=tuple(read_bench_result(path) for path in found["bench results"]),
         files=tuple(files.values()),
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
-        item_runs=tuple(read_item_inputs(found["item-score file"])),
+        metric_runs=metric_runs,
     )
 
 
 def found_item_file(path: Path) -> bool:
     """An item-score file found under a directory; an unreadable file is left to the loss-file reader to report
     (or skip)."""
+    return _found(is_item_file, path)
+
+
+def _found(belongs, path: Path) -> bool:
+    """Whether a file found under a directory is of a kind; an unreadable file is left to the loss-file reader to
+    report (or skip)."""
     try:
-        return is_item_file(path)
+        return belongs(path)
     except UnreadableFileError:
         return False

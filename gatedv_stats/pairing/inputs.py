@@ -1,110 +1,152 @@
-"""What the Python API accepts as the data of a comparison, turned into paired structures: paths (files, long tables,
-directories), runs already read, a long pandas DataFrame, a `Paired`, or two (seeds × documents) arrays of loss
-sums; loss files, or with a metric the item-score files of downstream tasks."""
+"""What the Python API accepts as the data of a comparison, turned into runs and paired structures: paths (files,
+long tables, directories), runs already read, a long pandas DataFrame, a `Paired`, or two (seeds × documents)
+arrays of loss sums. The kind of runs is decided here, once: loss files without a `metric`; with one, the
+item-score files of downstream tasks or the score tables of that metric (`schemas_for`), read into one `Run` type
+and compared on the scale of their kind (`scale_of`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import paths_under
-from gatedv_stats.io.discovery import found_item_file
-from gatedv_stats.io.itemfiles import read_item_inputs
-from gatedv_stats.io.lossfiles import LossRun, SkippedFile, runs_from_frame
-from gatedv_stats.pairing.items import load_item_pairs, pair_tasks
-from gatedv_stats.pairing.losses import load_paired, pilot_pair, runs_of
-from gatedv_stats.pairing.paired import Paired, pilot_arm
+from gatedv_stats.io.itemfiles import ITEMS, is_item_file, item_schema
+from gatedv_stats.io.lossfiles import LOSS
+from gatedv_stats.io.runfiles import Run, RunSchema, SkippedFile, UnreadableFileError, read_runs, table_runs
+from gatedv_stats.io.scorefiles import score_schema
+from gatedv_stats.pairing.pair import pair_sides, pilot_pair
+from gatedv_stats.pairing.paired import Paired, check_distinct_arms
+from gatedv_stats.pairing.selection import arm_sides
+from gatedv_stats.stats.scale import SCALES, Scale
 
 PathLike: TypeAlias = str | os.PathLike[str]
 # What holds runs: paths, runs already read (a list, or the `Runs` gv.load returns), or a long table in memory.
-Inputs: TypeAlias = PathLike | Sequence[PathLike] | Sequence[LossRun] | pd.DataFrame
+Inputs: TypeAlias = PathLike | Sequence[PathLike] | Sequence[Run] | pd.DataFrame
 # One arm's side of a comparison: as Inputs, or (seeds × documents) loss sums.
 Side: TypeAlias = Inputs | np.ndarray | Sequence[Sequence[float]]
 
 
-# The options of the loss-file comparison that item scores have no use for: given with `metric`, they are refused
-# rather than silently ignored.
-_LOSS_FILE_ONLY = ("eval_set", "n_resamples", "rng_seed", "method", "n_permutations", "by", "bins", "min_docs", "unit",
-                   "n_targets")
+def schemas_for(metric: str | None, higher_is_better: bool | None = None, *,
+                every: bool = False) -> tuple[RunSchema, ...]:
+    """The kinds of run file a call reads: loss files without a `metric` (and item-score files too when it reads
+    `every` kind); with one, item-score files and score tables of it (`higher_is_better`: its direction, where the
+    files record none)."""
+    if metric is None:
+        if higher_is_better is not None:
+            raise ParameterError("higher_is_better", "a loss is better when lower: {higher_is_better} says which way "
+                                 "a {metric} is better", ("metric",), leading=False)
+        return (LOSS, ITEMS) if every else (LOSS,)
+    return item_schema(metric, higher_is_better), score_schema(metric, higher_is_better)
 
 
-def refuse_loss_options(metric: str | None, **choices: object) -> None:
-    """With `metric`, options of the loss-file comparison given are refused in one line naming them."""
-    given = [name for name in _LOSS_FILE_ONLY if choices.get(name) is not None] if metric is not None else []
+def scale_of(runs: Sequence[Run], schemas: Sequence[RunSchema], metric: str | None) -> Scale:
+    """The scale of the runs' kind (one kind in a comparison), on `metric`."""
+    kinds = sorted({run.schema for run in runs}) or [schemas[0].name]
+    if len(kinds) > 1:
+        raise InputError(f"the inputs mix {' and '.join(SCALES[kind].files for kind in kinds)}; compare one kind at "
+                         "a time")
+    kind = SCALES[kinds[0]]
+    if kinds[0] not in {schema.name for schema in schemas}:
+        raise ParameterError("metric", f"the runs given are {kind.files}: " + (
+            "drop {metric} to compare them" if kind.schema == LOSS.name else
+            "compare them with {metric} NAME (e.g. {metric} acc)"), leading=False)
+    return kind() if kind.schema == LOSS.name else kind(metric=str(metric))
+
+
+def refuse_unused(schemas: Sequence[RunSchema], allowed: Sequence[str] = (), **choices: object) -> None:
+    """Options given that the comparison of these runs has no use for are refused in one line naming them."""
+    unused = SCALES[schemas[-1].name].unused_options
+    given = [name for name in unused if choices.get(name) is not None and name not in allowed]
     if given:
         raise ParameterError(given[0], f"{', '.join('{' + name + '}' for name in given)}: only without "
                              "{metric} (they set the loss-file comparison)", (*given[1:], "metric"), leading=False)
 
 
-def pairs_of(data: object, baseline: object, variant: object, baseline_arm: str | None, variant_arm: str | None,
-           metric: str | None, allow_unpaired: bool, allow_mismatch: Sequence[str], skipped: list[SkippedFile] | None,
-           *, eval_set: str | None, n_targets: object, unit: str | None) -> list[Paired]:
-    """The pairs of two arms: one of loss files, or one per task both arms scored on `metric`."""
-    if isinstance(data, Paired):
-        if baseline is not None or variant is not None:
-            raise ParameterError("data", "give either {data} or {baseline} and {variant}", ("baseline", "variant"),
-                                 leading=False)
-        return [data]
-    refuse_loss_options(metric, eval_set=eval_set, n_targets=n_targets, unit=unit)
-    if metric is None and (_is_numbers(baseline) or _is_numbers(variant)):
-        return [_from_arrays(baseline, variant, n_targets, baseline_arm or "baseline",  # type: ignore[arg-type]
-                             variant_arm or "variant")]
-    check_kind([data, baseline, variant], metric)
-    read: Callable[[Any], list] = path_list if metric is not None else runs_or_paths
-    tables, baselines, variants = (None if side is None else read(side) for side in (data, baseline, variant))
-    if metric is not None:
-        return load_item_pairs(tables=tables, baseline=baselines, variant=variants, baseline_arm=baseline_arm,
-                               variant_arm=variant_arm, metric=metric, allow_mismatch=allow_mismatch,
-                               allow_unpaired=allow_unpaired, skipped=skipped)
-    if isinstance(data, pd.DataFrame) and baseline is None and variant is None:  # arms default as a pilot's
-        return [pilot_pair(tables, baseline_arm=baseline_arm, variant_arm=variant_arm,  # type: ignore[arg-type]
-                           eval_set=eval_set, allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch),
-                           unit=unit or "auto", what="frame")]
-    return [load_paired(tables=tables, baseline=baselines, variant=variants,
-                        baseline_arm=baseline_arm, variant_arm=variant_arm, eval_set=eval_set,
-                        allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch), unit=unit or "auto",
-                        skipped=skipped)]
+def read_inputs(data: Inputs, schemas: Sequence[RunSchema], skipped: list[SkippedFile] | None = None) -> list[Run]:
+    """Runs already read as they are; a DataFrame as a long table (of item scores where it has a task column);
+    else the runs read from paths of the kinds the call compares."""
+    if isinstance(data, pd.DataFrame):
+        schema = schemas[0] if len(schemas) == 1 or "task" in data.columns else schemas[1]
+        return table_runs(data, {}, "frame", "", schema, long_table=True)
+    items = path_list(data)  # type: ignore[arg-type]
+    runs: list[Run] = [item for item in items if isinstance(item, Run)]
+    if runs and len(runs) != len(items):
+        raise InputError("give loss runs or paths, not both in one list")
+    if runs:
+        return runs
+    _check_kind(items, schemas)
+    return read_runs(items, schemas, skipped=skipped)
 
 
-def check_kind(sides: Sequence[object], metric: str | None) -> None:
-    """Refuse loss files given with a metric and item-score files given without one, in one line naming the
-    parameter (paths only; runs and tables are what they are)."""
-    for given in [path for side in sides if isinstance(side, (str, os.PathLike, list, tuple))
-                  for path in path_list(side)]:
-        if not isinstance(given, (str, Path)):
-            continue  # runs or tables already read
-        path = Path(given)
+def _check_kind(paths: Sequence[PathLike], schemas: Sequence[RunSchema]) -> None:
+    """Refuse item-score files where only loss files are read (no metric), and files of no kind read where loss
+    files are not (a metric), in one line naming the parameter."""
+    names = {schema.name for schema in schemas}
+    items, loss = ITEMS.name in names, LOSS.name in names
+    for path in map(Path, paths):
         if path.is_dir():
-            if metric is None and any(found_item_file(found) for found in paths_under(path)):
-                raise ParameterError("metric", f"{given}: holds item-score files; compare downstream-task scores "
+            if not items and any(_is(is_item_file, found) for found in paths_under(path)):
+                raise ParameterError("metric", f"{path}: holds item-score files; compare downstream-task scores "
                                      "with {metric} NAME (e.g. {metric} acc)", leading=False)
-            continue
-        if not path.is_file():
-            continue
-        item_file = found_item_file(path)  # an unreadable file is the reader's to report (or skip)
-        if metric is not None and not item_file:
-            raise ParameterError("metric", f"{given}: not an item-score file; {{metric}} compares downstream-task "
-                                 "item scores (drop {metric} to compare loss files)", leading=False)
-        if metric is None and item_file:
-            raise ParameterError("metric", f"{given}: an item-score file; compare downstream-task scores with "
+        elif path.is_file() and not items and _is(is_item_file, path):
+            raise ParameterError("metric", f"{path}: an item-score file; compare downstream-task scores with "
                                  "{metric} NAME (e.g. {metric} acc)", leading=False)
+        elif path.is_file() and not loss and not any(_is(schema.belongs, path) for schema in schemas):
+            raise ParameterError("metric", f"{path}: not an item-score file or one of the {schemas[-1].looked_for}; "
+                                 "{metric} compares item scores and per-unit scores (drop {metric} to compare loss "
+                                 "files)", leading=False)
+
+
+def _is(belongs, path: Path) -> bool:
+    """Whether a file is of a kind; an unreadable file is the reader's to report (or skip)."""
+    try:
+        return belongs(path)
+    except UnreadableFileError:
+        return False
 
 
 def path_list(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
     return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
-def runs_or_paths(data: Inputs) -> list:
-    """Runs, or the paths to read them from (see `pairing.losses.runs_of`); a DataFrame as a long table."""
-    if isinstance(data, pd.DataFrame):
-        return runs_from_frame(data, {}, "frame", long_table=True)
-    return path_list(data)  # type: ignore[arg-type]
+def pairs_of(data: object, baseline: object, variant: object, baseline_arm: str | None, variant_arm: str | None,
+             metric: str | None, higher_is_better: bool | None, allow_unpaired: bool, allow_mismatch: Sequence[str],
+             skipped: list[SkippedFile] | None, *, eval_set: str | None, n_targets: object,
+             unit: str | None) -> list[Paired]:
+    """The pairs of two arms: one, or one per task both arms scored on a downstream task's `metric`."""
+    if isinstance(data, Paired):
+        if baseline is not None or variant is not None:
+            raise ParameterError("data", "give either {data} or {baseline} and {variant}", ("baseline", "variant"),
+                                 leading=False)
+        return [data]
+    schemas = schemas_for(metric, higher_is_better)
+    refuse_unused(schemas, eval_set=eval_set, n_targets=n_targets, unit=unit)
+    options = {"allow_unpaired": allow_unpaired, "allow_mismatch": tuple(allow_mismatch), "unit": unit or "auto"}
+    if _is_numbers(baseline) or _is_numbers(variant):
+        if schemas[0] is not LOSS:
+            raise ParameterError("baseline", "(seeds × documents) arrays are loss sums; give the scores of {metric} "
+                                 "as files or a DataFrame", ("metric",))
+        return [_from_arrays(baseline, variant, n_targets, baseline_arm or "baseline",  # type: ignore[arg-type]
+                             variant_arm or "variant")]
+    if isinstance(data, pd.DataFrame) and baseline is None and variant is None:  # arms default as a pilot's
+        runs = read_inputs(data, schemas)
+        return [pilot_pair(runs, scale_of(runs, schemas, metric), baseline_arm=baseline_arm, variant_arm=variant_arm,
+                           eval_set=eval_set, what="frame", **options)]
+    check_distinct_arms(baseline_arm, variant_arm)
+    given = [None if side is None else read_inputs(side, schemas) if isinstance(side, pd.DataFrame)
+             else path_list(side) for side in (data, baseline, variant)]  # type: ignore[arg-type]
+    baseline_runs, variant_runs = arm_sides(lambda inputs: read_inputs(inputs, schemas, skipped),
+                                            " or ".join(schema.what.removesuffix(" file") for schema in schemas),
+                                            tables=given[0], baseline=given[1], variant=given[2],
+                                            baseline_arm=baseline_arm, variant_arm=variant_arm)
+    return pair_sides(baseline_runs, variant_runs, scale_of([*baseline_runs, *variant_runs], schemas, metric),
+                      baseline_arm=baseline_arm, variant_arm=variant_arm, eval_set=eval_set, **options)
 
 
 def _is_numbers(side: object) -> bool:
@@ -135,23 +177,24 @@ def _from_arrays(baseline: object, variant: object, n_targets: Sequence[int] | n
                           "doc_id": np.tile([f"doc{i}" for i in range(n_docs)], 2 * n_seeds),
                           "n_targets": np.tile(counts, 2 * n_seeds),
                           "loss_sum": np.concatenate([values.ravel() for values in loss])})
-    return pilot_pair(runs_or_paths(frame), baseline_arm=baseline_arm, variant_arm=variant_arm, what="frame")
+    return pilot_pair(read_inputs(frame, (LOSS,)), baseline_arm=baseline_arm, variant_arm=variant_arm, what="frame")
 
 
-def pilot_of(data: Inputs, metric: str | None, eval_set: str | None, allow_unpaired: bool,
-           allow_mismatch: Sequence[str], unit: str | None, skipped: list[SkippedFile] | None,
-           baseline_arm: str | None = None, variant_arm: str | None = None) -> Paired:
+def runs_of(data: Inputs, metric: str | None, higher_is_better: bool | None = None,
+            skipped: list[SkippedFile] | None = None) -> tuple[list[Run], Scale]:
+    """The runs the inputs hold, of the kind `metric` says, and the scale they are compared on."""
+    schemas = schemas_for(metric, higher_is_better)
+    runs = read_inputs(data, schemas, skipped)
+    return runs, scale_of(runs, schemas, metric)
+
+
+def pilot_of(data: Inputs, metric: str | None, higher_is_better: bool | None, eval_set: str | None,
+             allow_unpaired: bool, allow_mismatch: Sequence[str], unit: str | None,
+             skipped: list[SkippedFile] | None, baseline_arm: str | None = None,
+             variant_arm: str | None = None) -> Paired:
     """The two arms of pilot runs (or of an earlier study): the baseline defaults to the arm named "baseline", the
     variant to the other; item scores of one task."""
-    if metric is None:
-        return pilot_pair(runs_of(runs_or_paths(data), skipped), baseline_arm=baseline_arm, variant_arm=variant_arm,
-                          eval_set=eval_set, allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch),
-                          unit=unit or "auto")
-    runs = read_item_inputs(path_list(data), skipped=skipped)  # type: ignore[arg-type]
-    pairs = pair_tasks(runs, reference=pilot_arm(baseline_arm, {run.arm for run in runs}), metric=metric,
-                       variant_arm=variant_arm, allow_mismatch=allow_mismatch, allow_unpaired=allow_unpaired)
-    if len(pairs) > 1:
-        found = ", ".join(f"{paired.variant_arm} on {paired.task}" for paired in pairs)
-        raise InputError(f"the pilot holds several tasks or variants ({found}); give the pilot files of one task "
-                         "and two arms")
-    return pairs[0]
+    refuse_unused(schemas_for(metric, higher_is_better), eval_set=eval_set, unit=unit)
+    runs, scale = runs_of(data, metric, higher_is_better, skipped)
+    return pilot_pair(runs, scale, baseline_arm=baseline_arm, variant_arm=variant_arm, eval_set=eval_set,
+                      allow_unpaired=allow_unpaired, allow_mismatch=tuple(allow_mismatch), unit=unit or "auto")

@@ -8,14 +8,14 @@ every comparison, verdict, adjustment and plan above takes this one type (docs/s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.io.runfiles import Run
 from gatedv_stats.stats.scale import PERPLEXITY, Scale
 
 _SHOWN = 5  # how many offending ids an error message lists
@@ -23,7 +23,46 @@ _SHOWN = 5  # how many offending ids an error message lists
 
 @dataclass(frozen=True)
 class Paired:
-    """Two arms' values on the same units, row s of each array = seed `seeds[s]`."""
+    """Two arms' values on the same units, row s of each array = seed `seeds[s]`: what every comparison, plan,
+    floor, sequential look and ledger entry takes, on the pair's scale.
+
+    Parameters
+    ----------
+    baseline_arm, variant_arm : str
+        The arms compared (variant − baseline).
+    seeds : numpy.ndarray
+        (S,) the paired training seeds, sorted.
+    doc_ids : numpy.ndarray
+        (N,) the units' ids (documents or items), sorted.
+    n_units : numpy.ndarray
+        (N,) each unit's weight: a document's targets (or UTF-8 bytes, per byte); 1 per item or scored document.
+    baseline, variant : numpy.ndarray
+        (S, N) loss sums, or scores of one metric.
+    doc_columns : pandas.DataFrame
+        N rows aligned with `doc_ids`: domain and n_bytes, or an item's groups (subtask, ...).
+    sources : dict
+        {"baseline": [source per seed], "variant": [...]}, with "baseline_sha256" and "variant_sha256".
+    dropped_seeds : tuple
+        Seeds in one arm only, dropped by `allow_unpaired`.
+    mismatches : tuple of str
+        Provenance differences accepted through `allow_mismatch`, as notes.
+    unit : str
+        What `n_units` counts: "token" or "word" (the files' targets), "byte", "item" or "document".
+    eval_set : str or None
+        The evaluation set every run was scored on.
+    scale : Scale
+        How a difference is read (`gatedv_stats.stats.scale`).
+    task : str or None
+        The downstream task of item scores.
+    setup : dict
+        What every run records alike: evaluation set, tokenizer, size, ...
+
+    Examples
+    --------
+    >>> paired = gv.pair(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv")
+    >>> paired.n_pairs, paired.unit, paired.metric
+    (3, 'token', 'loss')
+    """
 
     baseline_arm: str
     variant_arm: str
@@ -71,7 +110,7 @@ class Paired:
     @property
     def noun(self) -> str:
         """What a unit is called: "document" or "item"."""
-        return "item" if self.unit == "item" else "document"
+        return self.scale.noun
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -91,7 +130,7 @@ class Paired:
             return None
         if cluster not in self.doc_columns:
             available = ", ".join(self.doc_columns.columns) or "none"
-            where = "the loss files" if self.task is None else f"task {self.task}"
+            where = f"the {self.scale.files}" if self.task is None else f"task {self.task}"
             raise ParameterError("cluster", f"no {self.noun} column {cluster!r} in {where} (available: {available})")
         return self.doc_columns[cluster].astype(str).to_numpy()
 
@@ -99,25 +138,9 @@ class Paired:
 PairedLosses = Paired  # the name of the loss-file pairing's result, kept for scripts that use it
 
 
-class Run(Protocol):
-    """What pairing reads of a run of either kind (`LossRun`, `ItemRun`)."""
-
-    @property
-    def arm(self) -> str: ...
-
-    @property
-    def seed(self) -> int: ...
-
-    @property
-    def source(self) -> str: ...
-
-
-R = TypeVar("R", bound=Run)
-
-
-def runs_by_seed(runs: Sequence[R], arm: str, *, prefix: str = "", hint: str = "") -> dict[int, R]:
+def runs_by_seed(runs: Sequence[Run], arm: str, *, prefix: str = "", hint: str = "") -> dict[int, Run]:
     """The runs of `arm` by training seed; a seed twice is an error naming both sources (`hint` says what to do)."""
-    by_seed: dict[int, R] = {}
+    by_seed: dict[int, Run] = {}
     for run in runs:
         if run.arm != arm:
             continue
@@ -128,8 +151,8 @@ def runs_by_seed(runs: Sequence[R], arm: str, *, prefix: str = "", hint: str = "
     return by_seed
 
 
-def paired_seeds(baseline: Mapping[int, R], variant: Mapping[int, R], baseline_arm: str, variant_arm: str, *,
-                 allow_unpaired: bool, prefix: str = "") -> tuple[list[int], tuple[int, ...], list[R]]:
+def paired_seeds(baseline: Mapping[int, Run], variant: Mapping[int, Run], baseline_arm: str, variant_arm: str, *,
+                 allow_unpaired: bool, prefix: str = "") -> tuple[list[int], tuple[int, ...], list[Run]]:
     """The seeds both arms have, those only one has, and the paired runs (the baseline's seed by seed, then the
     variant's); seeds of one arm only are an error unless `allow_unpaired`."""
     only_baseline = sorted(set(baseline) - set(variant))
@@ -171,39 +194,36 @@ def unit_rows(ids: Sequence[pd.Series], sources: Sequence[str], noun: str) -> tu
     return doc_ids, rows
 
 
-def provenance_notes(runs: Sequence[R], fields: Sequence[str], allow_mismatch: Sequence[str],
-                     value_of: Callable[[R, str], object],
-                     refuse: Callable[[str, Sequence[R], str], None] | None = None) -> tuple[str, ...]:
-    """Refuse to pair runs whose recorded `fields` differ (compared only between runs that carry them); a field in
-    `allow_mismatch` becomes a note instead, so the output can say what was compared anyway. `refuse(name,
-    carrying, text)` may raise a more specific error first."""
+def provenance_notes(runs: Sequence[Run], scale: Scale, unit: str, allow_mismatch: Sequence[str]) -> tuple[str, ...]:
+    """Refuse to pair runs whose recorded provenance (`scale.provenance_of(unit)`) differs, compared only between
+    runs that record it; a field in `allow_mismatch` becomes a note instead, so the output can say what was compared
+    anyway (the scale may refuse with a more specific error first)."""
     notes = []
-    for name in fields:
-        carrying = [run for run in runs if value_of(run, name) not in (None, "")]
+    for name in scale.provenance_of(unit):
+        carrying = [run for run in runs if scale.setup_value(run.meta, name) not in (None, "")]
         if not carrying:
             continue
-        first = carrying[0]
-        other = next((run for run in carrying if str(value_of(run, name)) != str(value_of(first, name))), None)
+        first = scale.setup_value(carrying[0].meta, name)
+        other = next((run for run in carrying if str(scale.setup_value(run.meta, name)) != str(first)), None)
         if other is None:
             continue
-        text = (f"{name} differs: {first.source} has {_shown(value_of(first, name))}, {other.source} has "
-                f"{_shown(value_of(other, name))}")
+        text = (f"{name} differs: {carrying[0].source} has {_shown(first)}, {other.source} has "
+                f"{_shown(scale.setup_value(other.meta, name))}")
         if name in allow_mismatch:
             notes.append(f"compared although {text}")
             continue
-        if refuse is not None:
-            refuse(name, carrying, text)
+        scale.refuse(name, [(run.arm, scale.setup_value(run.meta, name)) for run in carrying], text)
         raise ParameterError("allow_mismatch", f"{text}; they were not evaluated alike ({{allow_mismatch}} {name} "
                              "compares them anyway)", leading=False)
-    return tuple(notes)
+    return tuple(notes) + scale.unit_notes([run.meta for run in runs], unit)
 
 
-def shared_setup(runs: Sequence[R], fields: Sequence[str], value_of: Callable[[R, str], object]) -> dict:
-    """The setup fields every run records with one value (a field some run lacks or runs differ on is left out):
-    what a noise floor measured elsewhere must match."""
+def shared_setup(runs: Sequence[Run], scale: Scale) -> dict:
+    """The setup fields (`scale.setup`) every run records with one value (a field some run lacks or runs differ on
+    is left out): what a noise floor measured elsewhere must match."""
     setup = {}
-    for name in fields:
-        values = [value_of(run, name) for run in runs]
+    for name in scale.setup:
+        values = [scale.setup_value(run.meta, name) for run in runs]
         if values[0] not in (None, "", {}) and all(value == values[0] for value in values):
             setup[name] = values[0]
     return setup

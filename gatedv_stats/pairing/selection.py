@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.formatting import eval_set_name, format_lr
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.paired import R
+from gatedv_stats.io.runfiles import Run
 
 GATEDV = "gatedv"
 DEFAULT_REFERENCE = "baseline"
@@ -23,8 +22,8 @@ EVAL_SET_ORDER: dict[str | None, int] = {"heldout": 0, "dev": 1}
 NATIVE_VALUE_ACT = {"baseline": "linear", "gatedv": "silu"}
 
 
-def select_runs(runs: list[LossRun], *, arm: str | None = None, eval_set: str | None = None,
-                what: str = "inputs") -> list[LossRun]:
+def select_runs(runs: list[Run], *, arm: str | None = None, eval_set: str | None = None,
+                what: str = "inputs") -> list[Run]:
     """Keep the runs of one arm and/or one evaluation set; an empty selection is an error naming what exists."""
     selected = [run for run in runs
                 if (arm is None or run.arm == arm) and (eval_set is None or run.eval_set == eval_set)]
@@ -38,9 +37,9 @@ def select_runs(runs: list[LossRun], *, arm: str | None = None, eval_set: str | 
     return selected
 
 
-def arm_sides(read: Callable[[Sequence], list[R]], files: str, *, tables: Sequence | None,
+def arm_sides(read: Callable[[Sequence], list[Run]], files: str, *, tables: Sequence | None,
               baseline: Sequence | None, variant: Sequence | None, baseline_arm: str | None,
-              variant_arm: str | None) -> tuple[list[R], list[R]]:
+              variant_arm: str | None) -> tuple[list[Run], list[Run]]:
     """The runs that hold each arm, read with `read`: `tables` holding both arms (which `baseline_arm` and
     `variant_arm` must then name), or the `baseline` and `variant` inputs; any other combination is refused naming
     the parameter (`files`: what the inputs are, "loss" or "item-score")."""
@@ -68,27 +67,27 @@ class EvalGroup:
 
     eval_set: str | None
     lr: float | None
-    arms: dict[str, list[LossRun]]  # by arm
+    arms: dict[str, list[Run]]  # by arm
 
     @property
     def label(self) -> str:
         return f"{eval_set_name(self.eval_set)}; LR = {format_lr(self.lr)}"
 
     @property
-    def runs(self) -> list[LossRun]:
+    def runs(self) -> list[Run]:
         return [run for runs in self.arms.values() for run in runs]
 
 
-def eval_set_sort_key(eval_set: str | None) -> tuple:
+def eval_set_sort_key(eval_set: object) -> tuple:
     """Held-out first, then development, then named sets, then unnamed."""
-    return (EVAL_SET_ORDER.get(eval_set, 2 if eval_set is not None else 3), eval_set or "")
+    return (EVAL_SET_ORDER.get(str(eval_set), 2) if eval_set is not None else 3, str(eval_set or ""))
 
 
 def group_sort_key(eval_set: str | None, lr: float | None) -> tuple:
     return (eval_set_sort_key(eval_set), -1.0 if lr is None else lr)
 
 
-def lr_of(run: LossRun) -> float | None:
+def lr_of(run: Run) -> float | None:
     """The run's peak learning rate from its metadata (None when unrecorded)."""
     lr = run.meta.get("lr")
     if lr is None:
@@ -104,13 +103,13 @@ def native_act(arm: str, meta: dict) -> str | None:
     return meta.get("trained_value_act") or NATIVE_VALUE_ACT.get(arm)
 
 
-def is_override(run: LossRun) -> bool:
+def is_override(run: Run) -> bool:
     """True for an inference-time swap: evaluated with a value activation other than its training one."""
     act = run.meta.get("value_act")
     return act is not None and act != native_act(run.arm, run.meta)
 
 
-def add_unique(runs: list[LossRun], run: LossRun, what: str) -> None:
+def add_unique(runs: list[Run], run: Run, what: str) -> None:
     """Append `run` unless a run of the same seed is there already, which is an error naming both files."""
     twin = next((other for other in runs if other.seed == run.seed), None)
     if twin is not None:
@@ -118,7 +117,7 @@ def add_unique(runs: list[LossRun], run: LossRun, what: str) -> None:
     runs.append(run)
 
 
-def eval_groups(runs: tuple[LossRun, ...]) -> list[EvalGroup]:
+def eval_groups(runs: tuple[Run, ...]) -> list[EvalGroup]:
     """Native runs grouped by evaluation set and learning rate (held-out first, then development, then others)."""
     grouped: dict = defaultdict(lambda: defaultdict(list))
     for run in runs:
@@ -129,7 +128,7 @@ def eval_groups(runs: tuple[LossRun, ...]) -> list[EvalGroup]:
     return [EvalGroup(eval_set, lr, dict(grouped[(eval_set, lr)])) for eval_set, lr in keys]
 
 
-def mixed_eval_set(runs: list[LossRun]) -> str | None:
+def mixed_eval_set(runs: list[Run]) -> str | None:
     """Why these runs are not one evaluation set (differing `eval_set_sha256`), else None."""
     hashes = sorted({str(run.meta["eval_set_sha256"]) for run in runs if run.meta.get("eval_set_sha256")})
     if len(hashes) > 1:

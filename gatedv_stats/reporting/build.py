@@ -41,8 +41,9 @@ SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
 
 def build_report(analysis: ExperimentAnalysis, ledger: LedgerHistory | None = None) -> ReportData:
     """Every section's plain data, in report order; with a research `ledger`, its section before the provenance."""
-    arms = sorted({run.arm for run in analysis.inputs.runs}, key=natural_key)
-    subtitle = (f"{len(analysis.inputs.runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
+    runs = analysis.inputs.runs or analysis.inputs.metric_runs  # a report of scores alone counts their runs
+    arms = sorted({run.arm for run in runs}, key=natural_key)
+    subtitle = (f"{len(runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
     sections = []
     for builder in SECTION_BUILDERS:

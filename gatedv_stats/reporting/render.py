@@ -25,7 +25,8 @@ from gatedv_stats.core.atomic import write_bytes_atomic, write_text_atomic
 from gatedv_stats.core.errors import ParameterError
 from gatedv_stats.core.outputs import check_not_an_input, check_output_file, check_path_given
 from gatedv_stats.io.discovery import discover_inputs
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
+from gatedv_stats.io.scorefiles import score_schema
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.build import build_report
 from gatedv_stats.reporting.model import ReportData, Table
@@ -217,7 +218,9 @@ def write_report(inputs: list[Path], out: str | os.PathLike[str] | None, fmt: st
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
     check_output_file(out, "--out")
-    found = discover_inputs(inputs, skipped=skipped)
+    # a named metric may be a score table's, which only its name tells apart from any other table
+    scores = score_schema(settings.metric, settings.higher_is_better) if settings.metric else None
+    found = discover_inputs(inputs, skipped=skipped, scores=scores)
     read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
     read += [] if ledger is None else [Path(ledger)]
     check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars

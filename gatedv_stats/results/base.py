@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.reporting.model import RowGroup, Table, row
 from gatedv_stats.reporting.render import tables_html

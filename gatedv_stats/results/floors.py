@@ -10,14 +10,34 @@ import pandas as pd
 
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.plan import FloorPlan
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.reporting.model import Table
 from gatedv_stats.results.base import Result, plan_quantities, planned_at, quantities_table
 
 
 @dataclass(frozen=True, repr=False)
 class NoiseFloorResult(Result):
-    """`gv.noise_floor`: a setup's seed variance, and the file it was written to."""
+    """`gv.noise_floor`: a setup's seed variance, and the file it was written to.
+
+    Parameters
+    ----------
+    floor
+        The noise floor: the seed variance τ² with its degrees of freedom and the setup it was measured on; its
+        fields are reachable on the result.
+    written
+        The floor file written (None: none).
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> runs = gv.load(example_study(tmp_dir))
+    >>> result = gv.noise_floor([run for run in runs if run.arm == "baseline"])
+    >>> result
+    NoiseFloor(τ² 0.0002857 (2 df) from 3 A/A runs)
+    >>> result.to_frame()[["df", "unit"]].values.tolist()
+    [[2.0, 'token']]
+    """
 
     floor: NoiseFloor
     written: str | None = None
@@ -46,7 +66,28 @@ class NoiseFloorResult(Result):
 
 @dataclass(frozen=True, repr=False)
 class FloorPlanResult(Result):
-    """`gv.plan` with a noise floor: the seed pairs a candidate needs on this setup."""
+    """`gv.plan` with a noise floor: the seed pairs a candidate needs on this setup.
+
+    Parameters
+    ----------
+    plan
+        The plan from the floor: the seed pairs required and the part the documents add; its fields are reachable
+        on the result.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+    level
+        Where the plan's level came from (a research ledger's next level), when it was not given.
+
+    Examples
+    --------
+    >>> runs = gv.load(example_study(tmp_dir))
+    >>> floor = gv.noise_floor([run for run in runs if run.arm == "baseline"])
+    >>> result = gv.plan(effect=0.02, noise_floor=floor)
+    >>> result
+    FloorPlan(24 seed pairs to detect 0.02 with power 0.8 at α = 0.05 (noise floor 2 df))
+    >>> result.seeds_required
+    24
+    """
 
     plan: FloorPlan
     skipped: tuple[SkippedFile, ...] | None = None

@@ -16,8 +16,30 @@ from gatedv_stats.results.base import Result
 
 @dataclass(frozen=True, repr=False)
 class LedgerEntryResult(Result):
-    """One candidate entered in a ledger: its estimate, one-sided p, level, keep or discard and the wealth left; its
-    fields (`step`, `decision`, `p_value`, `level`, `wealth`, …) are the entry's columns."""
+    """`gv.Ledger.add`: one candidate entered in a ledger: its estimate, one-sided p, level, keep or discard and the
+    wealth left; its fields (`step`, `decision`, `p_value`, `level`, `wealth`, …) are the entry's columns.
+
+    Parameters
+    ----------
+    entry
+        The entry as stored.
+    history
+        The ledger with this entry, for the running best.
+    warnings
+        The comparison's own (seeds dropped, mismatches accepted, …).
+    skipped
+        Always None: a ledger entry passes over no file.
+
+    Examples
+    --------
+    >>> study = example_study(tmp_dir)
+    >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+    >>> result = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
+    >>> result
+    LedgerEntry(step 1: gatedv vs baseline: keep (p 0.000725, level 0.00268, wealth 0.04732))
+    >>> result.to_frame()[["step", "decision", "best"]].values.tolist()
+    [[1, 'keep', 'gatedv']]
+    """
 
     entry: LedgerEntry
     history: LedgerHistory  # the ledger with this entry, for the running best
@@ -40,7 +62,25 @@ class LedgerEntryResult(Result):
 
 @dataclass(frozen=True, repr=False)
 class LedgerResult(Result):
-    """A ledger's history: every entry in order, the running best after each step, the procedure and its wealth."""
+    """`gv.Ledger.history`: a ledger's history: every entry in order, the running best after each step, the
+    procedure and its wealth.
+
+    Parameters
+    ----------
+    history
+        The history read, its chain checked; its fields are reachable on the result.
+    skipped
+        Always None: a ledger's history passes over no file.
+
+    Examples
+    --------
+    >>> study = example_study(tmp_dir)
+    >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
+    >>> _ = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")), note="gated values")
+    >>> result = ledger.history()
+    >>> result.kept, result.to_frame()[["step", "candidate", "decision", "note"]].values.tolist()
+    (1, [[1, 'gatedv', 'keep', 'gated values']])
+    """
 
     history: LedgerHistory
     skipped: None = None

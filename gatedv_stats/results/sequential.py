@@ -11,15 +11,46 @@ import pandas as pd
 
 from gatedv_stats.analysis.ledger import LedgerEntry
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
-from gatedv_stats.io.lossfiles import SkippedFile
+from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.reporting.model import RowGroup, Table, row
 from gatedv_stats.results.base import Result
 
 
 @dataclass(frozen=True, repr=False)
 class SequentialResult(Result):
-    """One look of a group-sequential design: `decision`, `stop` and `line` ("continue: train seed pair k+1" or
-    "stop: <decision> (…)"), the look's figures (`look`) and the design with every look (`design`)."""
+    """`gv.sequential`: one look of a group-sequential design: `decision`, `stop` and `line` ("continue: train seed
+    pair k+1" or "stop: <decision> (…)"), the look's figures (`look`) and the design with every look (`design`).
+
+    Parameters
+    ----------
+    design
+        The design with every look so far.
+    look
+        This look: estimate, SE, df, boundaries, the repeated confidence interval and the decision; its fields are
+        reachable on the result.
+    written
+        The design file written (None: nothing new was recorded).
+    new_design
+        This look created the design.
+    already_recorded
+        The files hold the last look's seed pairs: nothing new was recorded.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+    ledger_entry
+        The design's start in its research ledger, or at a stop its entry there.
+
+    Examples
+    --------
+    >>> runs = gv.load(example_study(tmp_dir))
+    >>> floor = gv.noise_floor([run for run in runs if run.arm == "baseline"])
+    >>> first = [run for run in runs if run.seed == 0]
+    >>> result = gv.sequential(first, design=tmp_dir / "design.json", baseline_arm="baseline", variant_arm="gatedv",
+    ...                        max_seeds=3, sesoi=0.01, noise_floor=floor)
+    >>> result.stop, result.decision, result.next_seed_pair
+    (False, 'continue', 2)
+    >>> result.to_frame()[["look", "seed_pairs", "decision"]].values.tolist()
+    [[1, 1, 'continue']]
+    """
 
     design: SequentialDesign
     look: Look

@@ -70,7 +70,7 @@ class CrossedMoments:
     `doc_pretest_p` are NaN.
     """
 
-    nll_diff_mean: np.ndarray  # D
+    estimate: np.ndarray  # D
     per_seed: np.ndarray  # (…, S) D_s
     v_seed: np.ndarray
     q_doc: np.ndarray
@@ -147,7 +147,7 @@ def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = D
         nan = np.full_like(d, np.nan)
         no = np.zeros(d.shape, dtype=bool)
         seed_df = np.full_like(d, n_seeds - 1.0)
-        return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan,
+        return CrossedMoments(estimate=d, per_seed=per_seed, v_seed=v_seed, q_doc=nan, q_int=nan,
                               seed_var=v_seed, doc_var=nan, interaction_var=nan, seed_truncated=no,
                               doc_truncated=no, doc_pretest_p=nan, doc_pooled=no, var_d=seed_part, df=seed_df,
                               satterthwaite_df=seed_df)
@@ -168,7 +168,7 @@ def crossed_moments(y: np.ndarray, weights: np.ndarray, pooling_level: float = D
     with np.errstate(divide="ignore", invalid="ignore"):
         satterthwaite = var_d ** 2 / (seed_noise + doc_noise)
     df = interval_df(satterthwaite, var_d, seed_part, n_seeds)
-    return CrossedMoments(nll_diff_mean=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
+    return CrossedMoments(estimate=d, per_seed=per_seed, v_seed=v_seed, q_doc=q_doc, q_int=q_int,
                           seed_var=np.maximum(seed_raw, 0.0), doc_var=np.maximum(doc_raw, 0.0),
                           interaction_var=interaction_var, seed_truncated=seed_raw < 0.0,
                           doc_truncated=doc_truncated, doc_pretest_p=pretest_p, doc_pooled=doc_pooled, var_d=var_d,

@@ -247,6 +247,12 @@ class StudyPlan:
     def to_dict(self) -> dict:
         return asdict(self)  # the components and the seed-and-document plan as their own dicts
 
+    def headline(self, baseline_arm: str, variant_arm: str) -> str:
+        """The plan in one line."""
+        return (f"{variant_arm} vs {baseline_arm}: {self.seeds_required} seed pairs to detect ΔP "
+                f"{fmt.format_delta_p(self.effect)} with power {self.power:g} at α = {self.alpha:g} (pilot "
+                f"{self.n_seeds} seeds × {fmt.format_count(self.n_docs)} documents)")
+
     def summary(self) -> str:
         c = self.components
         many_docs = ("not estimable: the pilot shows no seed variation beyond document noise (σ_seed² = 0)"

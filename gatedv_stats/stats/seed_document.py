@@ -32,18 +32,19 @@ from gatedv_stats.stats.noise_floor import MIN_FLOOR_DF, FloorUse, SeedVariance,
 
 @dataclass(frozen=True)
 class SeedDocumentResult:
-    """The seed-and-document interval for D and ΔP (nats per token; negative favours the variant)."""
+    """The seed-and-document interval for D (nats per token, or a difference in a metric's units), and ΔP on the
+    log scale of losses."""
 
-    nll_diff_mean: float  # D: the mean over seeds of the token-averaged NLL difference
+    estimate: float  # D: the mean over seeds of the unit-weighted difference
     se: float  # sqrt(Var̂(D))
     df: float
     satterthwaite_df: float
     confidence_level: float
     confidence_interval: ConfidenceInterval  # D ± t_{df} · se
-    log_ratio: float  # log(P̄_var / P̄_base) = log(1 + ΔP)
-    log_ratio_se: float  # taken equal to se (the approximation log ratio ≈ D)
-    delta_p: float
-    delta_p_interval: ConfidenceInterval  # exp(log_ratio ± t_{df} · se) − 1, approximate
+    log_ratio: float | None  # log(P̄_var / P̄_base) = log(1 + ΔP); None off the log scale of losses
+    log_ratio_se: float | None  # taken equal to se (the approximation log ratio ≈ D)
+    delta_p: float | None
+    delta_p_interval: ConfidenceInterval | None  # exp(log_ratio ± t_{df} · se) − 1, approximate
     per_seed: tuple[float, ...]  # D_s
     seed_var: float  # σ̂²_seed (per-token nats²), truncated at 0
     doc_var: float | None  # σ̂²_doc (of clusters when clustered), truncated at 0; None with one document
@@ -68,7 +69,7 @@ class SeedDocumentResult:
     def p_value(self) -> float:
         """Two-sided t test of D = 0 with the interval's SE and df."""
         # scipy.stats.t.sf without its checks
-        return float(2.0 * special.stdtr(self.df, -abs(self.nll_diff_mean) / self.se))
+        return float(2.0 * special.stdtr(self.df, -abs(self.estimate) / self.se))
 
     def to_dict(self) -> dict:
         """Strict JSON: undefined or infinite numbers become None."""
@@ -89,9 +90,11 @@ class SeedDocumentResult:
 
 def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, *,
                            clusters: np.ndarray | None = None, confidence_level: float = DEFAULTS.confidence_level,
-                           noun: str = "document", floor: SeedVariance | None = None) -> SeedDocumentResult:
+                           noun: str = "document", floor: SeedVariance | None = None,
+                           log_scale: bool = True) -> SeedDocumentResult:
     """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document; `noun` names
-    the units in the notes, e.g. "item" for a task's items).
+    the units in the notes, e.g. "item" for a task's items). `log_scale`: the values are loss sums, D a difference
+    of log-losses with a ΔP; otherwise scores, whose D has no ΔP.
 
     `baseline`, `variant`: (S, N) loss sums in nats (row = seed pair); `n_units`: (N,). D ± t_df · SE with
     SE² = V_seed / S + Σw² σ̂²_doc and df Satterthwaite's, capped at (S − 1) / (the seed part's share of SE²).
@@ -122,19 +125,18 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     se = math.sqrt(var_d)
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
-    mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
-    mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
-    log_ratio = math.log(mean_ppl_var / mean_ppl_base)
+    log_ratio = _log_ratio(baseline, variant, n) if log_scale else None
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), ("document", fit.doc_truncated))
                       if bool(flag))
     unit = noun if n_clusters is None else "cluster"
     return SeedDocumentResult(
-        nll_diff_mean=float(fit.nll_diff_mean), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),
+        estimate=float(fit.estimate), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),
         confidence_level=confidence_level,
-        confidence_interval=ConfidenceInterval(float(fit.nll_diff_mean) - half_width,
-                                               float(fit.nll_diff_mean) + half_width),
-        log_ratio=log_ratio, log_ratio_se=se, delta_p=math.expm1(log_ratio),
-        delta_p_interval=log_interval_as_change(log_ratio - half_width, log_ratio + half_width),
+        confidence_interval=ConfidenceInterval(float(fit.estimate) - half_width, float(fit.estimate) + half_width),
+        log_ratio=log_ratio, log_ratio_se=None if log_ratio is None else se,
+        delta_p=None if log_ratio is None else math.expm1(log_ratio),
+        delta_p_interval=None if log_ratio is None else log_interval_as_change(log_ratio - half_width,
+                                                                               log_ratio + half_width),
         per_seed=tuple(float(v) for v in np.atleast_1d(fit.per_seed)), seed_var=float(fit.seed_var),
         doc_var=finite_or_none(fit.doc_var), interaction_var=finite_or_none(fit.interaction_var),
         v_seed=float(fit.v_seed), q_doc=finite_or_none(fit.q_doc), q_int=finite_or_none(fit.q_int),
@@ -143,6 +145,13 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         notes=_notes(fit, n_seeds, n_clusters or n_docs, unit) + (() if use is None else _floor_notes(use, df)),
         floor_use=use,
     )
+
+
+def _log_ratio(baseline: np.ndarray, variant: np.ndarray, n: np.ndarray) -> float:
+    """log(P̄_var / P̄_base), the log ratio of the arms' mean perplexities over seeds."""
+    mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
+    mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
+    return math.log(mean_ppl_var / mean_ppl_base)
 
 
 def _checked_arrays(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray,
@@ -189,7 +198,7 @@ def _one_seed_moments(y: np.ndarray, n: np.ndarray, clusters: np.ndarray | None,
     variance = floor.variance + doc_part
     df = variance ** 2 / (floor.variance ** 2 / floor.df + doc_noise)
     scalar, nan, no = np.float64, np.float64(math.nan), np.array(False)
-    return CrossedMoments(nll_diff_mean=scalar(d), per_seed=np.array([d]), v_seed=scalar(floor.variance),
+    return CrossedMoments(estimate=scalar(d), per_seed=np.array([d]), v_seed=scalar(floor.variance),
                           q_doc=scalar(q), q_int=nan, seed_var=scalar(floor.variance),
                           doc_var=scalar(q / kappa) if units.size > 1 else nan, interaction_var=nan,
                           seed_truncated=no, doc_truncated=no, doc_pretest_p=nan, doc_pooled=no,

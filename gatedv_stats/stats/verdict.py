@@ -55,15 +55,13 @@ def verdict(result: SeedDocumentResult, scale: Scale = PERPLEXITY, *, sesoi: flo
         excludes_zero = bool(high < 0.0 or low > 0.0)
     else:
         excludes_zero = p_value <= alpha
-    direction = scale.direction(result.nll_diff_mean) if excludes_zero else None
+    direction = scale.direction(result.estimate) if excludes_zero else None
     bounds = None
     if sesoi is not None:
         sesoi = scale.check_sesoi(sesoi)
         bounds = scale.equivalence_bounds(sesoi)
         if tost_p_value is None:
-            estimate, se = ((result.log_ratio, result.log_ratio_se) if scale.log_ratio
-                            else (result.nll_diff_mean, result.se))
-            tost_p_value = tost_p(estimate, se, result.df, bounds)
+            tost_p_value = tost_p(*scale.tested(result), result.df, bounds)
     equivalent = tost_p_value is not None and tost_p_value < alpha
     outcome = "equivalent" if equivalent else direction or "no detectable difference"
     return Verdict(verdict=outcome, alpha=alpha, p_value=p_value, sesoi=sesoi, equivalence_bounds=bounds,
@@ -87,16 +85,16 @@ def one_sided_p(estimate: float, se: float, df: float, higher_is_better: bool) -
 
 def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_value: float,
              sesoi: float | None, tost_p_value: float | None, scale: Scale, unit: str) -> str:
-    noun = "item" if unit == "item" else "document"
+    noun = scale.noun
     floor = result.floor_use is not None and result.floor_use.how != "study"
     scope = f"accounting for training seeds{' (their variance from the noise floor)' if floor else ''} and {noun}s"
     if result.doc_var is None:  # one unit or cluster: nothing is known about others
         scope = f"accounting for training seeds, on this one {noun if result.n_clusters is None else 'cluster'}"
     elif result.n_clusters is not None:
         scope += f" ({noun}s grouped into {result.n_clusters:,} clusters)"
-    interval = (f"{fmt.format_level(result.confidence_level)} interval"
-                f"{' for D' if scale.log_ratio else ''} {scale.format_interval(result.confidence_interval)}")
-    change = f"ΔP {fmt.format_delta_p(result.delta_p)}" if scale.log_ratio else ""
+    interval = (f"{fmt.format_level(result.confidence_level)} interval{scale.interval_of} "
+                f"{scale.format_interval(result.confidence_interval)}")
+    change = scale.change(result)
     if outcome == "equivalent":
         assert sesoi is not None  # equivalence is tested only against a smallest effect of interest
         text = (f"The arms are equivalent within {scale.format_sesoi(sesoi)} {scale.quantity}: both one-sided tests "
@@ -106,9 +104,9 @@ def _explain(outcome: str, direction: str | None, result: SeedDocumentResult, p_
                      "0), but by less than the smallest effect of interest")
         return text + "."
     if direction is not None:
-        lower_or_higher = "lower" if result.nll_diff_mean < 0.0 else "higher"
+        lower_or_higher = "lower" if result.estimate < 0.0 else "higher"
         return (f"The variant is {direction}: its {scale.metric} is {lower_or_higher} by "
-                f"{scale.format_size(result.nll_diff_mean, unit)} ({change + '; ' if change else ''}{interval}, "
+                f"{scale.format_size(result.estimate, unit)} ({change + '; ' if change else ''}{interval}, "
                 f"p = {p_value:.3g}), {scope}.")
     text = f"No detectable difference: the {interval} includes 0 (p = {p_value:.3g}), {scope}"
     if sesoi is not None:

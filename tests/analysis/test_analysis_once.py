@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gatedv_stats.analysis import experiment, perplexity
+from gatedv_stats.analysis import experiment
+from gatedv_stats.analysis.figures import perplexity
 from gatedv_stats.io.lossfiles import write_loss_file
 from gatedv_stats.reporting import write_report
 from gatedv_stats.testing import synthetic_runs

@@ -9,8 +9,8 @@ from scipy import stats
 
 from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.losses import pair_with_reference
+from gatedv_stats.io.runfiles import Run
+from gatedv_stats.pairing.pair import pair_with_reference
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.permutation import sign_flip_test
@@ -98,7 +98,7 @@ def test_reference_errors(runs):
         pair_with_reference([run for run in runs if run.arm == "baseline"], "baseline")
 
 
-def crossed_runs(rng, eval_set: str, arm: str, delta: float, n_seeds: int = 4, n_docs: int = 60) -> list[LossRun]:
+def crossed_runs(rng, eval_set: str, arm: str, delta: float, n_seeds: int = 4, n_docs: int = 60) -> list[Run]:
     """Runs of the reference and one arm whose per-token difference is delta + seed + document + interaction."""
     n_targets = np.full(n_docs, 256)
     baseline = (3.0 + rng.normal(0, 0.3, n_docs)) * n_targets * np.ones((n_seeds, 1))
@@ -109,7 +109,7 @@ def crossed_runs(rng, eval_set: str, arm: str, delta: float, n_seeds: int = 4, n
         for s in range(n_seeds):
             docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(n_docs)], "n_targets": n_targets,
                                  "loss_sum": sums[s]})
-            runs.append(LossRun(arm=side, seed=s, docs=docs, meta={"arm": side, "seed": s, "eval_set": eval_set},
+            runs.append(Run(arm=side, seed=s, units=docs, meta={"arm": side, "seed": s, "eval_set": eval_set},
                                 source=f"{eval_set}/{side}/{s}", sha256="0" * 64))
     return runs
 

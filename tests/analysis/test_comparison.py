@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gatedv_stats.analysis.compare import compare
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.io.runfiles import Run
+from gatedv_stats.pairing.pair import pair_runs
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.testing import synthetic_runs
@@ -18,10 +18,10 @@ from gatedv_stats.testing import synthetic_runs
 SETTINGS = settings(max_examples=30, deadline=None)
 
 
-def runs_from(losses: np.ndarray, n_targets: np.ndarray, arm: str, seeds: list[int]) -> list[LossRun]:
+def runs_from(losses: np.ndarray, n_targets: np.ndarray, arm: str, seeds: list[int]) -> list[Run]:
     doc_ids = [f"doc{i:03d}" for i in range(losses.shape[1])]
-    return [LossRun(arm=arm, seed=seed, meta={"arm": arm, "seed": seed}, source=f"{arm}/{seed}", sha256="0" * 64,
-                    docs=pd.DataFrame({"doc_id": doc_ids, "n_targets": n_targets, "loss_sum": row}))
+    return [Run(arm=arm, seed=seed, meta={"arm": arm, "seed": seed}, source=f"{arm}/{seed}", sha256="0" * 64,
+                    units=pd.DataFrame({"doc_id": doc_ids, "n_targets": n_targets, "loss_sum": row}))
             for seed, row in zip(seeds, losses)]
 
 
@@ -73,7 +73,7 @@ def test_document_and_file_order_do_not_matter(data, shuffler):
     var_runs = runs_from(variant, n_targets, "v", seeds)
     shuffled = []
     for runs in (base_runs, var_runs):
-        runs = [LossRun(run.arm, run.seed, run.docs.sample(frac=1.0, random_state=shuffler.randrange(10**6)),
+        runs = [Run(run.arm, run.seed, run.docs.sample(frac=1.0, random_state=shuffler.randrange(10**6)),
                         run.meta, run.source, run.sha256) for run in runs]
         shuffler.shuffle(runs)
         shuffled.append(runs)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gatedv_stats.analysis.perplexity import paired_group_effects
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.analysis.figures.perplexity import paired_group_effects
+from gatedv_stats.pairing.pair import pair_runs
 from gatedv_stats.stats.cluster_diagnostic import group_effects
 from gatedv_stats.testing import synthetic_runs
 

@@ -96,17 +96,17 @@ def test_item_scores_take_a_floor_of_their_metric(tmp_path):
     p = rng.uniform(0.3, 0.7, 400)
     for seed in range(6):
         run = item_run("baseline", seed, (rng.random(p.size) < p).astype(float), task="arc_easy")
-        write_item_file(tmp_path / "aa" / f"b{seed}.parquet", run.items,
+        write_item_file(tmp_path / "aa" / f"b{seed}.parquet", run.units,
                         {"arm": "baseline", "seed": seed, "task": "arc_easy", "n_shot": 0, "metrics": ["acc"]})
     floor = gv.noise_floor(tmp_path / "aa", metric="acc")
     assert floor.floor.unit == "item" and floor.floor.setup["task"] == "arc_easy" and floor.seed.df == 5
     for arm, shift in (("baseline", 0.0), ("gatedv", 0.3)):
         run = item_run(arm, 9, (rng.random(p.size) < p + shift).astype(float), task="arc_easy")
-        write_item_file(tmp_path / "study" / f"{arm}.parquet", run.items,
+        write_item_file(tmp_path / "study" / f"{arm}.parquet", run.units,
                         {"arm": arm, "seed": 9, "task": "arc_easy", "n_shot": 0, "metrics": ["acc"]})
     result = gv.compare(tmp_path / "study", baseline_arm="baseline", variant_arm="gatedv", metric="acc",
                         noise_floor=floor)
-    assert result.verdict_text == "better" and result.n_seeds == 1
+    assert result.verdict_text == "better" and result.n_pairs == 1
     with pytest.raises(ParameterError, match="measured with metric loss, the study has acc"):
         gv.compare(tmp_path / "study", baseline_arm="baseline", variant_arm="gatedv", metric="acc",
                    noise_floor=gv.noise_floor(synthetic_runs(AA, n_docs=20, rng_seed=1)))

@@ -12,11 +12,11 @@ from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare
 from gatedv_stats.analysis.plan import plan
 from gatedv_stats.core.errors import ParameterError
-from gatedv_stats.pairing.items import pair_items, pair_tasks
-from gatedv_stats.pairing.losses import pair_runs, pair_with_reference
+from gatedv_stats.pairing.pair import pair_runs, pair_with_reference
 from gatedv_stats.stats.planning import Design
+from gatedv_stats.stats.scale import MetricScale
 from gatedv_stats.testing import synthetic_runs
-from item_runs import item_run, paired_runs
+from item_runs import item_run, pair_items, paired_runs
 
 KINDS = ("losses", "items")
 
@@ -60,11 +60,11 @@ def test_a_clearly_better_variant_is_better_and_the_swapped_arms_worse(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_verdicts_p_value_is_the_crossed_fits_t_test(kind):
     pair = paired(kind, 0.02)
-    fit = compare(pair).seed_document if kind == "losses" else compare(pair).interval
-    assert compare(pair).verdict.p_value == pytest.approx(2 * stats.t.sf(abs(fit.nll_diff_mean) / fit.se, fit.df))
+    fit = compare(pair).seed_document
+    assert compare(pair).verdict.p_value == pytest.approx(2 * stats.t.sf(abs(fit.estimate) / fit.se, fit.df))
     weights = pair.n_units / pair.n_units.sum()
     per_seed = ((pair.variant - pair.baseline) / pair.n_units) @ weights  # D_s by brute force
-    assert fit.nll_diff_mean == pytest.approx(per_seed.mean())
+    assert fit.estimate == pytest.approx(per_seed.mean())
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -81,12 +81,11 @@ def test_many_arms_verdicts_come_from_holm_adjusted_p_values(kind):
     if kind == "losses":
         pairs = pair_with_reference(loss_runs(-0.01, arms=arms), "baseline")
     else:
-        pairs = pair_tasks(item_scores(0.25, arms=arms), reference="baseline", metric="acc")
+        pairs = pair_with_reference(item_scores(0.25, arms=arms), "baseline", MetricScale(metric="acc"))
     result = compare_arms(pairs, n_permutations=100)
     raw = [compare(pair).verdict.p_value for pair in pairs]
     holm = multipletests(raw, method="holm")[1]
-    verdicts = ([row.verdict for row in result.arms] if kind == "losses" else
-                [row.verdict_text for row in result.results])
+    verdicts = result.to_frame()["verdict"].tolist()
     for verdict, p, pair in zip(verdicts, holm, pairs):
         difference = float(np.sum(pair.variant - pair.baseline))  # the sign of D, by brute force
         assert verdict == ("no detectable difference" if p > 0.05 else pair.scale.direction(difference))
@@ -98,7 +97,7 @@ def test_a_plan_needs_the_seeds_whose_design_reaches_the_power(kind):
     pair = paired(kind, 0.01, n_seeds=4)
     effect = 0.05
     result = plan(pair, effect)
-    fit = compare(pair).seed_document if kind == "losses" else compare(pair).interval
+    fit = compare(pair).seed_document
     weights = pair.n_units / pair.n_units.sum()
     design = Design(fit.seed_var, fit.doc_var or 0.0, fit.interaction_var or 0.0, float(np.sum(weights ** 2)),
                     pair.n_docs)

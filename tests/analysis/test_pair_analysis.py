@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gatedv_stats.analysis.pair import analyze, document_column
+from gatedv_stats.analysis.pair import analyze, unit_column
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.pairing.pair import pair_runs
 from gatedv_stats.stats.breakdowns import breakdown
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.seed_level import seed_uncertainty
@@ -22,18 +22,18 @@ def paired_with_domains(n_docs=24, unit="auto"):
     return pair_runs([r for r in runs if r.arm == "baseline"], [r for r in runs if r.arm == "gatedv"], unit=unit)
 
 
-def test_document_column_reads_the_pairs_columns_and_names_what_is_missing():
+def test_unit_column_reads_the_pairs_columns_and_names_what_is_missing():
     paired = paired_with_domains()
-    assert document_column(paired, "n_targets") is paired.n_units
-    assert list(document_column(paired, "domain")) == list(paired.doc_columns["domain"])
+    assert unit_column(paired, "n_targets") is paired.n_units
+    assert list(unit_column(paired, "domain")) == list(paired.doc_columns["domain"])
     with pytest.raises(InputError, match="^by: no document column 'topic' in the loss files "
                                          r"\(available: n_targets, domain, n_bytes\)$"):
-        document_column(paired, "topic")
+        unit_column(paired, "topic")
     per_byte = paired_with_domains(unit="byte")
     with pytest.raises(InputError, match="^by: a per-byte comparison has no n_targets column"):
-        document_column(per_byte, "n_targets")
+        unit_column(per_byte, "n_targets")
     with pytest.raises(InputError, match=r"available: domain, n_bytes\)$"):
-        document_column(per_byte, "topic")
+        unit_column(per_byte, "topic")
 
 
 def test_analyze_hands_the_pairs_arrays_to_the_statistics():

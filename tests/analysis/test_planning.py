@@ -13,7 +13,7 @@ from statsmodels.stats.anova import anova_lm
 
 from gatedv_stats.analysis.plan import plan
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.pairing.losses import pilot_pair
+from gatedv_stats.pairing.pair import pilot_pair
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats import planning as pl
 from gatedv_stats.testing import PopulationModel, simulate, synthetic_runs
@@ -162,7 +162,7 @@ def test_a_pilot_without_seed_variation_or_without_a_variant_says_which():
 
     runs = synthetic_runs({"baseline": [30.0, 30.0], "gatedv": [29.5, 29.5]}, n_docs=10, rng_seed=0)
     first_seed = {run.arm: run.docs for run in runs if run.seed == 0}
-    same = [replace(run, docs=first_seed[run.arm]) for run in runs]  # both seed pairs give the same losses
+    same = [replace(run, units=first_seed[run.arm]) for run in runs]  # both seed pairs give the same losses
     with pytest.raises(InputError, match=r"no variation in the loss difference across seeds \(every seed pair gives "
                                          r"the same difference\)"):
         plan(pilot_pair(same), 0.02)

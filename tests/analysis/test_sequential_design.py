@@ -156,7 +156,7 @@ def test_item_scores_are_decided_on_their_metric(tmp_path):
     for seed in range(5):
         for arm, shift in (("baseline", 0.0), ("gatedv", 0.25)):
             run = item_run(arm, seed, (rng.random(p.size) < p + shift).astype(float), task="arc_easy")
-            write_item_file(tmp_path / f"{arm}-{seed}.parquet", run.items,
+            write_item_file(tmp_path / f"{arm}-{seed}.parquet", run.units,
                             {"arm": arm, "seed": seed, "task": "arc_easy", "n_shot": 0, "metrics": ["acc"]})
     for n_seeds in range(2, 6):
         files = [tmp_path / f"{arm}-{seed}.parquet" for arm in ("baseline", "gatedv") for seed in range(n_seeds)]

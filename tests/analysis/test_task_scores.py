@@ -15,10 +15,11 @@ from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare
 from gatedv_stats.analysis.plan import plan as plan_study
 from gatedv_stats.core.errors import ParameterError
-from gatedv_stats.pairing.items import pair_items, pair_tasks
+from gatedv_stats.pairing.pair import pair_with_reference
 from gatedv_stats.stats.planning import Design
+from gatedv_stats.stats.scale import MetricScale
 from gatedv_stats.stats.tasks import macro_average, mcnemar_test
-from item_runs import paired_runs
+from item_runs import pair_items, paired_runs
 
 
 def study(n_seeds=4, n_items=60, shift=0.0, seed=0, **kwargs):
@@ -40,8 +41,8 @@ def test_balanced_case_matches_a_brute_force_two_way_anova():
     ms_item = s * np.sum((y.mean(axis=0) - grand) ** 2) / (n - 1)
     residual = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + grand
     ms_int = np.sum(residual ** 2) / ((s - 1) * (n - 1))
-    fit = result.interval
-    assert result.difference == pytest.approx(grand)
+    fit = result.seed_document
+    assert result.estimate == pytest.approx(grand)
     assert fit.interaction_var == pytest.approx(ms_int)
     assert fit.doc_var == pytest.approx(max((ms_item - ms_int) / s, 0.0))
     assert fit.seed_var == pytest.approx(max((ms_seed - ms_int) / n, 0.0))
@@ -73,9 +74,9 @@ def test_accuracy_differences_read_in_points():
 def test_sesoi_is_an_absolute_difference_in_the_metric_units():
     paired = study(n_seeds=5, n_items=2000, shift=0.0, seed=3)
     result = compare(paired, sesoi=0.05)
-    fit = result.interval
-    below = stats.t.sf((fit.nll_diff_mean + 0.05) / fit.se, fit.df)
-    above = stats.t.cdf((fit.nll_diff_mean - 0.05) / fit.se, fit.df)
+    fit = result.seed_document
+    below = stats.t.sf((fit.estimate + 0.05) / fit.se, fit.df)
+    above = stats.t.cdf((fit.estimate - 0.05) / fit.se, fit.df)
     assert result.verdict.tost_p_value == pytest.approx(max(below, above))
     assert result.verdict.equivalence_bounds == (-0.05, 0.05)
     assert result.verdict.verdict == "equivalent" and "within ±5.00 points" in result.verdict.explanation
@@ -99,10 +100,11 @@ def test_win_loss_tie_counts_are_of_seed_averaged_item_scores():
     assert (result.wins, result.losses, result.ties) == (np.sum(mean > 0), np.sum(mean < 0), np.sum(mean == 0))
 
 
-def test_one_seed_pair_gives_mcnemar_and_no_verdict_over_seeds():
+def test_one_seed_pair_gives_mcnemar_and_no_detectable_difference():
     paired = study(n_seeds=1, n_items=80, shift=0.15)
     result = compare(paired)
-    assert result.interval is None and result.verdict is None and result.permutation is None
+    assert result.seed_document is None and result.verdict is None and result.permutation is None
+    assert result.verdict_text == "no detectable difference" and "One seed pair" in result.verdict_explanation
     b = int(np.sum((paired.baseline[0] == 1) & (paired.variant[0] == 0)))
     c = int(np.sum((paired.baseline[0] == 0) & (paired.variant[0] == 1)))
     reference = mcnemar([[0, b], [c, 0]], exact=True)
@@ -119,7 +121,7 @@ def test_mcnemar_without_discordant_items_is_one():
 def test_clusters_are_the_sampled_units():
     subtasks = np.repeat([f"sub{k}" for k in range(10)], 6)
     result = compare(study(n_items=60, subtasks=subtasks), cluster="subtask")
-    assert result.interval.n_clusters == 10 and result.to_dict()["n_clusters"] == 10
+    assert result.seed_document.n_clusters == 10 and result.to_dict()["n_clusters"] == 10
     assert "items grouped into 10 clusters" in result.verdict.explanation
     assert math.isfinite(result.to_dict()["difference_se"])
 
@@ -132,23 +134,25 @@ def suite_pairs(shifts=(0.1, 0.0, 0.05), n_seeds=4, n_items=150):
         base = (rng.random((n_seeds, n_items)) < p).astype(float)
         var = (rng.random((n_seeds, n_items)) < p + shift).astype(float)
         runs += paired_runs(base, var, task=f"task{k}")
-    return pair_tasks(runs, reference="baseline", metric="acc")
+    return pair_with_reference(runs, "baseline", MetricScale(metric="acc"))
 
 
-def test_suite_verdicts_use_holm_across_tasks():
+def test_suite_verdicts_use_holm_across_tasks_beside_benjamini_hochberg():
     pairs = suite_pairs()
     suite = compare_arms(pairs)
-    raw = [compare(pair).interval.p_value for pair in pairs]
-    assert list(suite.p_values) == pytest.approx(raw)
-    assert list(suite.p_holm) == pytest.approx(multipletests(raw, method="holm")[1])
-    for result, holm in zip(suite.results, suite.p_holm):
-        assert result.verdict.p_value == holm
-        assert (result.verdict.verdict == "better") == (holm < 0.05 and result.difference > 0)
-    assert "macro-average over 3 tasks" in suite.summary()
+    raw = [compare(pair).seed_document.p_value for pair in pairs]
+    assert [arm.comparison.seed_document.p_value for arm in suite.arms] == pytest.approx(raw)
+    assert [arm.p_holm for arm in suite.arms] == pytest.approx(multipletests(raw, method="holm")[1])
+    assert [arm.p_bh for arm in suite.arms] == pytest.approx(multipletests(raw, method="fdr_bh")[1])
+    for arm in suite.arms:
+        result = arm.comparison
+        assert result.verdict.p_value == arm.p_holm
+        assert (result.verdict.verdict == "better") == (arm.p_holm < 0.05 and result.estimate > 0)
+    assert "macro-average over 3 tasks" in suite.summary() and "Benjamini–Hochberg" in suite.summary()
 
 
 def test_macro_average_of_one_task_is_that_task_interval():
-    fit = compare(suite_pairs()[0]).interval
+    fit = compare(suite_pairs()[0]).seed_document
     macro = macro_average([fit])
     assert macro.se == pytest.approx(fit.se) and macro.df == pytest.approx(fit.df)
     assert tuple(macro.confidence_interval) == pytest.approx(tuple(fit.confidence_interval))
@@ -156,7 +160,7 @@ def test_macro_average_of_one_task_is_that_task_interval():
 
 def test_macro_average_variance_is_the_seed_spread_of_macro_means_plus_the_item_terms():
     pairs = suite_pairs()
-    fits = [compare(pair).interval for pair in pairs]
+    fits = [compare(pair).seed_document for pair in pairs]
     macro = macro_average(fits)
     per_seed = np.mean([(pair.variant - pair.baseline).mean(axis=1) for pair in pairs], axis=0)
     s = per_seed.size
@@ -175,10 +179,10 @@ def test_macro_average_variance_is_the_seed_spread_of_macro_means_plus_the_item_
 def test_plan_in_points_recomputes_its_own_power():
     paired = suite_pairs(shifts=(0.03,))[0]
     plan = plan_study(paired, 0.05)
-    fit = compare(paired).interval
+    fit = compare(paired).seed_document
     design = Design(fit.seed_var, fit.doc_var or 0.0, fit.interaction_var or 0.0, 1.0 / paired.n_docs,
                     paired.n_docs)
-    for seeds, items in plan.items_required.items():
+    for seeds, items in plan.units_required.items():
         if items is not None:
             assert design.power(0.05, seeds, 0.05, items) >= 0.8 > design.power(0.05, seeds, 0.05, items - 1)
     assert plan.seeds_required is None or design.power(0.05, plan.seeds_required, 0.05) >= 0.8

@@ -3,11 +3,15 @@ shown, errors name parameters, and every public name is documented and typed."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import inspect
 import json
+import re
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -17,7 +21,7 @@ import pytest
 import gatedv_stats as gv
 from gatedv_stats.io.jsonout import strict_json
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.testing import synthetic_runs
+from gatedv_stats.testing import example_study, synthetic_runs
 from helpers import invoke, invoke_json
 
 PPLS = {"baseline": [30.0, 30.6, 30.2], "gatedv": [29.5, 30.3, 29.8], "q-silu": [30.3, 30.8, 30.55]}
@@ -102,7 +106,7 @@ def test_paired_losses_from_a_long_frame_and_from_arrays():
     assert by_frame.delta_p == by_runs.delta_p and by_frame.verdict_text == by_runs.verdict_text
     by_arrays = gv.compare(baseline=paired.baseline, variant=paired.variant, n_targets=paired.n_units,
                            variant_arm="gatedv", n_resamples=200)
-    assert by_arrays.nll_diff_mean == pytest.approx(by_runs.nll_diff_mean, rel=1e-12)
+    assert by_arrays.estimate == pytest.approx(by_runs.estimate, rel=1e-12)
     with pytest.raises(gv.InputError, match="frame: a long table needs the columns arm and seed"):
         gv.pair(frame.drop(columns="seed"))
 
@@ -176,3 +180,106 @@ def test_arms_takes_the_old_name_of_its_sign_vectors_with_a_deprecation_warning(
     assert old.to_dict() == gv.arms(runs_dir, reference="baseline", n_permutations=300).to_dict()
     with pytest.raises(gv.ParameterError, match="give n_permutations or its deprecated name n_resamples, not both"):
         gv.arms(runs_dir, reference="baseline", n_resamples=300, n_permutations=300)
+
+
+def test_dir_lists_the_public_names_only():
+    import gatedv_stats.api
+    import gatedv_stats.results  # noqa: F401 (submodules imported become attributes of the package)
+
+    assert gv.sequential is gatedv_stats.api.sequential  # with the other calls: no module named after a command
+    assert not Path(gatedv_stats.api.__file__).with_name("decide.py").exists()
+    public = sorted(name for name in gv.__all__ if not name.startswith("__"))
+    assert [name for name in dir(gv) if not name.startswith("__")] == public
+    assert "__version__" in dir(gv) and "__all__" in dir(gv)
+    with pytest.warns(DeprecationWarning, match="TaskPlanResult is deprecated"):
+        assert gv.TaskPlanResult is gv.PlanResult
+    assert "TaskPlanResult" not in dir(gv)
+
+
+def _numpydoc_names() -> list[str]:
+    """Every public name of `gv`, and the public methods of `gv.Ledger`."""
+    names = [name for name in gv.__all__ if name != "__version__"]
+    return names + [f"Ledger.{attr}" for attr, member in vars(gv.Ledger).items()
+                    if not attr.startswith("_") and inspect.isfunction(member)]
+
+
+def _sections(docstring: str) -> dict[str, str]:
+    """The numpydoc sections of a docstring (a heading underlined by dashes), each its text."""
+    lines = inspect.cleandoc(docstring).splitlines()
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line, following in zip(lines, [*lines[1:], ""]):
+        if line.strip() and set(following.strip()) == {"-"} and len(following.strip()) == len(line.strip()):
+            current = sections.setdefault(line.strip(), [])
+        elif current is not None and not (set(line.strip()) == {"-"} and current == []):
+            current.append(line)
+    return {name: "\n".join(text) for name, text in sections.items()}
+
+
+def _documented_parameters(section: str) -> list[list[str]]:
+    """The names a Parameters section documents, in the groups it documents them (its unindented lines: `name`,
+    `a, b` or `name : type`)."""
+    return [[name.strip() for name in line.split(":")[0].split(",")] for line in section.splitlines()
+            if line and not line[0].isspace()]
+
+
+@pytest.mark.parametrize("name", _numpydoc_names())
+def test_every_public_name_has_numpydoc_sections_and_its_examples_run(name, tmp_path):
+    value: typing.Any = gv
+    for part in name.split("."):
+        value = getattr(value, part)
+    sections = _sections(inspect.getdoc(value) or "")
+    try:
+        parameters = [p for p in inspect.signature(value).parameters if p not in ("self", "cls")]
+    except ValueError:  # an exception class of the builtin constructor takes its message alone
+        parameters = []
+    if parameters:
+        assert "Parameters" in sections, f"{name}: no Parameters section"
+        groups = _documented_parameters(sections["Parameters"])
+        documented = [parameter for group in groups for parameter in group]
+        assert sorted(documented) == sorted(parameters), f"{name}: Parameters documents {documented}"
+        # the reference shows a group of names with one type (the first's): only names of one type share an entry
+        signature = inspect.signature(value).parameters
+        mixed = [group for group in groups if len({str(signature[p].annotation) for p in group}) > 1]
+        assert not mixed, f"{name}: parameters of different types documented together: {mixed}"
+    if not inspect.isclass(value):
+        assert "Returns" in sections, f"{name}: no Returns section"
+    assert "Examples" in sections, f"{name}: no Examples section"
+    test = doctest.DocTestParser().get_doctest(sections["Examples"], {"gv": gv, "example_study": example_study,
+                                                                      "tmp_dir": tmp_path}, name, None, 0)
+    assert test.examples, f"{name}: its Examples section holds no example"
+    failures: list[str] = []
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test, out=failures.append)
+    assert runner.failures == 0, "".join(failures)
+
+
+API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def _rendered_by_the_api_page() -> dict[int, str]:
+    """The objects docs/api.md renders through mkdocstrings (`::: path`, its `members` option), by identity: a
+    class or function directive renders itself, a module its members (`members: [...]`, else its `__all__`)."""
+    rendered: dict[int, str] = {}
+    for match in re.finditer(r"^::: ([\w.]+)\n((?:[ \t]+.*\n)*)", API_PAGE.read_text(), flags=re.MULTILINE):
+        path, options = match.group(1), match.group(2)
+        module_name, _, attr = path.rpartition(".")
+        try:
+            value = importlib.import_module(path)
+        except ModuleNotFoundError:
+            value = getattr(importlib.import_module(module_name), attr)
+        rendered[id(value)] = path
+        if inspect.ismodule(value):
+            listed = re.search(r"members:\s*\[([^\]]*)\]", options)
+            if re.search(r"members:\s*false", options):
+                continue
+            members = ([name.strip().strip("\"'") for name in listed.group(1).split(",")] if listed else
+                       list(value.__all__))
+            rendered.update({id(getattr(value, member)): f"{path}.{member}" for member in members})
+    return rendered
+
+
+def test_the_api_page_renders_every_public_name():
+    rendered = _rendered_by_the_api_page()
+    missing = [name for name in gv.__all__ if name != "__version__" and id(getattr(gv, name)) not in rendered]
+    assert not missing, f"docs/api.md renders no mkdocstrings directive for {missing}"

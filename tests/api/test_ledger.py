@@ -127,7 +127,7 @@ def test_item_scores_one_seed_pairs_and_noise_floors(study, tmp_path):
     for arm, shift in (("baseline", 0.0), ("gatedv", 0.2)):
         for seed in range(3):
             run = item_run(arm, seed, (rng.random(120) < p + shift).astype(float))
-            write_item_file(tmp_path / f"{arm}-{seed}.parquet", run.items,
+            write_item_file(tmp_path / f"{arm}-{seed}.parquet", run.units,
                             {"arm": arm, "seed": seed, "task": "hellaswag", "n_shot": 0, "metrics": ["acc"]})
     ledger = gv.Ledger(tmp_path / "tasks.ledger")
     entry = ledger.add(sorted(tmp_path.glob("gatedv-*")), against=sorted(tmp_path.glob("baseline-*")), metric="acc")

@@ -35,8 +35,8 @@ def test_analyze_json_on_a_suite_has_a_verdict_per_task_and_a_macro_average(task
                     "--json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert [row["task"] for row in data["tasks"]] == ["arc_easy", "hellaswag"]
-    assert all(row["p_holm"] >= row["p_value"] for row in data["tasks"])
+    assert [row["task"] for row in data["arms"]] == ["arc_easy", "hellaswag"]
+    assert all(row["p_holm"] >= row["p_value"] for row in data["arms"])
     assert data["macro_average"][0]["n_tasks"] == 2
 
 
@@ -51,7 +51,7 @@ def test_arms_adjusts_across_arms_and_tasks(tmp_path):
     folder = write_tasks(tmp_path / "runs", arms=("baseline", "v2", "v10"), n_items=40)
     result = invoke("arms", folder, "--reference", "baseline", "--metric", "acc", "--json")
     assert result.exit_code == 0, result.stderr
-    rows = json.loads(result.stdout)["tasks"]
+    rows = json.loads(result.stdout)["arms"]
     assert [(row["variant_arm"], row["task"]) for row in rows] == [
         ("v2", "arc_easy"), ("v10", "arc_easy"), ("v2", "hellaswag"), ("v10", "hellaswag")]
 
@@ -75,11 +75,11 @@ def test_a_loss_file_with_metric_and_an_item_file_without_it_are_refused(tasks, 
     assert_input_error(invoke("arms", tasks, "--reference", "baseline"), "holds item-score files", "--metric NAME")
 
 
-def test_files_of_one_arm_on_both_sides_are_named_not_the_flags_not_given(tasks):
+def test_files_of_one_arm_on_both_sides_pair_by_seed_as_loss_files_do(tasks):
     baseline = one_task(tasks, "arc_easy", "baseline")
     result = invoke("bootstrap", "--metric", "acc", "--baseline", baseline[0], "--variant", baseline[1])
-    assert_input_error(result, f"{baseline[0]} (baseline) and {baseline[1]} (variant) are both item scores of arm "
-                       "'baseline'", "give the other arm's files")
+    assert_input_error(result, "task arc_easy: no training seed is shared by baseline (0) and baseline (1)",
+                       "runs pair by the seed recorded in their files")
     assert "--baseline-arm" not in result.stderr
 
 
@@ -89,7 +89,7 @@ def test_a_missing_metric_is_one_error_line(tasks):
 
 
 @pytest.mark.parametrize(("command", "option"), [("bootstrap", ["--samples", "500"]), ("bootstrap", ["--unit", "byte"]),
-                                                 ("analyze", ["--by", "domain"]), ("arms", ["--seed", "3"])])
+                                                 ("arms", ["--seed", "3"])])
 def test_a_loss_file_option_with_metric_is_refused_not_ignored(tasks, command, option):
     flag = option[0]
     pair = ["--baseline", *one_task(tasks, "arc_easy", "baseline"), "--variant", *one_task(tasks, "arc_easy", "gatedv")]

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import gatedv_stats as gv
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.pairing.losses import load_paired
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.resampling import document_bootstrap
@@ -45,7 +45,7 @@ def test_analyze_json_keeps_the_bootstrap_object_and_adds_the_reviewer_statistic
     bootstrap = json.loads(invoke("bootstrap", *common, "--json").stdout)
     assert payload["comparison"] == bootstrap
 
-    paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
+    paired = gv.pair(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
     d = metrics.document_differences(paired.baseline, paired.variant)
     bca = document_bootstrap(d, paired.n_units, n_resamples=300, rng_seed=7, method="bca")
     assert payload["bca_interval"] == pytest.approx(list(bca.confidence_interval), rel=1e-12)
@@ -195,7 +195,7 @@ def test_reviewer_report_section_renders_through_the_report_templates(run_dir, t
     assert [figure.key for figure in section.figures] == ["forest-dev"]
     report = ReportData(title="t", subtitle="s", version="0", reference=analysis.reference, sections=(section,))
     text = render_report(report, tmp_path / "report.md", "md").read_text(encoding="utf-8")
-    paired = load_paired(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
+    paired = gv.pair(baseline=files(run_dir, "baseline"), variant=files(run_dir, "gatedv"))
     expected = analyze(paired, n_resamples=200, rng_seed=3, by=("domain",))
     gatedv_row = next(line for line in text.splitlines() if line.startswith("| gatedv |"))
     interval = expected.seed_level.bootstrap.confidence_interval

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import gatedv_stats as gv
 from gatedv_stats.io.lossfiles import write_loss_file
-from gatedv_stats.pairing.losses import load_paired
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import cluster_sums
 from gatedv_stats.stats.resampling import document_bootstrap
@@ -48,7 +48,7 @@ def test_bootstrap_json_carries_the_verdict_and_the_seed_and_document_interval(t
     result = invoke("bootstrap", *pair_args(paths), "--samples", "300", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    paired = gv.pair(baseline=paths["baseline"], variant=paths["variant"])
     expected = seed_document_interval(paired.baseline, paired.variant, paired.n_units)
     assert payload["nll_diff_seed_document_ci"] == pytest.approx(list(expected.confidence_interval), rel=1e-12)
     assert payload["nll_diff_seed_document_df"] == pytest.approx(expected.df)
@@ -70,7 +70,7 @@ def test_clusters_resample_domains_and_carry_the_document_variance(tmp_path):
     paths = write_study(tmp_path)
     payload = json.loads(invoke("bootstrap", *pair_args(paths), "--cluster", "domain", "--samples", "300",
                                 "--json").stdout)
-    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    paired = gv.pair(baseline=paths["baseline"], variant=paths["variant"])
     labels = paired.doc_columns["domain"].to_numpy()
     sums = cluster_sums(metrics.document_differences(paired.baseline, paired.variant), paired.n_units, labels)
     expected = document_bootstrap(sums.values, sums.n_units, n_resamples=300)
@@ -108,11 +108,11 @@ def test_runs_evaluated_differently_are_refused_unless_allowed(tmp_path, field, 
 def test_different_tokenizers_are_compared_per_byte(tmp_path):
     paths = write_study(tmp_path, meta={"tokenizer_sha256": "c" * 64}, variant_meta={"tokenizer_sha256": "d" * 64})
     payload = json.loads(invoke("bootstrap", *pair_args(paths), "--samples", "100", "--json").stdout)
-    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    paired = gv.pair(baseline=paths["baseline"], variant=paths["variant"])
     assert paired.unit == "byte" and list(paired.n_units) == list(paired.doc_columns["n_bytes"])
     expected = seed_document_interval(paired.baseline, paired.variant, paired.doc_columns["n_bytes"].to_numpy())
     assert payload["unit"] == "byte"
-    assert payload["bits_per_byte_diff"] == pytest.approx(expected.nll_diff_mean / math.log(2), rel=1e-12)
+    assert payload["bits_per_byte_diff"] == pytest.approx(expected.estimate / math.log(2), rel=1e-12)
     assert payload["bits_per_byte_diff_ci"] == pytest.approx([end / math.log(2)
                                                               for end in expected.confidence_interval])
     assert any("tokenizers differ" in note for note in payload["notes"])
@@ -186,7 +186,7 @@ def test_one_cluster_gives_the_paired_t_over_seeds_for_that_cluster(tmp_path):
     result = invoke("bootstrap", *pair_args(paths), "--cluster", "domain", "--samples", "300", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    paired = load_paired(baseline=paths["baseline"], variant=paths["variant"])
+    paired = gv.pair(baseline=paths["baseline"], variant=paths["variant"])
     per_seed = (paired.variant - paired.baseline).sum(axis=1) / paired.n_units.sum()
     expected = stats.ttest_1samp(per_seed, 0.0).confidence_interval(0.95)
     assert payload["nll_diff_seed_document_ci"] == pytest.approx([expected.low, expected.high], rel=1e-9)

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-import gatedv_stats.io.lossfiles as lossfiles
+import gatedv_stats.io.runfiles as runfiles
 from conftest import REQUIRE_SYSTEM_TOOLS, require_program
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.lossfiles import MAX_TARGET_NLL, validate_docs, write_loss_file
@@ -87,7 +87,7 @@ def _denied(root: Path, monkeypatch) -> Path:
             raise PermissionError(13, "Permission denied", str(where))
         return original(where, *args, **kwargs)
 
-    monkeypatch.setattr(lossfiles.pq, "read_schema", read_schema)
+    monkeypatch.setattr(runfiles.pq, "read_schema", read_schema)
     return path
 
 

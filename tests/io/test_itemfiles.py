@@ -13,7 +13,8 @@ import pytest
 
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.itemfiles import ITEM_FORMAT, is_item_file, read_item_file, read_item_inputs, write_item_file
-from gatedv_stats.io.lossfiles import SkippedFile, write_loss_file
+from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.io.runfiles import SkippedFile
 
 META = {"arm": "a", "seed": 3, "task": "toy_mc", "n_shot": 2, "task_config_sha256": "c" * 64}
 
@@ -28,10 +29,11 @@ def test_a_written_file_reads_back_with_its_metadata(tmp_path):
     path = tmp_path / "a.parquet"
     write_item_file(path, _items(), {**META, "model": "tiny"})
     (run,) = read_item_inputs([path])
-    assert (run.path, run.arm, run.seed, run.task, run.n_shot) == (str(path), "a", 3, "toy_mc", 2)
-    assert run.metrics == ("acc", "gold_margin") and run.higher_is_better == {"acc": True, "gold_margin": True}
-    assert list(run.items.columns) == ["doc_id", "acc", "gold_margin", "subtask", "doc_hash"]
-    np.testing.assert_array_equal(run.items["gold_margin"], [0.5, -1.25, 2.0])
+    assert (run.source, run.arm, run.seed, run.task, run.meta['n_shot']) == (str(path), "a", 3, "toy_mc", 2)
+    assert tuple(run.meta["metrics"]) == ("acc", "gold_margin")
+    assert run.meta["higher_is_better"] == {"acc": True, "gold_margin": True}
+    assert list(run.units.columns) == ["doc_id", "acc", "gold_margin", "subtask", "doc_hash"]
+    np.testing.assert_array_equal(run.units["gold_margin"], [0.5, -1.25, 2.0])
     assert run.meta["format"] == ITEM_FORMAT and run.meta["model"] == "tiny"
     assert run.meta["task_config_sha256"] == "c" * 64 and is_item_file(path)
 
@@ -47,10 +49,10 @@ def test_csv_with_a_sidecar_or_constant_columns_and_a_long_table(tmp_path):
                for task in ("t1", "t2")]).to_csv(long, index=False)
     runs = read_item_inputs([sidecar, constant, long])
     assert [(run.arm, run.seed, run.task) for run in runs[:2]] == [("a", 3, "toy_mc"), ("b", 4, "toy_mc")]
-    assert len(runs) == 10 and runs[2].path == f"{long}[arm=a,seed=1,task=t1]"
-    assert all(run.metrics == ("acc", "gold_margin") and run.items["doc_id"].tolist() == ["0", "1", "2"]
+    assert len(runs) == 10 and runs[2].source == f"{long}[arm=a,seed=1,task=t1]"
+    assert all(tuple(run.meta['metrics']) == ("acc", "gold_margin") and run.units["doc_id"].tolist() == ["0", "1", "2"]
                for run in runs)
-    assert runs[1].n_shot is None
+    assert runs[1].meta['n_shot'] is None
 
 
 def test_a_directory_holds_item_files_and_loss_files_apart(tmp_path):
@@ -97,10 +99,10 @@ def test_bad_items_are_refused_naming_the_row_and_field(tmp_path, change, messag
     ("doc_id,acc,arm\n0,1,b\n", META, "arm is 'a' in one place and 'b' in another"),
     ("doc_id,acc\n0,1\n", {"arm": "a", "seed": 1}, "no 'task' recorded"),
     ("doc_id,acc\n0,1\n", {**META, "seed": -1}, "seed"),
-    ("doc_id,score\n0,1\n", META, "no higher_is_better for metric 'score'"),
+    ("doc_id,score\n0,1\n", META, "no direction for the metric 'score'"),
     ("doc_id,acc\n0,1\n", {**META, "format": "gatedv-other/1"}, "is not an item-score file"),
     ("doc_id,acc\n0,1\n", {**META, "metrics": ["acc", "f1"]}, "metric 'f1' has no column"),
-    ("doc_id,acc,arm\n0,1,a\n1,1,b\n", {"seed": 1}, "a.csv[arm=a]: no 'task' recorded"),
+    ("doc_id,acc,arm\n0,1,a\n1,1,b\n", {"seed": 1}, "a.csv: column 'arm' is metadata and must hold one value"),
 ])
 def test_bad_files_are_refused_in_one_line(tmp_path, frame, sidecar, message):
     path = tmp_path / "a.csv"

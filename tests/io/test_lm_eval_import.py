@@ -82,7 +82,7 @@ def test_logs_of_other_task_types_become_item_score_files(harness, tmp_path, kin
     out = tmp_path / "x.parquet"
     assert _ok("import", "lm-eval", harness[kind], "--arm", "a", "--out", out).stderr == ""  # checked, no warning
     (run,) = read_item_inputs([out])
-    assert run.task == f"gatedv_{kind}" and run.items["doc_id"].tolist() == harness["heldout"].doc_ids
+    assert run.task == f"gatedv_{kind}" and run.units["doc_id"].tolist() == harness["heldout"].doc_ids
     assert run.meta["doc_id_field"] == "doc.id"
 
 
@@ -262,9 +262,9 @@ def test_a_multiple_choice_log_gives_acc_and_the_gold_choice_loglikelihood_and_m
     result = _ok("import", "lm-eval", log, "--arm", "a", "--seed", "2", "--out", tmp_path / "mc.parquet")
     assert "no results file beside it" in result.stderr
     (run,) = read_item_inputs([tmp_path / "mc.parquet"])
-    assert (run.arm, run.seed, run.task, run.n_shot) == ("a", 2, "mc", None)
-    assert run.metrics == ("acc", "acc_norm", "gold_loglik", "gold_margin")
-    items = run.items
+    assert (run.arm, run.seed, run.task, run.meta['n_shot']) == ("a", 2, "mc", None)
+    assert tuple(run.meta['metrics']) == ("acc", "acc_norm", "gold_loglik", "gold_margin")
+    items = run.units
     assert items["doc_id"].tolist() == ["0", "1", "2"] and items["doc_hash"].tolist() == ["d0", "d1", "d2"]
     assert items["acc"].tolist() == [0.0, 1.0, 1.0]
     assert items["gold_loglik"].tolist() == [-2.0, -1.25, -0.5]
@@ -276,8 +276,8 @@ def test_a_loglikelihood_log_gives_is_greedy_and_the_loglikelihood(tmp_path):
     log = write_log(tmp_path / "ll.jsonl", [ll_line(0, -4.5, True), ll_line(1, -9.25, False)])
     _ok("import", "lm-eval", log, "--arm", "a", "--out", tmp_path / "ll.parquet")
     (run,) = read_item_inputs([tmp_path / "ll.parquet"])
-    assert run.metrics == ("acc", "loglik")
-    assert run.items["acc"].tolist() == [1.0, 0.0] and run.items["loglik"].tolist() == [-4.5, -9.25]
+    assert tuple(run.meta['metrics']) == ("acc", "loglik")
+    assert run.units["acc"].tolist() == [1.0, 0.0] and run.units["loglik"].tolist() == [-4.5, -9.25]
 
 
 def test_a_generation_log_of_two_filters_names_metrics_by_filter(tmp_path):
@@ -285,9 +285,9 @@ def test_a_generation_log_of_two_filters_names_metrics_by_filter(tmp_path):
              gen_line(1, "strip", 1.0)]
     _ok("import", "lm-eval", write_log(tmp_path / "g.jsonl", lines), "--arm", "a", "--out", tmp_path / "g.parquet")
     (run,) = read_item_inputs([tmp_path / "g.parquet"])
-    assert run.metrics == ("exact_match,raw", "exact_match,strip")
-    assert run.items["exact_match,raw"].tolist() == [0.0, 1.0] and run.items["exact_match,strip"].tolist() == [1, 1]
-    assert run.higher_is_better == {"exact_match,raw": True, "exact_match,strip": True}
+    assert tuple(run.meta['metrics']) == ("exact_match,raw", "exact_match,strip")
+    assert run.units["exact_match,raw"].tolist() == [0.0, 1.0] and run.units["exact_match,strip"].tolist() == [1, 1]
+    assert run.meta['higher_is_better'] == {"exact_match,raw": True, "exact_match,strip": True}
 
 
 def test_a_results_directory_imports_every_task_and_a_group_in_one_call(tmp_path):
@@ -303,13 +303,13 @@ def test_a_results_directory_imports_every_task_and_a_group_in_one_call(tmp_path
                                                                          "roll.parquet"]
     runs = {run.task: run for run in read_item_inputs([tmp_path / "imported"])}
     group = runs["grp"]
-    assert group.items["doc_id"].tolist() == ["sub_a/0", "sub_a/1", "sub_b/0", "sub_b/1"]
-    assert group.items["subtask"].tolist() == ["sub_a", "sub_a", "sub_b", "sub_b"]
-    assert group.items["acc"].tolist() == [0.0, 1.0, 1.0, 0.0] and group.meta["subtasks"] == ["sub_a", "sub_b"]
+    assert group.units["doc_id"].tolist() == ["sub_a/0", "sub_a/1", "sub_b/0", "sub_b/1"]
+    assert group.units["subtask"].tolist() == ["sub_a", "sub_a", "sub_b", "sub_b"]
+    assert group.units["acc"].tolist() == [0.0, 1.0, 1.0, 0.0] and group.meta["subtasks"] == ["sub_a", "sub_b"]
     configs = json.loads((run_dir / f"results_{DATE}.json").read_text())["configs"]
     expected = hashlib.sha256(json.dumps({k: v for k, v in configs["mc"].items() if k != "metadata"},
                                          sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    assert runs["mc"].meta["task_config_sha256"] == expected and runs["mc"].n_shot == 0
+    assert runs["mc"].meta["task_config_sha256"] == expected and runs["mc"].meta['n_shot'] == 0
     assert read_loss_file(tmp_path / "imported" / "roll.parquet").meta["scoring"] == "bos"
     # The single-file form finds the results file beside the log and checks against it.
     assert _ok("import", "lm-eval", run_dir / f"samples_mc_{DATE}.jsonl", "--arm", "a", "--out",

@@ -76,7 +76,7 @@ def test_an_item_file_whose_scores_changed_is_refused(tmp_path):
     path = tmp_path / "task.parquet"
     items = pd.DataFrame({"doc_id": ["0", "1", "2"], "acc": [1.0, 0.0, 1.0]})
     write_item_file(path, items, {"arm": "a", "seed": 3, "task": "toy"})
-    assert read_item_file(path)[0].items["acc"].tolist() == [1.0, 0.0, 1.0]
+    assert read_item_file(path)[0].units["acc"].tolist() == [1.0, 0.0, 1.0]
     rewrite_parquet(path, with_value("acc", 1, 1.0))
     with pytest.raises(InputError, match=rf"^{path}: damaged: its content does not match"):
         read_item_file(path)

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.pairing.items import pair_items, pair_tasks
-from item_runs import item_run, paired_runs
+from gatedv_stats.pairing.pair import pair_families, pair_with_reference, pilot_pair
+from gatedv_stats.stats.scale import MetricScale
+from item_runs import item_run, pair_items, paired_runs
 
 RNG = np.random.default_rng(0)
 BASE = RNG.integers(0, 2, (3, 12)).astype(float)
@@ -21,7 +22,7 @@ def pair(runs, **kwargs):
 
 
 def shuffled(run, seed):
-    return dataclasses.replace(run, items=run.items.sample(frac=1.0, random_state=seed).reset_index(drop=True))
+    return dataclasses.replace(run, units=run.units.sample(frac=1.0, random_state=seed).reset_index(drop=True))
 
 
 def test_arrays_follow_sorted_seeds_and_item_ids_whatever_the_input_order():
@@ -45,9 +46,9 @@ def test_grouping_columns_travel_with_their_items():
 @pytest.mark.parametrize("column", ["doc_hash", "prompt_hash", "target_hash"])
 def test_a_differing_hash_names_the_item_and_the_field(column):
     runs = paired_runs(BASE, VAR)
-    items = runs[4].items.copy()
+    items = runs[4].units.copy()
     items.loc[5, column] = "other"
-    runs[4] = dataclasses.replace(runs[4], items=items)
+    runs[4] = dataclasses.replace(runs[4], units=items)
     with pytest.raises(InputError, match=f"{column} differs for 1 items .* item005.*allow_mismatch {column}"):
         pair(runs)
     assert any(column in note for note in pair(runs, allow_mismatch=(column,)).notes)
@@ -99,12 +100,15 @@ def test_metric_and_direction_are_checked():
         pair(runs)
 
 
-def test_several_tasks_need_a_choice_and_pair_tasks_pairs_each():
+def test_several_tasks_are_paired_each_and_a_pilot_needs_one():
     runs = paired_runs(BASE, VAR) + paired_runs(VAR, BASE, task="arc_easy")
-    with pytest.raises(InputError, match="several tasks \\(arc_easy, hellaswag\\)"):
-        pair(runs)
-    assert pair(runs, task="arc_easy").task == "arc_easy"
-    pairs = pair_tasks(runs, reference="baseline", metric="acc")
+    pairs = pair_families([run for run in runs if run.arm == "baseline"], [run for run in runs if run.arm == "gatedv"],
+                          MetricScale(metric="acc"))
+    assert [paired.task for paired in pairs] == ["arc_easy", "hellaswag"]
+    np.testing.assert_array_equal(pairs[0].baseline, VAR)
+    with pytest.raises(InputError, match="the pilot holds several tasks \\(arc_easy, hellaswag\\)"):
+        pilot_pair(runs, MetricScale(metric="acc"))
+    pairs = pair_with_reference(runs, "baseline", MetricScale(metric="acc"))
     assert [(p.task, p.variant_arm) for p in pairs] == [("arc_easy", "gatedv"), ("hellaswag", "gatedv")]
-    with pytest.raises(InputError, match="no item scores of arm 'x'"):
-        pair_tasks(runs, reference="x", metric="acc")
+    with pytest.raises(ParameterError, match="reference: no runs of arm 'x'"):
+        pair_with_reference(runs, "x", MetricScale(metric="acc"))

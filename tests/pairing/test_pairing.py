@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.io.lossfiles import LossRun
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.io.runfiles import Run
+from gatedv_stats.pairing.pair import pair_runs
 
 
-def make_run(arm: str, seed: int, n_docs: int = 8, *, order_seed: int = 0, n_bytes: bool = False) -> LossRun:
+def make_run(arm: str, seed: int, n_docs: int = 8, *, order_seed: int = 0, n_bytes: bool = False) -> Run:
     rng = np.random.default_rng(1000 * seed + len(arm))
     docs = pd.DataFrame({"doc_id": [f"doc{i:02d}" for i in range(n_docs)],
                          "n_targets": np.arange(n_docs, dtype=np.int64) + 100,
@@ -19,7 +19,7 @@ def make_run(arm: str, seed: int, n_docs: int = 8, *, order_seed: int = 0, n_byt
     if n_bytes:
         docs["n_bytes"] = np.arange(n_docs, dtype=np.int64) * 3 + 400
     docs = docs.sample(frac=1.0, random_state=order_seed).reset_index(drop=True)
-    return LossRun(arm=arm, seed=seed, docs=docs, meta={"arm": arm, "seed": seed}, source=f"{arm}-{seed}",
+    return Run(arm=arm, seed=seed, units=docs, meta={"arm": arm, "seed": seed}, source=f"{arm}-{seed}",
                    sha256=f"sha-{arm}-{seed}")
 
 
@@ -67,8 +67,8 @@ def test_duplicate_seeds_and_mixed_arms_are_errors():
 
 
 def test_an_arm_evaluated_on_several_sets_asks_for_eval_set_and_different_sets_for_allow_mismatch():
-    def on(eval_set: str, run: LossRun) -> LossRun:
-        return LossRun(arm=run.arm, seed=run.seed, docs=run.docs, meta={**run.meta, "eval_set": eval_set},
+    def on(eval_set: str, run: Run) -> Run:
+        return Run(arm=run.arm, seed=run.seed, units=run.docs, meta={**run.meta, "eval_set": eval_set},
                        source=f"{run.source}-{eval_set}", sha256=run.sha256)
 
     baseline = [on(eval_set, make_run("baseline", seed)) for seed in (1, 2) for eval_set in ("dev", "heldout")]

@@ -33,7 +33,7 @@ def test_the_section_lists_each_task_with_its_interval_verdict_and_the_macro_ave
     tasks = [cells[0].text for cells in table.groups[0].rows]
     assert tasks == ["arc_easy", "hellaswag"] and table.groups[1].label == "Macro-average over tasks"
     assert "%" in table.groups[0].rows[0][4].text and "points" in table.caption
-    assert table.groups[0].rows[0][8].text == analysis.tasks.results[0].verdict_text
+    assert table.groups[0].rows[0][8].text == analysis.tasks.arms[0].comparison.verdict_text
     assert section.figures[0].key == "tasks-forest" and section.figures[0].spec["facet"]
     text = write_report([tmp_path], tmp_path / "report.md", "md").read_text()
     assert "Downstream tasks" in text and "macro-average" in text
@@ -54,13 +54,13 @@ def test_metric_chooses_the_tasks_metric_and_a_metric_not_every_file_has_is_one_
     root = experiment(tmp_path / "exp", True)
     for path in sorted((root / "tasks").glob("*.parquet")):  # a second metric beside acc
         (run,) = read_item_file(path)
-        items = run.items.assign(gold_loglik=-1.0 - run.items["acc"])
+        items = run.units.assign(gold_loglik=-1.0 - run.units["acc"])
         write_item_file(path, items, {**run.meta, "arm": run.arm, "seed": run.seed, "task": run.task, "n_shot": 0,
                                       "metrics": ["acc", "gold_loglik"]})
     inputs = discover_inputs([root])
     assert analyze_experiment(inputs).tasks.metric == "acc"
     chosen = analyze_experiment(inputs, AnalysisSettings(metric="gold_loglik")).tasks
-    assert chosen.metric == "gold_loglik" and all(result.metric == "gold_loglik" for result in chosen.results)
+    assert chosen.metric == "gold_loglik" and all(row.comparison.metric == "gold_loglik" for row in chosen.arms)
     assert_input_error(invoke("report", root, "--out", tmp_path / "r.md", "--metric", "acc_norm"),
                        "--metric", "'acc_norm' is not a metric of every item-score file", "acc, gold_loglik")
     no_items = experiment(tmp_path / "losses-only", False)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.pairing.pair import pair_runs
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.breakdowns import OTHER, breakdown
 from gatedv_stats.stats.resampling import document_bootstrap
@@ -38,12 +38,12 @@ def test_each_group_matches_the_statistic_and_bootstrap_on_its_own_documents():
     for index, group in enumerate(result.groups):
         members = labels == group.group
         assert group.n_docs == members.sum()
-        assert group.nll_diff_mean == pytest.approx(d[members].sum() / paired.n_units[members].sum(), rel=1e-12)
+        assert group.estimate == pytest.approx(d[members].sum() / paired.n_units[members].sum(), rel=1e-12)
         expected = document_bootstrap(d[members], paired.n_units[members], n_resamples=300, rng_seed=4 + index)
         assert group.confidence_interval == pytest.approx(expected.confidence_interval, rel=1e-12)
         assert group.bootstrap_seed == 4 + index
     # the token-weighted group D's average back to the overall D
-    total = sum(group.nll_diff_mean * group.n_units for group in result.groups) / paired.n_units.sum()
+    total = sum(group.estimate * group.n_units for group in result.groups) / paired.n_units.sum()
     assert total == pytest.approx(d.sum() / paired.n_units.sum(), rel=1e-12)
     assert result.pooled_groups == 0 and result.left_out_docs == 0
 
@@ -105,9 +105,9 @@ def test_groups_get_bonferroni_seed_and_document_intervals_and_holm_p_values():
         members = labels == group.group
         fit = seed_document_interval(paired.baseline[:, members], paired.variant[:, members], paired.n_units[members])
         half = stats.t.ppf(1 - 0.05 / 6, fit.df) * fit.se
-        assert group.seed_document_interval == pytest.approx((fit.nll_diff_mean - half, fit.nll_diff_mean + half),
+        assert group.seed_document_interval == pytest.approx((fit.estimate - half, fit.estimate + half),
                                                              rel=1e-9)
-        assert group.p_value == pytest.approx(2 * stats.t.sf(abs(fit.nll_diff_mean) / fit.se, fit.df), rel=1e-9)
+        assert group.p_value == pytest.approx(2 * stats.t.sf(abs(fit.estimate) / fit.se, fit.df), rel=1e-9)
         raw.append(group.p_value)
     assert [group.p_holm for group in result.groups] == pytest.approx(list(multipletests(raw, method="holm")[1]))
     single = pair_runs([r for r in synthetic_runs({"baseline": [30.0], "gatedv": [29.5]}, n_docs=24)[:1]],

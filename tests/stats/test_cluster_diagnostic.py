@@ -16,11 +16,12 @@ from statsmodels.stats.anova import anova_lm
 
 from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare
-from gatedv_stats.analysis.perplexity import paired_group_effects
+from gatedv_stats.analysis.figures.perplexity import paired_group_effects
 from gatedv_stats.analysis.plan import plan as plan_study
 from gatedv_stats.core.errors import InputError
-from gatedv_stats.io.lossfiles import LossRun, write_loss_file
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.io.lossfiles import write_loss_file
+from gatedv_stats.io.runfiles import Run
+from gatedv_stats.pairing.pair import pair_runs
 from gatedv_stats.stats.cluster_diagnostic import (
     DIAGNOSTIC_LEVEL,
     group_effect_test,
@@ -51,11 +52,11 @@ def study(cluster_sd: float, n_seeds: int = 5, rng_seed: int = 0, n_domains: int
     return baseline, variant, n, labels
 
 
-def runs(baseline, variant, n, columns: dict, arm: str = "gatedv") -> tuple[list[LossRun], list[LossRun]]:
+def runs(baseline, variant, n, columns: dict, arm: str = "gatedv") -> tuple[list[Run], list[Run]]:
     """Loss runs of both arms, every document carrying `columns`."""
-    def arm_runs(name: str, sums: np.ndarray) -> list[LossRun]:
-        return [LossRun(arm=name, seed=s, meta={"arm": name, "seed": s}, source=f"{name}{s}", sha256=f"{name}{s}",
-                        docs=pd.DataFrame({"doc_id": [f"d{i:04d}" for i in range(n.size)], "n_targets": n,
+    def arm_runs(name: str, sums: np.ndarray) -> list[Run]:
+        return [Run(arm=name, seed=s, meta={"arm": name, "seed": s}, source=f"{name}{s}", sha256=f"{name}{s}",
+                        units=pd.DataFrame({"doc_id": [f"d{i:04d}" for i in range(n.size)], "n_targets": n,
                                            "loss_sum": row, **columns}))
                 for s, row in enumerate(sums)]
     return arm_runs("baseline", baseline), arm_runs(arm, variant)

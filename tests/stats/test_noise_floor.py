@@ -65,7 +65,7 @@ def test_one_seed_pair_with_a_floor_is_the_floor_plus_the_documents_spread_on_sa
     doc_df = kappa ** 2 / np.sum((w * w * (1 - 2 * w + np.sum(w * w))) ** 2)  # equal-variance working model
     variance = floor.variance + document
     df = variance ** 2 / (floor.variance ** 2 / floor.df + document ** 2 / doc_df)
-    assert result.nll_diff_mean == pytest.approx(d) and result.se == pytest.approx(math.sqrt(variance))
+    assert result.estimate == pytest.approx(d) and result.se == pytest.approx(math.sqrt(variance))
     assert result.df == pytest.approx(df, rel=1e-2)
     half = special.stdtrit(result.df, 0.975) * result.se
     assert result.confidence_interval.low == pytest.approx(d - half)
@@ -105,6 +105,6 @@ def test_a_variant_with_the_baseline_s_own_losses_gets_the_floor_s_interval_not_
     fit = seed_document_interval(baseline, baseline.copy(), np.full(40, 50.0), floor=floor)
     pooled_df = floor.df + n_seeds - 1.0  # the study's spread, 0 on S − 1 df, pooled with the floor's
     se = math.sqrt(floor.df * floor.variance / pooled_df / n_seeds)
-    assert fit.nll_diff_mean == 0.0 and fit.df == pytest.approx(pooled_df if n_seeds > 1 else floor.df)
+    assert fit.estimate == 0.0 and fit.df == pytest.approx(pooled_df if n_seeds > 1 else floor.df)
     assert fit.se == pytest.approx(se if n_seeds > 1 else math.sqrt(floor.variance))
     assert fit.confidence_interval.high == pytest.approx(stats.t.ppf(0.975, fit.df) * fit.se)

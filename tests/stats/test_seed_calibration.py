@@ -37,7 +37,7 @@ def design(n_docs: int, clustered: bool, rng: np.random.Generator):
 
 def interval_covers(fit, truth: float, confidence_level: float = 0.95) -> np.ndarray:
     half_width = stats.t.ppf(0.5 + confidence_level / 2, fit.df) * np.sqrt(fit.var_d)
-    return np.abs(fit.nll_diff_mean - truth) <= half_width
+    return np.abs(fit.estimate - truth) <= half_width
 
 
 @pytest.mark.parametrize("clustered", [False, True], ids=["documents", "domains"])

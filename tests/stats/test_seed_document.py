@@ -51,9 +51,9 @@ def test_weighted_mean_squares_match_a_brute_force_loop_also_in_a_batch():
     fit = crossed_moments(y, w)
     for b in range(4):
         expected = brute_force_mean_squares(y[b], w)
-        got = (fit.nll_diff_mean[b], fit.v_seed[b], fit.q_doc[b], fit.q_int[b])
+        got = (fit.estimate[b], fit.v_seed[b], fit.q_doc[b], fit.q_int[b])
         np.testing.assert_allclose(got, expected, rtol=1e-12)
-        assert fit.nll_diff_mean[b] == pytest.approx(np.sum(y[b] * w) / 3, rel=1e-12)
+        assert fit.estimate[b] == pytest.approx(np.sum(y[b] * w) / 3, rel=1e-12)
 
 
 def test_equal_weights_give_the_two_way_anova_and_the_planning_components():
@@ -136,7 +136,7 @@ def test_components_and_standard_error_match_statsmodels_mixedlm_reml():
     assert fit.doc_var == pytest.approx(components["doc"], rel=1e-3)
     assert fit.interaction_var == pytest.approx(reml.scale, rel=1e-3)
     assert math.sqrt(fit.var_d) == pytest.approx(float(reml.bse_fe.iloc[0]), rel=1e-3)
-    assert fit.nll_diff_mean == pytest.approx(float(reml.fe_params.iloc[0]), rel=1e-6)
+    assert fit.estimate == pytest.approx(float(reml.fe_params.iloc[0]), rel=1e-6)
 
 
 def test_effective_df_of_the_document_form_matches_its_eigenvalues():
@@ -232,7 +232,7 @@ def test_mean_squares_have_the_stated_expectations_and_var_d_is_unbiased():
         draws = getattr(fit, name)
         assert abs(draws.mean() - value) < 4 * draws.std() / math.sqrt(draws.size), name
     true_var = seed / n_seeds + doc * w2 + inter * w2 / n_seeds
-    assert abs(fit.nll_diff_mean.var() / true_var - 1) < 4 * math.sqrt(2 / fit.nll_diff_mean.size)
+    assert abs(fit.estimate.var() / true_var - 1) < 4 * math.sqrt(2 / fit.estimate.size)
     assert abs(fit.var_d.mean() / true_var - 1) < 0.03
 
 
@@ -242,7 +242,7 @@ def test_var_d_stays_unbiased_when_short_documents_vary_more():
     rng = np.random.default_rng(15)
     n = rng.integers(20, 600, 60).astype(float)
     fit = crossed_moments(simulate_differences(model, 4, n, rng, n_studies=20_000), n / n.sum())
-    assert abs(fit.var_d.mean() / fit.nll_diff_mean.var() - 1) < 0.05
+    assert abs(fit.var_d.mean() / fit.estimate.var() - 1) < 0.05
 
 
 def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
@@ -258,7 +258,7 @@ def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
         assert sums.n_units[c] == n[members].sum()
     plain = seed_document_interval(baseline, variant, n)
     clustered = seed_document_interval(baseline, variant, n, clusters=labels)
-    assert clustered.nll_diff_mean == pytest.approx(plain.nll_diff_mean, rel=1e-12)
+    assert clustered.estimate == pytest.approx(plain.estimate, rel=1e-12)
     assert clustered.n_clusters == len(sums.labels) and clustered.n_docs == 50
     direct = clustered_moments((variant - baseline) / n, n, labels)
     assert clustered.se == pytest.approx(math.sqrt(direct.var_d), rel=1e-12)
@@ -266,7 +266,7 @@ def test_clusters_leave_d_unchanged_and_their_sums_match_a_loop():
     d = metrics.document_differences(baseline, variant)
     cluster_d = cluster_sums(d, n, labels)
     bootstrap = document_bootstrap(cluster_d.values, cluster_d.n_units, n_resamples=50)
-    assert bootstrap.statistic == pytest.approx(plain.nll_diff_mean)
+    assert bootstrap.statistic == pytest.approx(plain.estimate)
 
 
 def test_interval_and_delta_p_arithmetic():
@@ -274,14 +274,14 @@ def test_interval_and_delta_p_arithmetic():
     baseline, variant = study(CrossedModel(-0.02, 0.01, 0.03, 0.05), 5, n, 7)
     result = seed_document_interval(baseline, variant, n, confidence_level=0.9)
     critical = stats.t.ppf(0.95, result.df)
-    assert result.confidence_interval.low == pytest.approx(result.nll_diff_mean - critical * result.se)
-    assert result.confidence_interval.high == pytest.approx(result.nll_diff_mean + critical * result.se)
+    assert result.confidence_interval.low == pytest.approx(result.estimate - critical * result.se)
+    assert result.confidence_interval.high == pytest.approx(result.estimate + critical * result.se)
     mean_ppl = [metrics.perplexity(metrics.token_nll(arm, n)).mean() for arm in (baseline, variant)]
     assert result.delta_p == pytest.approx(metrics.delta_p(*mean_ppl), rel=1e-12)
     assert result.log_ratio == pytest.approx(math.log1p(result.delta_p))
     assert result.delta_p_interval.low == pytest.approx(math.expm1(result.log_ratio - critical * result.se))
     assert result.delta_p_interval.low < result.delta_p < result.delta_p_interval.high
-    assert result.nll_diff_mean == pytest.approx(metrics.nll_diff_mean(metrics.token_nll(baseline, n),
+    assert result.estimate == pytest.approx(metrics.nll_diff_mean(metrics.token_nll(baseline, n),
                                                            metrics.token_nll(variant, n)), rel=1e-12)
     assert result.df <= result.satterthwaite_df
 
@@ -348,7 +348,7 @@ def test_to_dict_is_strict_json():
     n = np.full(50, 128)
     result = seed_document_interval(*study(CrossedModel(-0.02, 0.01, 0.02, 0.03), 3, n, 11), n)
     data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
-    assert data["nll_diff_mean"] == result.nll_diff_mean
+    assert data["estimate"] == result.estimate
     assert data["confidence_interval"] == list(result.confidence_interval)
     assert json.dumps(verdict(result, sesoi=0.01).to_dict(), allow_nan=False)
 
@@ -356,7 +356,7 @@ def test_to_dict_is_strict_json():
 def with_estimate(result, d, se, df=10.0):
     """The same result with another D (taken as the log ratio too), SE and df, interval rebuilt."""
     half = stats.t.ppf(0.5 + result.confidence_level / 2, df) * se
-    return dataclasses.replace(result, nll_diff_mean=d, se=se, df=df, log_ratio=d, log_ratio_se=se,
+    return dataclasses.replace(result, estimate=d, se=se, df=df, log_ratio=d, log_ratio_se=se,
                                delta_p=math.expm1(d), confidence_interval=(d - half, d + half))
 
 

@@ -182,7 +182,7 @@ def _content(run, seal: str | None = None) -> tuple:
     """What a reader takes from a loss or item-score run: its rows and its metadata, less the seal (`seal`, which,
     its key's name damaged, is one more key of no meaning)."""
     meta = {key: value for key, value in run.meta.items() if key != "content_sha256" and value != seal}
-    rows = run.docs if hasattr(run, "docs") else run.items
+    rows = run.docs if hasattr(run, "docs") else run.units
     return rows.to_dict("list"), meta
 
 

@@ -18,8 +18,9 @@ from tokenizers import Tokenizer
 
 from gatedv_stats.core.errors import InputError
 from gatedv_stats.io.itemfiles import read_item_inputs
-from gatedv_stats.io.lossfiles import LossRun, read_loss_file
-from gatedv_stats.pairing.losses import pair_runs
+from gatedv_stats.io.lossfiles import read_loss_file
+from gatedv_stats.io.runfiles import Run
+from gatedv_stats.pairing.pair import pair_runs
 from helpers import assert_input_error, invoke
 from trainer.data.prepared import PreparedData
 from trainer.hf.export import END_OF_TEXT
@@ -264,7 +265,7 @@ def test_max_gen_toks_fits_a_generation_task_in_a_short_context(prepared_data, t
     result = invoke(*args, "--max-gen-toks", "5", "--out", out)
     assert result.exit_code == 0, result.output
     (run,) = read_item_inputs([out])
-    assert run.task == "code_gen" and len(run.items) == 2 and run.meta["max_gen_toks"] == 5
+    assert run.task == "code_gen" and len(run.units) == 2 and run.meta["max_gen_toks"] == 5
     log = next((out / "baseline" / "seed5" / "harness").glob("samples_code_gen_*.jsonl"))
     for line in map(json.loads, log.read_text(encoding="utf-8").splitlines()):
         assert line["arguments"]["gen_args_0"]["arg_1"]["max_gen_toks"] == 5
@@ -289,9 +290,9 @@ def test_export_tasks_writes_the_sets_target_texts_as_a_rolling_task(prepared_da
                        "--task: 'a b' is not a task name")
 
 
-def _loss_run(arm: str, scoring: str) -> LossRun:
+def _loss_run(arm: str, scoring: str) -> Run:
     docs = pd.DataFrame({"doc_id": ["a", "b"], "n_targets": [4, 4], "loss_sum": [3.0, 4.0]})
-    return LossRun(arm=arm, seed=0, docs=docs, meta={"eval_set": "heldout", "scoring": scoring},
+    return Run(arm=arm, seed=0, units=docs, meta={"eval_set": "heldout", "scoring": scoring},
                    source=f"{arm}.parquet", sha256="0" * 64)
 
 
@@ -345,7 +346,7 @@ def test_exported_baseline_in_the_hf_model_scores_what_the_checkpoint_scores_her
     assert (baseline.seed, baseline.task, baseline.meta["tokenizer_sha256"]) == (
         2, "code_mc", PreparedData.open(prepared_data).tokenizer_sha256)
     assert baseline.meta["model_sha256"] == baseline.meta["checkpoint_sha256"] and baseline.meta["n_shot"] == 0
-    gold = baseline.items.set_index("doc_id")["gold_loglik"]
+    gold = baseline.units.set_index("doc_id")["gold_loglik"]
     answers = {row["id"]: row["answer"] for row in map(json.loads, (tasks / "code_mc.jsonl").read_text().splitlines())}
     np.testing.assert_allclose([gold[doc_id] for doc_id in answers],
                                [theirs[doc_id][answers[doc_id]] for doc_id in answers], rtol=1e-5)

@@ -162,15 +162,16 @@ def test_a_results_directory_imports_with_the_harness_accuracy_exactly(harness_r
     for task, key in (("toy_mc", "acc,none"), ("toy_mc", "acc_norm,none"), ("toy_gen", "exact_match,strip"),
                       ("toy_ll", "acc,none"), ("toy_mmlu_a", "acc,none"), ("toy_mmlu_b", "acc,none")):
         run = runs[LEAVES[task].removesuffix(".parquet")]
-        items = run.items[run.items["subtask"] == task] if "subtask" in run.items else run.items
+        items = run.units[run.units["subtask"] == task] if "subtask" in run.units else run.units
         values = items[key.split(",")[0]].tolist()
         assert len(values) == 7 and sum(values) / len(values) == reported[task][key], (task, key)
     group = runs["toy_mmlu"]
-    assert group.items["acc"].mean() == pytest.approx(reported["toy_mmlu"]["acc,none"], rel=1e-12)
-    assert list(group.items["subtask"].unique()) == ["toy_mmlu_a", "toy_mmlu_b"]
-    assert all((run.arm, run.seed, run.n_shot) == ("tiny", 4, 1) for run in runs.values())
-    assert runs["toy_ll"].metrics == ("acc", "loglik") and runs["toy_gen"].metrics == ("exact_match",)
-    assert runs["toy_mc"].metrics == ("acc", "acc_norm", "gold_loglik", "gold_margin")
+    assert group.units["acc"].mean() == pytest.approx(reported["toy_mmlu"]["acc,none"], rel=1e-12)
+    assert list(group.units["subtask"].unique()) == ["toy_mmlu_a", "toy_mmlu_b"]
+    assert all((run.arm, run.seed, run.meta['n_shot']) == ("tiny", 4, 1) for run in runs.values())
+    assert tuple(runs["toy_ll"].meta["metrics"]) == ("acc", "loglik")
+    assert tuple(runs["toy_gen"].meta["metrics"]) == ("exact_match",)
+    assert tuple(runs["toy_mc"].meta['metrics']) == ("acc", "acc_norm", "gold_loglik", "gold_margin")
     assert json.loads(result.stdout)["checked_against_results"] is True
     # The results file names the local model directory: every file records the SHA-256 of its weights.
     weights = hashlib.sha256((harness_run["model"] / "model.safetensors").read_bytes()).hexdigest()
@@ -185,7 +186,7 @@ def test_hashes_log_likelihoods_and_config_hashes_are_the_harness_ones(harness_r
     runs = {run.task: run for run in read_item_inputs([out])}
     for task in ("toy_mc", "toy_gen", "toy_ll"):
         logged = pd.DataFrame(_logged(harness_run["dir"], task))
-        items = runs[task].items
+        items = runs[task].units
         for field in ("doc_hash", "prompt_hash", "target_hash"):
             assert items[field].tolist() == logged[field].tolist(), (task, field)
         assert items["doc_id"].tolist() == [str(i) for i in logged["doc_id"]]
@@ -194,8 +195,8 @@ def test_hashes_log_likelihoods_and_config_hashes_are_the_harness_ones(harness_r
                                              ensure_ascii=False).encode()).hexdigest()
         assert runs[task].meta["task_config_sha256"] == expected
     loglik = [float(sample["filtered_resps"][0][0]) for sample in _logged(harness_run["dir"], "toy_ll")]
-    assert runs["toy_ll"].items["loglik"].tolist() == loglik
-    for sample, (_, item) in zip(_logged(harness_run["dir"], "toy_mc"), runs["toy_mc"].items.iterrows()):
+    assert runs["toy_ll"].units["loglik"].tolist() == loglik
+    for sample, (_, item) in zip(_logged(harness_run["dir"], "toy_mc"), runs["toy_mc"].units.iterrows()):
         lls = [float(pair[0]) for pair in sample["filtered_resps"]]
         gold = int(sample["target"])
         assert item["gold_loglik"] == lls[gold]
@@ -213,4 +214,4 @@ def test_one_log_of_each_type_imports_to_one_file(harness_run, tmp_path):
         result = invoke("import", "lm-eval", log, "--arm", "tiny", "--out", tmp_path / f"{task}.parquet")
         assert result.exit_code == 0 and result.stderr == "", result.stderr  # checked against results beside it
         (run,) = read_item_inputs([tmp_path / f"{task}.parquet"])
-        assert run.task == task and run.n_shot == 1
+        assert run.task == task and run.meta['n_shot'] == 1

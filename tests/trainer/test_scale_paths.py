@@ -20,7 +20,7 @@ from scipy.special import ndtri
 from gatedv_stats.analysis import experiment
 from gatedv_stats.analysis.experiment import AnalysisSettings, analyze_experiment
 from gatedv_stats.io.discovery import ExperimentInputs
-from gatedv_stats.pairing.losses import pair_runs, pair_with_reference
+from gatedv_stats.pairing.pair import pair_runs, pair_with_reference
 from gatedv_stats.pairing.selection import arm_order, natural_key, other_arms
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.sections.reviewer import reviewer_section
@@ -176,7 +176,7 @@ def test_pairs_analyzed_on_worker_processes_are_identical(monkeypatch):
 
 def test_pairing_does_not_depend_on_the_row_order():
     runs = synthetic_runs({"baseline": [30.0, 30.4], "v1": [29.5, 29.7]}, n_docs=200, rng_seed=2)
-    shuffled = [run.__class__(**{**run.__dict__, "docs": run.docs.sample(frac=1.0, random_state=run.seed + 7)})
+    shuffled = [run.__class__(**{**run.__dict__, "units": run.docs.sample(frac=1.0, random_state=run.seed + 7)})
                 for run in runs]
     ours = pair_runs([run for run in runs if run.arm == "baseline"], [run for run in runs if run.arm == "v1"])
     theirs = pair_runs([run for run in shuffled if run.arm == "baseline"],

@@ -19,7 +19,8 @@ from gatedv_stats import __version__
 from gatedv_stats.core.errors import InputError, ParameterError, RunFailure
 from gatedv_stats.core.outputs import check_output_file
 from gatedv_stats.core.validation import check_at_least, check_seed
-from gatedv_stats.io.lossfiles import LossRun, json_default, read_loss_file, runs_from_frame, write_loss_file
+from gatedv_stats.io.lossfiles import read_loss_file, runs_from_frame, write_loss_file
+from gatedv_stats.io.runfiles import Run, json_default
 from trainer.data.corpus import Corpus
 from trainer.hf.evaluate import (
     Batching,
@@ -39,7 +40,7 @@ Forward = Callable[[torch.Tensor], torch.Tensor]
 def score_model(model, tokenizer, data: str | os.PathLike, out: str | os.PathLike | None = None, *, arm: str,
                 seed: int, step: int | None = None, eval_set: str | None = None, stored_ids: bool | None = None,
                 context: int | None = None, stride: int | None = None, batch_size: int | None = None,
-                device: str | torch.device | None = None, progress: bool = True) -> LossRun:
+                device: str | torch.device | None = None, progress: bool = True) -> Run:
     """Score a causal language model in memory on an evaluation set or a corpus, as `gatedv evaluate --hf` scores
     its saved copy: the loss file `out` is written when given, and the run is returned (read back from `out`).
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
-from gatedv_stats.analysis.perplexity import Comparison
 from gatedv_stats.core.formatting import (
     eval_set_name,
     format_count,
@@ -126,7 +126,7 @@ def comparison_row(variant: str, result: Comparison, decided: str) -> tuple[Cell
         format_delta_p(result.delta_p),
         format_pairs(result.improved_pairs, result.n_pairs),
         decided,
-        format_nll_diff(result.nll_diff_mean),
+        format_nll_diff(result.estimate),
         MISSING if result.seed_document is None else format_interval(*result.seed_document.confidence_interval),
         format_interval(*result.bootstrap.confidence_interval),
         f"{format_count(result.win.wins)}/{format_count(result.win.n_docs)} ({format_percent(result.win.win_rate)})",

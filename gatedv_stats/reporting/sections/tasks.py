@@ -1,11 +1,12 @@
-"""Downstream tasks: per task the score of each arm (mean ± SD over seeds), the difference with its seeds × items
-interval and the verdict (Holm-adjusted across the tasks), the macro-average, and a forest plot across tasks."""
+"""Downstream tasks and other scores: per task (or score table) the score of each arm (mean ± SD over seeds), the
+difference with its seeds × units interval and the verdict (Holm-adjusted across the comparisons), the
+macro-average over each arm's tasks, and a forest plot across them."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from gatedv_stats.analysis.arms import TaskSuite
+from gatedv_stats.analysis.comparison import ArmsComparison
 from gatedv_stats.analysis.experiment import ExperimentAnalysis
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.reporting import plots
@@ -15,40 +16,66 @@ KEY, TITLE = "tasks", "Downstream tasks"
 
 
 def tasks_section(analysis: ExperimentAnalysis) -> Section:
-    """The section; build_report adds it only when the inputs hold item-score files."""
+    """The section; build_report adds it only when the inputs hold item-score files or score tables."""
     suite = analysis.tasks
-    assert suite is not None  # the builder is called only with item scores
-    proportion = all(result.proportion for result in suite.results)
+    assert suite is not None  # the builder is called only with scores
+    metric, noun = suite.scale.metric, suite.scale.noun
     level = fmt.format_level(1.0 - suite.alpha)
-    unit = "points" if proportion else suite.metric
-    intro = (f"Item scores ({suite.metric}) of every arm against {suite.reference} on each task. The interval of the "
-             f"difference generalises over training seeds and items (every item weighs the same); verdicts use "
-             f"Holm-adjusted p-values across the {len(suite.results)} comparisons. The macro-average is the mean "
-             f"of the tasks' differences, with the seed effect shared by the tasks.",)
-    columns = ("Task", "Arm", "Seeds", "Items", f"{suite.reference} (mean ± SD)", "Arm (mean ± SD)",
-               "Difference", f"{level} interval", "Verdict", "Holm p")
-    rows = tuple(row(result.task, result.variant_arm, *result.cells(proportion),
-                     "n/a" if holm is None else f"{holm:.3g}") for result, holm in zip(suite.results, suite.p_holm))
+    intro = (f"{'Item scores' if noun == 'item' else 'Scores'} ({metric}) of every arm against {suite.reference}"
+             f"{' on each task' if _tasks(suite) else ''}. The interval of the difference generalises over training "
+             f"seeds and {noun}s (every {noun} weighs the same); verdicts use Holm-adjusted p-values across the "
+             f"{len(suite.arms)} comparisons." + (" The macro-average is the mean of the tasks' differences, with "
+                                                  "the seed effect shared by the tasks." if suite.macro else ""),)
+    figure = Figure("tasks-forest", f"Differences per {'task' if _tasks(suite) else 'arm'} ({metric})",
+                    f"Difference of {metric} (arm − {suite.reference}) per {'task' if _tasks(suite) else 'arm'} with "
+                    f"its {level} seeds × {noun}s interval; right of zero the arm scores higher.",
+                    plots.chart_spec(forest_chart(suite)))
+    return Section(KEY, TITLE if _tasks(suite) else f"Scores: {metric}", intro=intro, tables=(scores_table(suite),),
+                   figures=(figure,))
+
+
+def _tasks(suite: ArmsComparison) -> bool:
+    return any(arm.comparison.task is not None for arm in suite.arms)
+
+
+def scores_table(suite: ArmsComparison) -> Table:
+    """Every comparison's row (its verdict Holm-adjusted), then each arm's macro-average."""
+    proportion = all(arm.comparison.scale.proportion for arm in suite.arms)
+    level, metric = fmt.format_level(1.0 - suite.alpha), suite.scale.metric
+    tasks = _tasks(suite)  # a score table has no task column
+    columns = ("Task",) * tasks + ("Arm", "Seeds", f"{suite.scale.noun.capitalize()}s",
+                                   f"{suite.reference} (mean ± SD)", "Arm (mean ± SD)", "Difference",
+                                   f"{level} interval", "Verdict", "Holm p", "BH p")
+    rows = tuple(row(*(arm.comparison.task,) * tasks, arm.comparison.variant_arm,
+                     *arm.comparison.figures.cells(arm.comparison, proportion), _p(arm.p_holm), _p(arm.p_bh))
+                 for arm in suite.arms)
     macro_rows = tuple(row("macro-average", macro.variant_arm, str(macro.n_seeds), f"{macro.n_tasks} tasks", "", "",
                            fmt.format_difference(macro.difference, proportion),
                            fmt.format_difference_interval(macro.confidence_interval, proportion),
-                           f"p = {macro.p_value:.3g}", "—") for macro in suite.macro)
+                           f"p = {macro.p_value:.3g}", "—", "—") for macro in suite.macro)
     groups = (RowGroup(None, rows),) + ((RowGroup("Macro-average over tasks", macro_rows),) if macro_rows else ())
-    table = Table("tasks", f"Downstream tasks: {suite.metric}, variant − {suite.reference} in {unit}.", columns,
-                  "llrrrrrllr", groups, notes=suite.notes)
-    figure = Figure("tasks-forest", f"Differences per task ({suite.metric})",
-                    f"Difference of {suite.metric} (arm − {suite.reference}) per task with its {level} seeds × items "
-                    "interval; right of zero the arm scores higher.",
-                    plots.chart_spec(plots.task_forest_chart(forest_rows(suite), title=f"{suite.metric} per task",
-                                                             x_title=f"difference ({suite.metric})")))
-    return Section(KEY, TITLE, intro=intro, tables=(table,), figures=(figure,))
+    return Table("tasks", f"{'Downstream tasks' if tasks else 'Scores'}: {metric}, variant − {suite.reference} in "
+                 f"{'points' if proportion else metric}.", columns, "l" * tasks + "lrrrrrllrr", groups,
+                 notes=suite.notes)
 
 
-def forest_rows(suite: TaskSuite) -> pd.DataFrame:
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def forest_chart(suite: ArmsComparison):
+    """The forest plot of every comparison's difference with its interval, and each arm's macro-average."""
+    per = "task" if _tasks(suite) else "arm"
+    return plots.task_forest_chart(forest_rows(suite), title=f"{suite.scale.metric} per {per}",
+                                   x_title=f"difference ({suite.scale.metric})")
+
+
+def forest_rows(suite: ArmsComparison) -> pd.DataFrame:
     """One row per comparison with an interval, then each arm's macro-average."""
-    rows = [{"arm": result.variant_arm, "task": result.task, "difference": result.difference,
-             "low": result.interval.confidence_interval.low, "high": result.interval.confidence_interval.high,
-             "verdict": result.verdict_text} for result in suite.results if result.interval is not None]
+    rows = [{"arm": arm.comparison.variant_arm, "task": arm.comparison.task or arm.comparison.scale.metric,
+             "difference": arm.comparison.estimate, "low": fit.confidence_interval.low,
+             "high": fit.confidence_interval.high, "verdict": arm.comparison.verdict_text}
+            for arm in suite.arms if (fit := arm.comparison.seed_document) is not None]
     rows += [{"arm": macro.variant_arm, "task": "macro-average", "difference": macro.difference,
               "low": macro.confidence_interval.low, "high": macro.confidence_interval.high, "verdict": ""}
              for macro in suite.macro]

@@ -35,7 +35,8 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
         return omitted(KEY, TITLE, f"No verdict: every comparison with the reference arm {analysis.reference!r} was "
                                    "left out (the paired comparison below says why)." if left_out_notes(analysis) else
                                    f"No evaluation set holds the reference arm {analysis.reference!r} with another "
-                                   "arm, so there is no verdict to give.")
+                                   "arm" + (" in loss files; the scores' verdicts are in their section below."
+                                            if analysis.tasks else ", so there is no verdict to give."))
     table = verdicts_table(analysis.reference, analysis.settings.confidence_level, analysis.settings.sesoi,
                            tuple(row_groups), tuple(notes), adjusted)
     return Section(KEY, TITLE, tables=(table,))

@@ -1,0 +1,214 @@
+"""The API results of comparisons, one family for every metric: a pair (`ComparisonResult`), its reviewer
+statistics (`AnalysisResult`), many arms or tasks (`ArmsResult`), a plan (`PlanResult`). Each table starts with the
+columns every metric has — estimate, low, high, p_value, verdict — and goes on with its scale's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import altair as alt
+import pandas as pd
+
+from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
+from gatedv_stats.analysis.pair import PairAnalysis
+from gatedv_stats.analysis.plan import DifferencePlan
+from gatedv_stats.io.runfiles import SkippedFile
+from gatedv_stats.pairing.paired import Paired
+from gatedv_stats.reporting.model import Table
+from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline, planned_at
+from gatedv_stats.results.views import VIEWS
+from gatedv_stats.stats.planning import StudyPlan
+
+
+@dataclass(frozen=True, repr=False)
+class ComparisonResult(Result):
+    """`gv.compare`: the verdict and the figures of two arms on their scale (`gatedv bootstrap`).
+
+    Parameters
+    ----------
+    comparison
+        The comparison: verdict, estimate D with its seed-and-document interval, and the scale's own figures
+        (perplexity: ΔP, the document bootstrap, the win rate); its fields are reachable on the result.
+    paired
+        The paired arrays compared.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> result = gv.compare(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=200)
+    >>> result
+    Comparison(gatedv vs baseline: better; ΔP −2.16% [−2.51%, −1.81%]; 3 seed pairs, 60 documents)
+    >>> list(result.to_frame().columns[:5])
+    ['estimate', 'low', 'high', 'p_value', 'verdict']
+    """
+
+    comparison: Comparison
+    paired: Paired
+    skipped: tuple[SkippedFile, ...] | None = None
+
+    wraps: ClassVar[str] = "comparison"
+
+    def headline(self) -> str:
+        return self.comparison.headline()
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: estimate, low, high, p_value, verdict, then the scale's columns (perplexity: the arms, ΔP and D
+        with their intervals, PPL, pairs, documents, wins)."""
+        comparison = self.comparison
+        return pd.DataFrame([{**comparison.leading(), **comparison.figures.columns(comparison)}])
+
+    def tables(self) -> list[Table]:
+        return VIEWS[self.paired.scale.figures].comparison_tables(self.comparison, self.paired)
+
+    def plot(self) -> alt.VConcatChart:
+        """The report's figures of this comparison (perplexity: per-document differences and per-seed paired PPL;
+        a score: the difference with its interval)."""
+        return VIEWS[self.paired.scale.figures].plot([self.paired], self.comparison)
+
+
+@dataclass(frozen=True, repr=False)
+class AnalysisResult(Result):
+    """`gv.analyze`: everything about one pair of arms (`gatedv analyze`).
+
+    Parameters
+    ----------
+    analysis
+        The analysis: the comparison, the permutation test, the breakdowns and (loss files) the seed-level tests
+        and BCa interval; its fields are reachable on the result.
+    paired
+        The paired arrays analysed.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> result = gv.analyze(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=200,
+    ...                     n_permutations=200)
+    >>> frame = result.to_frame()
+    >>> frame.loc[0, "verdict"], bool(frame.loc[0, "t_p_value"] < 0.05)
+    ('better', True)
+    """
+
+    analysis: PairAnalysis
+    paired: Paired
+    skipped: tuple[SkippedFile, ...] | None = None
+
+    wraps: ClassVar[str] = "analysis"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The comparison's: seeds dropped, mismatches accepted, undefined spreads, groups the units do not explain."""
+        return self.analysis.comparison.warnings
+
+    @property
+    def comparison_result(self) -> ComparisonResult:
+        """The comparison inside the analysis, as `gv.compare` returns it."""
+        return ComparisonResult(self.analysis.comparison, self.paired, self.skipped)
+
+    def headline(self) -> str:
+        return self.comparison_result.headline()
+
+    def to_frame(self) -> pd.DataFrame:
+        analysis, nan = self.analysis, float("nan")
+        seed_level = analysis.seed_level
+        return self.comparison_result.to_frame().assign(
+            permutation_p_value=analysis.permutation.p_value,
+            bca_low=nan if analysis.bca_interval is None else analysis.bca_interval.low,
+            bca_high=nan if analysis.bca_interval is None else analysis.bca_interval.high,
+            t_p_value=nan if seed_level is None else seed_level.t_interval.p_value)
+
+    def tables(self) -> list[Table]:
+        return self.comparison_result.tables()
+
+    def plot(self) -> alt.VConcatChart:
+        """The report's figures of this comparison (see `ComparisonResult.plot`)."""
+        return self.comparison_result.plot()
+
+
+@dataclass(frozen=True, repr=False)
+class ArmsResult(Result):
+    """`gv.arms` (and `gv.compare` over a suite of tasks): every arm against a reference, with Holm and BH adjusted
+    p-values (`gatedv arms`).
+
+    Parameters
+    ----------
+    arms
+        The comparisons with the reference and their adjusted p-values; its fields are reachable on the result.
+    pairs
+        The paired arrays of each comparison.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+
+    Examples
+    --------
+    >>> result = gv.arms(example_study(tmp_dir), reference="baseline", n_permutations=200)
+    >>> result
+    Arms(1 comparisons with baseline, Holm-adjusted: better: gatedv (heldout))
+    >>> result.to_frame()[["arm", "verdict"]].values.tolist()
+    [['gatedv', 'better']]
+    """
+
+    arms: ArmsComparison
+    pairs: tuple[Paired, ...]
+    skipped: tuple[SkippedFile, ...] | None = None
+
+    wraps: ClassVar[str] = "arms"
+
+    def headline(self) -> str:
+        view = VIEWS[self.arms.scale.figures]
+        return adjusted_headline([(row.leading()["verdict"], view.label(row)) for row in self.arms.arms],
+                                 self.arms.reference)
+
+    def to_dict(self) -> dict:
+        return {**self.arms.to_dict(),
+                "inputs": [{"arm": pair.variant_arm, "eval_set": pair.eval_set, **({} if pair.task is None else
+                                                                                   {"task": pair.task}),
+                            **pair.sources} for pair in self.pairs],
+                **self._skipped()}
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.arms.to_frame()
+
+    def tables(self) -> list[Table]:
+        return VIEWS[self.arms.scale.figures].arms_tables(self.arms)
+
+    def plot(self) -> alt.VConcatChart:
+        """The report's figures of every comparison (see `ComparisonResult.plot`)."""
+        return VIEWS[self.arms.scale.figures].plot(self.pairs, self.arms)
+
+
+@dataclass(frozen=True, repr=False)
+class PlanResult(PilotPlanResult):
+    """`gv.plan`: seeds and units needed to detect an effect on the pair's scale, from pilot runs (`gatedv plan`):
+    a relative ΔP of loss files, or a difference in a score's units.
+
+    Parameters
+    ----------
+    plan
+        The plan: the seed pairs and units required and the smallest detectable effects; its fields are reachable
+        on the result.
+    paired
+        The pilot's paired arrays.
+    skipped
+        The unreadable files passed over (None: none were allowed).
+    level
+        Where the plan's level came from (a research ledger's next level), when it was not given.
+
+    Examples
+    --------
+    >>> result = gv.plan(example_study(tmp_dir), effect=0.02)
+    >>> result
+    Plan(gatedv vs baseline: 2 seed pairs to detect ΔP +2.00% with power 0.8 at α = 0.05 (pilot 3 seeds × 60 documents))
+    >>> result.seeds_required
+    2
+    """
+
+    plan: StudyPlan | DifferencePlan
+
+    def headline(self) -> str:
+        return self.plan.headline(self.paired.baseline_arm, self.paired.variant_arm)
+
+    def summary(self) -> str:
+        return f"{planned_at(self.level)}{self.paired.variant_arm} vs {self.paired.baseline_arm}\n{self.plan.summary()}"
