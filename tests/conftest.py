@@ -4,13 +4,13 @@ import functools
 import gc
 import os
 import shutil
+import sys
 
 # Tests must never reach a hub or the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
-import typer.testing  # noqa: E402
 
 # .ci/run sets this: there a system program a test needs must be installed, and its absence fails the test.
 REQUIRE_SYSTEM_TOOLS = "GATEDV_REQUIRE_SYSTEM_TOOLS"
@@ -44,9 +44,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     leave each collection only what the tests themselves create.
 
     Also: typer's test runner builds the click command from the app on every call (about 10 ms, and the tests make
-    hundreds of calls); the app does not change during a run, so it is built once per app."""
+    hundreds of calls); the app does not change during a run, so it is built once per app. Only where the collected
+    modules imported the runner: tests that run no command do not load typer."""
     gc.freeze()
-    typer.testing._get_command = functools.cache(typer.testing._get_command)  # type: ignore[attr-defined]
+    testing = sys.modules.get("typer.testing")
+    if testing is not None:
+        testing._get_command = functools.cache(testing._get_command)
 
 
 # --- data fixtures ---

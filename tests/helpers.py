@@ -7,14 +7,15 @@ import json
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from typer.testing import CliRunner, Result
 
 import cli
-from gatedv_cli.until_decided import design_directory
-from gatedv_stats.analysis.sequential import load_design
-from trainer.model.transformer import Transformer, build_model, model_config
+
+if TYPE_CHECKING:  # torch, scipy and the trainer are imported by the helpers that need them, not by every test module
+    from trainer.model.transformer import Transformer
 
 # A vocabulary and context small enough for models built in a test, large enough for every variant.
 SMALL_VOCAB = {"vocab_size": 512, "seq_len": 32}
@@ -67,6 +68,9 @@ def assert_refused(result: Result, out: Path, *messages: str) -> None:
 def designs(grid: Path) -> dict[str, dict]:
     """Each design file of the grid's sequential sweep, read with its seal checked: its design and its looks (without
     their inputs, which name the files' paths)."""
+    from gatedv_cli.until_decided import design_directory
+    from gatedv_stats.analysis.sequential import load_design
+
     found = {}
     for path in sorted(design_directory(grid).glob("*.json")):
         content = load_design(path).to_dict()
@@ -104,6 +108,8 @@ def ratio(d: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def small_vocab_model(variant: str = "baseline", seed: int = 0, size: str = "tiny") -> Transformer:
     """A `size` model of `variant` over SMALL_VOCAB, initialised from `seed`."""
+    from trainer.model.transformer import build_model, model_config
+
     return build_model(model_config(size, variant, **SMALL_VOCAB), seed)
 
 

@@ -28,10 +28,12 @@ def write_runs(folder, ppls, *, seeds=None, eval_set="heldout", config=None, n_d
     return folder
 
 
-@pytest.fixture()
-def floor_file(tmp_path):
-    write_runs(tmp_path / "aa", AA, config={"n_layers": 2, "d_model": 64})
-    return gv.noise_floor(tmp_path / "aa", out=tmp_path / "floor.json").written
+@pytest.fixture(scope="module")
+def floor_file(tmp_path_factory):
+    """A floor of 10 A/A runs, measured once for the module: its tests only read it."""
+    folder = tmp_path_factory.mktemp("floor")
+    write_runs(folder / "aa", AA, config={"n_layers": 2, "d_model": 64})
+    return gv.noise_floor(folder / "aa", out=folder / "floor.json").written
 
 
 def test_a_floor_from_aa_runs_records_its_setup_and_reads_back_whole(floor_file):

@@ -48,11 +48,14 @@ def seed_files(folder, seeds):
     return [folder / f"{arm}-{seed}.parquet" for arm in ("baseline", "gatedv") for seed in seeds]
 
 
-@pytest.fixture()
-def study(tmp_path):
-    write_runs(tmp_path / "aa", AA)
-    floor = gv.noise_floor(tmp_path / "aa", out=tmp_path / "floor.json").written
-    return write_runs(tmp_path / "study", STUDY), floor
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """The study's loss files and the floor of its A/A runs, written once for the module: its tests only read them
+    (each writes its designs under its own tmp_path)."""
+    folder = tmp_path_factory.mktemp("study")
+    write_runs(folder / "aa", AA)
+    floor = gv.noise_floor(folder / "aa", out=folder / "floor.json").written
+    return write_runs(folder / "study", STUDY), floor
 
 
 def test_looks_are_recorded_one_per_seed_pair_until_one_stops(study, tmp_path):

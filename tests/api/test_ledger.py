@@ -25,10 +25,10 @@ ARMS = {"baseline": [30.0, 30.5, 29.8], "good": [29.1, 29.6, 28.9], "same": [30.
         "bad": [31.0, 31.4, 30.9]}
 
 
-@pytest.fixture()
-def study(tmp_path):
-    folder = tmp_path / "runs"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """The runs' loss files, written once for the module: its tests only read them."""
+    folder = tmp_path_factory.mktemp("runs")
     for run in synthetic_runs(ARMS, n_docs=40, rng_seed=2, noise=0.01):
         write_loss_file(folder / f"{run.arm}-{run.seed}.parquet", run.docs, {**run.meta, "eval_set": "heldout"})
     return folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -38,11 +39,22 @@ def _write(folder, ppls):
     return folder
 
 
+@pytest.fixture(scope="module")
+def shared_study(tmp_path_factory):
+    """The study's loss files and the floor of its A/A runs, written once for the module: its tests only read them."""
+    folder = tmp_path_factory.mktemp("study")
+    _write(folder / "aa", AA)
+    gv.noise_floor(folder / "aa", out=folder / "floor.json")
+    return _write(folder / "study", STUDY), folder / "floor.json"
+
+
 @pytest.fixture()
-def study(tmp_path):
-    _write(tmp_path / "aa", AA)
-    gv.noise_floor(tmp_path / "aa", out=tmp_path / "floor.json")
-    return _write(tmp_path / "study", STUDY)
+def study(shared_study, tmp_path):
+    """The shared study's folder, with its floor copied to tmp_path/floor.json beside the test's designs and
+    ledgers."""
+    folder, floor = shared_study
+    shutil.copyfile(floor, tmp_path / "floor.json")
+    return folder
 
 
 def files(study, arm, n_pairs):

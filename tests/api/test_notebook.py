@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbclient
-import nbformat
 import pytest
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "reanalysis.ipynb"
@@ -26,6 +24,9 @@ def _outputs(cell: dict) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_reanalysis_notebook_runs_and_shows_its_results(tmp_path):
+    import nbclient  # here, not at the top: only this slow test needs Jupyter's client and its kernel machinery
+    import nbformat
+
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()

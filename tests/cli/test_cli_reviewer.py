@@ -21,13 +21,15 @@ N_DOCS = 30
 PPLS = {"baseline": [30.0, 30.5, 29.8], "gatedv": [29.4, 29.9, 29.6], "q-silu": [30.4, 30.9, 30.1]}
 
 
-@pytest.fixture
-def run_dir(tmp_path):
-    """Three arms × three seeds as Parquet loss files with domain and n_bytes columns."""
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """Three arms × three seeds as Parquet loss files with domain and n_bytes columns; written once for the module,
+    whose tests only read them."""
+    folder = tmp_path_factory.mktemp("runs")
     for run in synthetic_runs(PPLS, n_docs=N_DOCS, rng_seed=3, seeds=[11, 12, 13]):
         docs = run.docs.assign(domain=[f"site{i % 3}.org" for i in range(N_DOCS)])
-        write_loss_file(tmp_path / f"{run.arm}_{run.seed}.parquet", docs, {**run.meta, "eval_set": "dev"})
-    return tmp_path
+        write_loss_file(folder / f"{run.arm}_{run.seed}.parquet", docs, {**run.meta, "eval_set": "dev"})
+    return folder
 
 
 def files(run_dir, arm):
