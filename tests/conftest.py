@@ -39,9 +39,9 @@ def chromium_program() -> str:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Freeze the objects of every imported module before the tests run: statsmodels' Holm adjustment runs a full
-    garbage collection on each call, about 0.2 s with torch, transformers and hypothesis loaded; frozen objects
-    leave each collection only what the tests themselves create.
+    """Freeze the objects of every imported module before the tests run: a full garbage collection scans every
+    object alive, about 0.2 s with torch, transformers and hypothesis loaded; frozen objects leave each collection
+    only what the tests themselves create.
 
     Also: typer's test runner builds the click command from the app on every call (about 10 ms, and the tests make
     hundreds of calls); the app does not change during a run, so it is built once per app. Only where the collected
