@@ -9,6 +9,13 @@ import sys
 # Tests must never reach a hub or the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Under xdist (the fast loop: one worker per core) each worker computes on one thread, set before torch is
+# imported: a worker's own intra-op threads would only contend with the other workers for the same cores.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The bytecode of what the tests import, pytest's rewritten test modules included, is cached even where
+# PYTHONDONTWRITEBYTECODE is set: compiling some 250 modules again costs every run about 3 s of its collection.
+sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
 
