@@ -35,7 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
-    p = np.random.default_rng(0).uniform(0.0, 0.2, 10)
+    p = [float(value) for value in np.random.default_rng(0).uniform(0.0, 0.2, 10)]
     ours = per_call(lambda: adjust_p_values(p), args.calls)
     theirs = per_call(lambda: (multipletests(p, method="holm"), multipletests(p, method="fdr_bh")), args.calls)
     same = adjust_p_values(p) == {"holm": list(multipletests(p, method="holm")[1]),
