@@ -55,7 +55,7 @@ class SeedDocumentResult:
     n_seeds: int
     n_docs: int
     n_clusters: int | None  # None when documents are the sampled units
-    truncated: tuple[str, ...]  # components estimated below 0 and set to 0: "seed", "document"
+    truncated: tuple[str, ...]  # components estimated below 0 and set to 0: "seed", and the units' ("document")
     doc_pretest_p: float | None  # pre-test of σ²_doc = 0 (F test of Q_doc against Q_int / S); None with one document
     doc_pooled: bool  # the document term is left out of SE² (pooled into the interaction)
     notes: tuple[str, ...]
@@ -126,8 +126,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
     log_ratio = _log_ratio(baseline, variant, n) if log_scale else None
-    truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), ("document", fit.doc_truncated))
-                      if bool(flag))
+    truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), (noun, fit.doc_truncated)) if bool(flag))
     unit = noun if n_clusters is None else "cluster"
     return SeedDocumentResult(
         estimate=float(fit.estimate), se=se, df=df, satterthwaite_df=float(fit.satterthwaite_df),

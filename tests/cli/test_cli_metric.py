@@ -37,6 +37,8 @@ def test_analyze_json_on_a_suite_has_a_verdict_per_task_and_a_macro_average(task
     data = json.loads(result.stdout)
     assert [row["task"] for row in data["arms"]] == ["arc_easy", "hellaswag"]
     assert all(row["p_holm"] >= row["p_value"] for row in data["arms"])
+    truncated = [set(row["variance_components"]["truncated"]) for row in data["arms"]]  # components named for items
+    assert all(names <= {"seed", "item"} for names in truncated) and any("item" in names for names in truncated)
     assert data["macro_average"][0]["n_tasks"] == 2
 
 
