@@ -5,7 +5,7 @@ median of each is reported, with the ratio.
     python bench/integrity.py                      # 100,000 documents, the small model's checkpoint, 7 rounds
     python bench/integrity.py --docs 1000000 --config medium --rounds 5
 
-Loss file: `read_loss_file` (which also hashes the file's bytes for `LossRun.sha256`, as before) with and without
+Loss file: `read_loss_file` (which also hashes the file's bytes for `Run.sha256`, as before) with and without
 the content check (`gatedv_stats.io.sealing.seal_problem`), and `write_loss_file` with and without sealing the
 content. Checkpoint: `load_checkpoint` of `RUN_DIR/checkpoint.pt` (model and AdamW state after one update, as the
 trainer writes it) with and without the check against run.json (`verify_run_checkpoint`), and `save_checkpoint`
