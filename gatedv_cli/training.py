@@ -136,8 +136,8 @@ def evaluate_command(
     bf16: bool = BF16,
     as_json: bool = JSON,
 ) -> None:
-    """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file (docs/method.md §5);
-    with --tasks, per-item scores of checkpoints on harness tasks."""
+    """Per-document loss sums of a checkpoint or any transformers model (--hf) as a loss file
+    (docs/method-statistics.md §5); with --tasks, per-item scores of checkpoints on harness tasks."""
     from gatedv_stats.core.outputs import check_not_an_input, check_output_file
     from trainer.run.evaluate import evaluate_model
 

@@ -1,5 +1,5 @@
-"""Item-score files (docs/method.md §5): the schema of per-item scores of a downstream task (accuracy, exact match,
-the gold choice's log-likelihood, ...) of one run, read and written by `io.runfiles` like loss files.
+"""Item-score files (docs/method-statistics.md §5): the schema of per-item scores of a downstream task (accuracy, exact
+match, the gold choice's log-likelihood, ...) of one run, read and written by `io.runfiles` like loss files.
 
 A file holds one run of one task: one row per item (`doc_id`, one or more float metric columns, optional grouping
 columns such as `subtask`, and the harness hashes `doc_hash`, `prompt_hash`, `target_hash`) plus run metadata

@@ -1,5 +1,5 @@
-"""Loss files (docs/method.md §5): the schema of per-document loss sums of evaluated runs, read and written by
-`io.runfiles`.
+"""Loss files (docs/method-statistics.md §5): the schema of per-document loss sums of evaluated runs, read and written
+by `io.runfiles`.
 
 A loss file holds one run: one row per evaluation document (`doc_id`, `n_targets`, `loss_sum`, optional
 `domain`, `n_bytes`) plus run metadata (`arm`, `seed`, `lr`, ...) in Parquet key-value metadata, or for CSV as

@@ -1,5 +1,5 @@
-"""Run files (docs/method.md §5): one reader and one writer for every kind of per-unit file — loss files, item-score
-files, score tables — whose columns and metadata a `RunSchema` declares.
+"""Run files (docs/method-statistics.md §5): one reader and one writer for every kind of per-unit file — loss files,
+item-score files, score tables — whose columns and metadata a `RunSchema` declares.
 
 A file holds one run (one row per unit, the run's metadata in Parquet key-value metadata, or for CSV as constant
 columns or a JSON sidecar `FILE.csv.json`), or, as a long table, several runs told apart by their `arm` and `seed`

@@ -1,4 +1,4 @@
-"""Pair the runs of two arms on a scale: runs by training seed, units by `doc_id` (docs/method.md §5).
+"""Pair the runs of two arms on a scale: runs by training seed, units by `doc_id` (docs/method-statistics.md §5).
 
 One pairing for every metric; the scale says what differs (`stats.scale`): the values and weights of the units
 (loss sums per target or per byte; an item's or a document's score, weighted equally), the run fields paired runs

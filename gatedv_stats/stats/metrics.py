@@ -1,4 +1,4 @@
-"""Per-run and paired metrics of docs/method.md §5, over plain float64 arrays.
+"""Per-run and paired metrics of docs/method-statistics.md §5, over plain float64 arrays.
 
 `loss_sums` are (S, N) arrays (row = seed, column = document) of summed token losses in nats;
 `n_units` is (N,) — each document's targets (predicted tokens, or words), or its UTF-8 bytes when a comparison

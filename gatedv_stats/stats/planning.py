@@ -17,7 +17,7 @@ Three tests are planned: the seed-level paired t test on r_s, the document-level
 the verdict's seed-and-document test. A design of S seed pairs on N′ documents like the pilot's has for the last
     Var(D) = σ²_seed / S + σ²_doc Σw² + σ²_int Σw² / S,      Σw² = Σw²_pilot · N_pilot / N′,
 and its test of D = 0 is a t test with the interval's degrees of freedom: Satterthwaite's over the expected mean
-squares, under the same few-seed guard as the interval (docs/method.md §10). The pilot's own seed mean square
+squares, under the same few-seed guard as the interval (docs/method-statistics.md §10). The pilot's own seed mean square
 rests on S − 1 degrees of freedom; an upper confidence bound on it, (S − 1) V_seed / χ²_{γ, S−1}, shows how many
 seeds a less lucky pilot would have asked for.
 

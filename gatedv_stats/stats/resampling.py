@@ -1,4 +1,4 @@
-"""Document bootstrap of the mean NLL difference (docs/method.md §5), models held fixed.
+"""Document bootstrap of the mean NLL difference (docs/method-statistics.md §5), models held fixed.
 
 The statistic is the ratio Σ d_i / Σ n_i over a resample of documents drawn with replacement. A uniform draw
 from N documents is a block of 2^k consecutive documents drawn with probability 2^k/N, then a uniform member,

@@ -3,7 +3,7 @@
 
 With two arms every entry point shows the single pair's verdict. With many arms sharing a reference, `arms`, the
 report and `gv.arms` decide from the Holm-adjusted p-values over the arms, while `bootstrap` / `analyze` /
-`gv.compare`, which see one pair, keep its unadjusted verdict (docs/method.md §10).
+`gv.compare`, which see one pair, keep its unadjusted verdict (docs/method-statistics.md §10).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_demo_runs_end_to_end(prepared_data, tmp_path):
     assert summary["seeds"] == [1, 2] and summary["updates"] == 2
     assert summary["corpus"] == "builtin:python-stdlib" and summary["eval_docs"] == {"dev": 8, "heldout": 8}
     for eval_set in ("dev", "heldout"):
-        # Independent arithmetic from the loss files the demo wrote (docs/method.md §5).
+        # Independent arithmetic from the loss files the demo wrote (docs/method-statistics.md §5).
         ppl, nll = {}, {}
         for arm in ("baseline", "gatedv"):
             frames = [pd.read_parquet(out / "runs" / arm / f"lr{RECIPES['tiny'].lr:g}" / f"seed{seed}" /

@@ -1,4 +1,4 @@
-"""Every metric of docs/method.md §5 against a brute-force loop over the same inputs."""
+"""Every metric of docs/method-statistics.md §5 against a brute-force loop over the same inputs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Per-document evaluation: loss sums against a direct computation, the loss-file metadata of docs/method.md §5,
-batching, --value-act."""
+"""Per-document evaluation: loss sums against a direct computation, the loss-file metadata of
+docs/method-statistics.md §5, batching, --value-act."""
 
 import hashlib
 import json

@@ -1,4 +1,4 @@
-"""Experiment files (docs/method.md §5): a grid of paired runs as TOML, checked before anything trains, and
+"""Experiment files (docs/method-statistics.md §5): a grid of paired runs as TOML, checked before anything trains, and
 written back (the confirmation grid of `gatedv select-lr`).
 
 An experiment names a data directory, a size, variants, seeds and learning rates (one list for every

@@ -1,4 +1,4 @@
-"""Learning-rate selection over a finished grid (docs/method.md §5, `gatedv select-lr`): per variant the rate
+"""Learning-rate selection over a finished grid (docs/method-statistics.md §5, `gatedv select-lr`): per variant the rate
 with the lowest final development NLL on the selection seed, and the confirmation grid at the selected rates."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def development_table(experiment: Experiment, selection_seed: int) -> pd.DataFra
 def selection_table(experiment: Experiment, selection_seed: int | None = None) -> tuple[pd.DataFrame, int]:
     """The final development NLL of every (variant, rate) on the selection seed (None: the experiment's, else its
     smallest seed), from which `gatedv_stats.stats.lr_selection.select_lr` picks each variant's rate
-    (docs/method.md §5), and that seed; a variant whose every rate diverged on it is an InputError."""
+    (docs/method-statistics.md §5), and that seed; a variant whose every rate diverged on it is an InputError."""
     if selection_seed is None:
         selection_seed = (experiment.selection_seed if experiment.selection_seed is not None
                           else min(experiment.seeds))

@@ -1,4 +1,4 @@
-"""Per-document loss sums of a causal language model, written as a loss file (docs/method.md §5, "Models with
+"""Per-document loss sums of a causal language model, written as a loss file (docs/method-statistics.md §5, "Models with
 their own tokenizer"): one scoring path for a local `transformers` model directory (`evaluate_hf`, what
 `gatedv evaluate --hf` runs) and for a model in memory (`trainer.hf.score`).
 

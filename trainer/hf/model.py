@@ -1,5 +1,5 @@
 """A local `transformers` causal language model with its tokenizer, opened offline, and what identifies it: the
-SHA-256 of its weight files and of its tokenizer (docs/method.md §5, "Models with their own tokenizer")."""
+SHA-256 of its weight files and of its tokenizer (docs/method-statistics.md §5, "Models with their own tokenizer")."""
 
 from __future__ import annotations
 

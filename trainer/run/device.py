@@ -144,7 +144,7 @@ def retain_freed_memory() -> bool:
     With glibc's defaults (blocks above a moving threshold mapped apart, the heap top trimmed once more than
     twice that threshold is free) a tiny model's CPU training step returned and faulted back its 8 MiB readout
     chunks and activations: ~10,000 minor page faults an update and ~100,000 a development evaluation, a sixth
-    of the worker's CPU time in the kernel (docs/benchmarks.md, "The demo on a slow day"). Heap blocks up to
+    of the worker's CPU time in the kernel (docs/benchmarks-system.md, "Sweep worker memory"). Heap blocks up to
     32 MiB and up to 1 GiB of free heap top kept: ~150 an update. Where memory lives changes, never a number.
     """
     try:

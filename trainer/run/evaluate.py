@@ -1,5 +1,5 @@
-"""Per-document evaluation (docs/method.md §5): summed next-token loss of every evaluation window, written as a
-loss file."""
+"""Per-document evaluation (docs/method-statistics.md §5): summed next-token loss of every evaluation window, written as
+a loss file."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def evaluate_model(
 
 def loss_file_metadata(checkpoint: Path, loaded, data: PreparedData, windows: EvalSet, value_act: str | None,
                        precision: Precision) -> dict:
-    """The run metadata of a loss file (docs/method.md §5): who was evaluated, on what, with which hashes."""
+    """The run metadata of a loss file (docs/method-statistics.md §5): who was evaluated, on what, with which hashes."""
     run = loaded.extra["run"]
     return {
         "arm": run["variant"],
@@ -239,7 +239,7 @@ def loss_file_metadata(checkpoint: Path, loaded, data: PreparedData, windows: Ev
         "step": loaded.extra["update"],
         "eval_set": windows.name,
         "eval_set_sha256": windows.sha256,
-        "scoring": "context",  # each window's targets given its first token (docs/method.md §5)
+        "scoring": "context",  # each window's targets given its first token (docs/method-statistics.md §5)
         "tokenizer_sha256": data.tokenizer_sha256,
         "checkpoint_sha256": loaded.sha256 or file_sha256(checkpoint),  # verified against its run's record
         "data_manifest_sha256": data.manifest_sha256,

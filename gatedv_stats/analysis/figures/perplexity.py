@@ -1,4 +1,4 @@
-"""The paper's figures of a paired loss-file comparison (docs/method.md §5, §10), around the verdict that
+"""The paper's figures of a paired loss-file comparison (docs/method-statistics.md §5, §10), around the verdict that
 `analysis.compare` reaches on the perplexity scale: ΔP, improved pairs, D with its document-bootstrap interval
 (models held fixed), wins, bits per byte, and the group effects the documents' columns show."""
 

@@ -1,5 +1,5 @@
 """lm-evaluation-harness sample logs of downstream tasks (multiple choice, loglikelihood, generate_until) read as
-the items of an item-score file (docs/method.md §5).
+the items of an item-score file (docs/method-statistics.md §5).
 
 A log holds one line per document and filter. Every numeric per-sample metric the harness logged becomes a column
 (`acc`, `acc_norm`, `exact_match`, ...), and from the logged log-likelihoods (`filtered_resps`): for multiple

@@ -1,5 +1,5 @@
 """EleutherAI lm-evaluation-harness per-sample logs (`--log_samples`: `samples_<task>_<date>.jsonl`) of
-rolling-loglikelihood (perplexity) tasks, read as the documents of a loss file (docs/method.md §5).
+rolling-loglikelihood (perplexity) tasks, read as the documents of a loss file (docs/method-statistics.md §5).
 
 Each line of such a log is one document: under the metrics `word_perplexity`, `byte_perplexity` and
 `bits_per_byte` the harness records `[log-likelihood, count]`, the natural-log likelihood of the document's whole

@@ -1,5 +1,5 @@
 """Verdicts, first: for every comparison with the reference, better / worse / no detectable difference /
-equivalent in plain words, accounting for training seeds and documents (docs/method.md §10)."""
+equivalent in plain words, accounting for training seeds and documents (docs/method-statistics.md §10)."""
 
 from __future__ import annotations
 
