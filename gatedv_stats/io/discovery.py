@@ -12,16 +12,16 @@ from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import each_once, file_sha256, paths_under
 from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
-from gatedv_stats.io.itemfiles import ITEMS, is_item_file
+from gatedv_stats.io.itemfiles import ITEMS
 from gatedv_stats.io.lossfiles import LOSS
 from gatedv_stats.io.runfiles import (
     RUN_FILE_SUFFIXES,
     Run,
     RunSchema,
     SkippedFile,
-    UnreadableFileError,
     file_runs,
     read_runs,
+    recognised,
 )
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file
 
@@ -68,7 +68,7 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
             found["loss file"].append(given)
             under = paths_under(given)
             for kind, named in {**_NAMED, **{kind: schema.belongs for kind, schema in schemas.items()}}.items():
-                found[kind] += [path for path in under if _found(named, path)]
+                found[kind] += [path for path in under if recognised(named, path)]
         elif not given.exists():
             raise InputError(f"{given}: no such file or directory")
         elif by_name := next((kind for kind, named in _NAMED.items() if named(given)), None):
@@ -102,18 +102,3 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
         skipped=tuple(dict.fromkeys(skipped or ())),  # a directory named twice lists its files once
         metric_runs=metric_runs,
     )
-
-
-def found_item_file(path: Path) -> bool:
-    """An item-score file found under a directory; an unreadable file is left to the loss-file reader to report
-    (or skip)."""
-    return _found(is_item_file, path)
-
-
-def _found(belongs, path: Path) -> bool:
-    """Whether a file found under a directory is of a kind; an unreadable file is left to the loss-file reader to
-    report (or skip)."""
-    try:
-        return belongs(path)
-    except UnreadableFileError:
-        return False

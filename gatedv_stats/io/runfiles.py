@@ -136,16 +136,19 @@ def read_runs(paths: Sequence[str | os.PathLike[str]], schemas: Sequence[RunSche
         if not path.is_dir():
             if path.resolve() not in read:
                 read.add(path.resolve())
-                schema = next((schema for schema in schemas[1:] if _recognised(schema, path)), schemas[0])
+                schema = next((schema for schema in schemas[1:] if path.is_file() and recognised(schema.belongs, path)),
+                              schemas[0])
                 runs.extend(file_runs(path, schema))
             continue
         runs.extend(_runs_under(path, schemas, read, skipped, require))
     return runs
 
 
-def _recognised(schema: RunSchema, path: Path) -> bool:
-    with contextlib.suppress(UnreadableFileError):  # the reader reports it
-        return path.is_file() and schema.belongs(path)
+def recognised(belongs: Callable[[Path], bool], path: Path) -> bool:
+    """Whether a file is of the kind `belongs` recognises; an unreadable file is not, and is left to the reader to
+    report (or skip)."""
+    with contextlib.suppress(UnreadableFileError):
+        return belongs(path)
     return False
 
 

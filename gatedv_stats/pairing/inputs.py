@@ -18,7 +18,7 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import paths_under
 from gatedv_stats.io.itemfiles import ITEMS, is_item_file, item_schema
 from gatedv_stats.io.lossfiles import LOSS
-from gatedv_stats.io.runfiles import Run, RunSchema, SkippedFile, UnreadableFileError, read_runs, table_runs
+from gatedv_stats.io.runfiles import Run, RunSchema, SkippedFile, read_runs, recognised, table_runs
 from gatedv_stats.io.scorefiles import score_schema
 from gatedv_stats.pairing.pair import pair_sides, pilot_pair
 from gatedv_stats.pairing.paired import Paired, check_distinct_arms
@@ -91,24 +91,17 @@ def _check_kind(paths: Sequence[PathLike], schemas: Sequence[RunSchema]) -> None
     items, loss = ITEMS.name in names, LOSS.name in names
     for path in map(Path, paths):
         if path.is_dir():
-            if not items and any(_is(is_item_file, found) for found in paths_under(path)):
+            if not items and any(recognised(is_item_file, found) for found in paths_under(path)):
                 raise ParameterError("metric", f"{path}: holds item-score files; compare downstream-task scores "
                                      "with {metric} NAME (e.g. {metric} acc)", leading=False)
-        elif path.is_file() and not items and _is(is_item_file, path):
+        elif path.is_file() and not items and recognised(is_item_file, path):
             raise ParameterError("metric", f"{path}: an item-score file; compare downstream-task scores with "
                                  "{metric} NAME (e.g. {metric} acc)", leading=False)
-        elif path.is_file() and not loss and not any(_is(schema.belongs, path) for schema in schemas):
+        elif path.is_file() and not loss and not any(recognised(schema.belongs, path) for schema in schemas):
             raise ParameterError("metric", f"{path}: not an item-score file or one of the {schemas[-1].looked_for}; "
                                  "{metric} compares item scores and per-unit scores (drop {metric} to compare loss "
                                  "files)", leading=False)
 
-
-def _is(belongs, path: Path) -> bool:
-    """Whether a file is of a kind; an unreadable file is the reader's to report (or skip)."""
-    try:
-        return belongs(path)
-    except UnreadableFileError:
-        return False
 
 
 def path_list(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
