@@ -1,23 +1,36 @@
 """The API results of comparisons, one family for every metric: a pair (`ComparisonResult`), its reviewer
 statistics (`AnalysisResult`), many arms or tasks (`ArmsResult`), a plan (`PlanResult`). Each table starts with the
-columns every metric has — estimate, low, high, p_value, verdict — and goes on with its scale's own."""
+columns every metric has — estimate, low, high, p_value, verdict — and goes on with its scale's own. The report's
+tables and figures follow the scale's figures (`Scale.figures`): the paper's perplexity tables and charts, or a
+score's table and forest plot."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import altair as alt
 import pandas as pd
 
 from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
+from gatedv_stats.analysis.figures.score_arms import ScoreArm
 from gatedv_stats.analysis.pair import PairAnalysis
 from gatedv_stats.analysis.plan import DifferencePlan
+from gatedv_stats.core import formatting as fmt
 from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.pairing.paired import Paired
-from gatedv_stats.reporting.model import Table
+from gatedv_stats.reporting.model import RowGroup, Table
+from gatedv_stats.reporting.sections.comparison import (
+    comparison_charts,
+    comparison_row,
+    comparison_table,
+    per_seed_rows,
+)
+from gatedv_stats.reporting.sections.tasks import forest_chart, scores_table
+from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
 from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline, planned_at
-from gatedv_stats.results.views import VIEWS
+from gatedv_stats.stats.metrics import arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
 
@@ -60,12 +73,25 @@ class ComparisonResult(Result):
         return pd.DataFrame([{**comparison.leading(), **comparison.figures.columns(comparison)}])
 
     def tables(self) -> list[Table]:
-        return VIEWS[self.paired.scale.figures].comparison_tables(self.comparison, self.paired)
+        """Perplexity: the Verdicts and Paired comparison tables; a score: its table of one comparison."""
+        comparison = self.comparison
+        if comparison.scale.figures == "scores":
+            return [scores_table(_as_arms(comparison))]
+        reference, fit, level = comparison.baseline_arm, comparison.seed_document, comparison.bootstrap.confidence_level
+        verdicts = verdict_row(comparison.variant_arm, comparison.verdict_text, comparison.delta_p,
+                               None if fit is None else fit.delta_p_interval, comparison.n_pairs, comparison.unit)
+        sesoi = None if comparison.verdict is None else comparison.verdict.sesoi
+        return [verdicts_table(reference, level, sesoi, (RowGroup(None, (verdicts,)),),
+                               (comparison.verdict_explanation,)),
+                comparison_table("comparison", fmt.eval_set_name(self.paired.eval_set), reference, level,
+                                 comparison.bootstrap.n_resamples, comparison.bootstrap.rng_seed,
+                                 (RowGroup(None, (comparison_row(comparison.variant_arm, comparison,
+                                                                 comparison.verdict_text),)),))]
 
     def plot(self) -> alt.VConcatChart:
         """The report's figures of this comparison (perplexity: per-document differences and per-seed paired PPL;
         a score: the difference with its interval)."""
-        return VIEWS[self.paired.scale.figures].plot([self.paired], self.comparison)
+        return _plot([self.paired], self.comparison)
 
 
 @dataclass(frozen=True, repr=False)
@@ -157,8 +183,7 @@ class ArmsResult(Result):
     wraps: ClassVar[str] = "arms"
 
     def headline(self) -> str:
-        view = VIEWS[self.arms.scale.figures]
-        return adjusted_headline([(row.leading()["verdict"], view.label(row)) for row in self.arms.arms],
+        return adjusted_headline([(row.leading()["verdict"], _label(row)) for row in self.arms.arms],
                                  self.arms.reference)
 
     def to_dict(self) -> dict:
@@ -172,11 +197,23 @@ class ArmsResult(Result):
         return self.arms.to_frame()
 
     def tables(self) -> list[Table]:
-        return VIEWS[self.arms.scale.figures].arms_tables(self.arms)
+        """Perplexity: the Verdicts table by evaluation set; scores: the table of the comparisons with their
+        adjusted p-values."""
+        arms = self.arms
+        if arms.scale.figures == "scores":
+            return [scores_table(arms)]
+        groups = []
+        for eval_set in dict.fromkeys(arm.eval_set for arm in arms.arms):
+            rows = tuple(verdict_row(arm.arm, arm.verdict, arm.delta_p, None if arm.delta_p_seed_document_ci is None
+                                     else tuple(arm.delta_p_seed_document_ci), arm.n_pairs, arm.unit)
+                         for arm in arms.arms if arm.eval_set == eval_set)
+            groups.append(RowGroup(fmt.eval_set_name(eval_set), rows))
+        return [verdicts_table(arms.reference, 1.0 - arms.alpha, arms.sesoi, tuple(groups),
+                               adjusted=len(arms.arms) > 1)]
 
     def plot(self) -> alt.VConcatChart:
         """The report's figures of every comparison (see `ComparisonResult.plot`)."""
-        return VIEWS[self.arms.scale.figures].plot(self.pairs, self.arms)
+        return _plot(self.pairs, self.arms)
 
 
 @dataclass(frozen=True, repr=False)
@@ -212,3 +249,39 @@ class PlanResult(PilotPlanResult):
 
     def summary(self) -> str:
         return f"{planned_at(self.level)}{self.paired.variant_arm} vs {self.paired.baseline_arm}\n{self.plan.summary()}"
+
+
+def _label(row: Any) -> str:
+    """A many-arms comparison's row as its headline names it."""
+    if isinstance(row, ScoreArm):
+        compared = row.comparison
+        return compared.variant_arm if compared.task is None else f"{compared.variant_arm} on {compared.task}"
+    return row.arm if row.eval_set is None else f"{row.arm} ({row.eval_set})"
+
+
+def _plot(pairs: Sequence[Paired], comparisons: ArmsComparison | Comparison) -> alt.VConcatChart:
+    """A score's differences with their intervals; else per-document differences and per-seed paired PPL of the
+    pairs (labelled with their evaluation sets where they are several arms')."""
+    if comparisons.scale.figures == "scores":
+        return alt.vconcat(forest_chart(_as_arms(comparisons)))
+    sets = isinstance(comparisons, ArmsComparison)
+    names = {pair.eval_set for pair in pairs}
+    diffs, per_seed = [], []
+    for pair in pairs:
+        where = f", {pair.eval_set}" if sets and pair.eval_set is not None else ""
+        label = f"{pair.variant_arm} vs {pair.baseline_arm}{where}"
+        diffs.append(pd.DataFrame({"comparison": label,
+                                   "diff": document_differences(pair.baseline, pair.variant) / pair.n_units}))
+        per_seed += per_seed_rows(label, arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units),
+                                  arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units))
+    name = fmt.eval_set_name(names.pop()) if len(names) == 1 else "every evaluation set"
+    return alt.vconcat(*comparison_charts(name, diffs, per_seed))
+
+
+def _as_arms(comparisons: ArmsComparison | Comparison) -> ArmsComparison:
+    """A score's comparisons as a table of them (one comparison: a table of one)."""
+    if isinstance(comparisons, ArmsComparison):
+        return comparisons
+    return ArmsComparison(reference=comparisons.baseline_arm, scale=comparisons.scale,
+                          arms=(ScoreArm(comparisons, None, None),), alpha=1.0 - comparisons.confidence_level,
+                          sesoi=None, n_resamples=0, rng_seed=0, notes=comparisons.notes)
