@@ -18,7 +18,8 @@ from gatedv_stats.reporting.render import tables_html
 
 
 class Result(ABC):
-    """The presentation every API result shares."""
+    """The presentation every API result shares: by default the wrapped library result's own (`headline`,
+    `summary`, `to_dict`, `to_frame`)."""
 
     skipped: tuple[SkippedFile, ...] | None  # unreadable files passed over (None: none were allowed)
     wraps: ClassVar[str] = ""  # the field that holds the library result presented, whose fields the result forwards
@@ -29,9 +30,9 @@ class Result(ABC):
             raise AttributeError(name)
         return getattr(getattr(self, self.wraps), name)
 
-    @abstractmethod
     def headline(self) -> str:
         """The result in one line (its `repr` without the type name)."""
+        return getattr(self, self.wraps).headline()
 
     def summary(self) -> str:
         """The command line's text output."""
@@ -41,9 +42,9 @@ class Result(ABC):
         """The command line's `--json` object (JSON-ready; NaN where the command prints null)."""
         return {**getattr(self, self.wraps).to_dict(), **self._skipped()}
 
-    @abstractmethod
     def to_frame(self) -> pd.DataFrame:
         """The result as a table, one row per comparison (or run, or quantity)."""
+        return getattr(self, self.wraps).to_frame()
 
     @abstractmethod
     def tables(self) -> list[Table]:
@@ -110,9 +111,6 @@ class PilotPlanResult(Result):
     def warnings(self) -> tuple[str, ...]:
         """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
         return self.paired.notes + getattr(self.plan, "warnings", ())
-
-    def summary(self) -> str:
-        return planned_at(self.level) + self.plan.summary()
 
     def to_dict(self) -> dict:
         return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,

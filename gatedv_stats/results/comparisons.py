@@ -63,9 +63,6 @@ class ComparisonResult(Result):
 
     wraps: ClassVar[str] = "comparison"
 
-    def headline(self) -> str:
-        return self.comparison.headline()
-
     def to_frame(self) -> pd.DataFrame:
         """One row: estimate, low, high, p_value, verdict, then the scale's columns (perplexity: the arms, ΔP and D
         with their intervals, PPL, pairs, documents, wins)."""
@@ -192,9 +189,6 @@ class ArmsResult(Result):
                                                                                    {"task": pair.task}),
                             **pair.sources} for pair in self.pairs],
                 **self._skipped()}
-
-    def to_frame(self) -> pd.DataFrame:
-        return self.arms.to_frame()
 
     def tables(self) -> list[Table]:
         """Perplexity: the Verdicts table by evaluation set; scores: the table of the comparisons with their

@@ -86,11 +86,5 @@ class LedgerResult(Result):
     skipped: None = None
     wraps: ClassVar[str] = "history"
 
-    def headline(self) -> str:
-        return self.history.headline()
-
-    def to_frame(self) -> pd.DataFrame:
-        return self.history.to_frame()
-
     def tables(self) -> list[Table]:
         return [ledger_table(self.history)]
