@@ -5,7 +5,6 @@ object (`to_dict`), a DataFrame (`to_frame`) and the report's tables in a notebo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -67,16 +66,6 @@ class Result(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__.removesuffix('Result')}({self.headline()})"
-
-
-def adjusted_headline(verdicts: Sequence[tuple[str, str]], reference: str, comparisons: str = "comparisons") -> str:
-    """One line of several Holm-adjusted comparisons with `reference`, given as (verdict, what was compared) and
-    grouped by verdict."""
-    decided: dict[str, list[str]] = {}
-    for verdict, compared in verdicts:
-        decided.setdefault(verdict, []).append(compared)
-    grouped = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
-    return f"{len(verdicts)} {comparisons} with {reference}, Holm-adjusted: {grouped}"
 
 
 def planned_at(level: str | None) -> str:

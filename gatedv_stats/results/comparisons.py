@@ -29,7 +29,7 @@ from gatedv_stats.reporting.sections.comparison import (
 )
 from gatedv_stats.reporting.sections.tasks import forest_chart, scores_table
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
-from gatedv_stats.results.base import PilotPlanResult, Result, adjusted_headline, planned_at
+from gatedv_stats.results.base import PilotPlanResult, Result, planned_at
 from gatedv_stats.stats.metrics import arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
@@ -180,8 +180,12 @@ class ArmsResult(Result):
     wraps: ClassVar[str] = "arms"
 
     def headline(self) -> str:
-        return adjusted_headline([(row.leading()["verdict"], _label(row)) for row in self.arms.arms],
-                                 self.arms.reference)
+        """The comparisons grouped by their Holm-adjusted verdicts."""
+        decided: dict[str, list[str]] = {}
+        for row in self.arms.arms:
+            decided.setdefault(row.leading()["verdict"], []).append(_label(row))
+        grouped = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
+        return f"{len(self.arms.arms)} comparisons with {self.arms.reference}, Holm-adjusted: {grouped}"
 
     def to_dict(self) -> dict:
         return {**self.arms.to_dict(),
