@@ -75,17 +75,21 @@ class SequentialResult(Result):
         return (f"{self.design.variant_arm} vs {self.design.baseline_arm}: {self.look.line}")
 
     def summary(self) -> str:
-        look, design = self.look, self.design
+        look, design, scale = self.look, self.design, self.design.scale
         spent = f"α spent {look.alpha_spent:.3g} per direction"
         futility = ("" if look.futility_critical is None else
                     f", futility boundary T ≤ {look.futility_critical:.3g}")
+        stagewise = ([] if look.p_value is None or look.median_unbiased is None else
+                     [f"  stage-wise p (H0: not better) {look.p_value:.3g}; median-unbiased estimate "
+                      f"{scale.format_estimate(look.median_unbiased)} (naive {scale.format_estimate(look.estimate)}, "
+                      "biased away from 0 by an early stop)"])
         lines = [look.line,
                  f"look {look.index} at {look.n_pairs} of up to {design.max_seeds} seed pairs "
                  f"(information fraction {look.fraction:.3f}): D {look.estimate:+.6g} (SE {look.se:.3g}, "
                  f"df {look.df:.1f}), T {look.statistic:+.3g} against ±{look.critical:.3g} ({spent}){futility}",
-                 f"  repeated {100 * (1 - design.alpha):g}% interval {design.scale.format_interval(look.interval)}; "
+                 f"  repeated {100 * (1 - design.alpha):g}% interval {scale.format_interval(look.interval)}; "
                  f"seed variance from {look.seed_variance_from}",
-                 *self._stagewise_lines(),
+                 *stagewise,
                  *(f"  note: {note}" for note in look.notes),
                  design.summary()]
         if self.ledger_entry is not None:
@@ -96,14 +100,6 @@ class SequentialResult(Result):
         elif self.written is not None:
             lines.append(f"recorded look {look.index} in {self.written}")
         return "\n".join(lines)
-
-    def _stagewise_lines(self) -> list[str]:
-        look, scale = self.look, self.design.scale
-        if look.p_value is None or look.median_unbiased is None:
-            return []
-        return [f"  stage-wise p (H0: not better) {look.p_value:.3g}; median-unbiased estimate "
-                f"{scale.format_estimate(look.median_unbiased)} (naive {scale.format_estimate(look.estimate)}, biased "
-                "away from 0 by an early stop)"]
 
     def to_dict(self) -> dict:
         return {"decision": self.look.decision, "stop": self.look.stop, "line": self.look.line,
