@@ -64,14 +64,8 @@ def _p(value: float | None) -> str:
 
 
 def forest_chart(suite: ArmsComparison):
-    """The forest plot of every comparison's difference with its interval, and each arm's macro-average."""
-    per = "task" if _tasks(suite) else "arm"
-    return plots.task_forest_chart(forest_rows(suite), title=f"{suite.scale.metric} per {per}",
-                                   x_title=f"difference ({suite.scale.metric})")
-
-
-def forest_rows(suite: ArmsComparison) -> pd.DataFrame:
-    """One row per comparison with an interval, then each arm's macro-average."""
+    """The forest plot of every comparison's difference with its interval (one row each where it has one), and each
+    arm's macro-average."""
     rows = [{"arm": arm.comparison.variant_arm, "task": arm.comparison.task or arm.comparison.scale.metric,
              "difference": arm.comparison.estimate, "low": fit.confidence_interval.low,
              "high": fit.confidence_interval.high, "verdict": arm.comparison.verdict_text}
@@ -79,4 +73,6 @@ def forest_rows(suite: ArmsComparison) -> pd.DataFrame:
     rows += [{"arm": macro.variant_arm, "task": "macro-average", "difference": macro.difference,
               "low": macro.confidence_interval.low, "high": macro.confidence_interval.high, "verdict": ""}
              for macro in suite.macro]
-    return pd.DataFrame(rows, columns=["arm", "task", "difference", "low", "high", "verdict"])
+    return plots.task_forest_chart(pd.DataFrame(rows, columns=["arm", "task", "difference", "low", "high", "verdict"]),
+                                   title=f"{suite.scale.metric} per {'task' if _tasks(suite) else 'arm'}",
+                                   x_title=f"difference ({suite.scale.metric})")
