@@ -155,11 +155,10 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
             baseline_arm: str | None = None, variant_arm: str | None = None, metric: str | None = None,
             higher_is_better: bool | None = None, eval_set: str | None = None,
             n_targets: Sequence[int] | np.ndarray | None = None, n_resamples: int | None = None,
-            confidence_level: float = DEFAULTS.confidence_level, rng_seed: int | None = None,
-            method: str | None = None, sesoi: float | None = None,
-            cluster: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-            unit: str | None = None, noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None,
-            progress: bool | None = False) -> Result:
+            confidence_level: float = DEFAULTS.confidence_level, rng_seed: int | None = None, method: str | None = None,
+            sesoi: float | None = None, cluster: str | None = None, allow_unpaired: bool = False,
+            allow_mismatch: Sequence[str] = (), unit: str | None = None, noise_floor: Floor | None = None,
+            skipped: list[SkippedFile] | None = None, progress: bool | None = False) -> Result:
     """The verdict on two arms, accounting for training seeds and units, then the figures of their scale.
 
     Loss files (perplexity, `gatedv bootstrap`): ΔP, D with its document bootstrap (models fixed) and the win rate.
@@ -320,14 +319,12 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
 
 
 @renamed_keyword("n_resamples", "n_permutations")
-def arms(data: Inputs, *, reference: str | None = None, metric: str | None = None,
-         higher_is_better: bool | None = None, eval_set: str | None = None, alpha: float = DEFAULTS.alpha,
-         n_permutations: int | None = None, rng_seed: int | None = None, sesoi: float | None = None,
-         cluster: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-         unit: str | None = None, noise_floor: Floor | None = None,
-         skipped: list[SkippedFile] | None = None) -> Result:
-    """Every arm against a reference, with p-values adjusted by Holm and BH and verdicts from the Holm-adjusted
-    ones (`gatedv arms`).
+def arms(data: Inputs, *, reference: str | None = None, metric: str | None = None, higher_is_better: bool | None = None,
+         eval_set: str | None = None, alpha: float = DEFAULTS.alpha, n_permutations: int | None = None,
+         rng_seed: int | None = None, sesoi: float | None = None, cluster: str | None = None,
+         allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (), unit: str | None = None,
+         noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None) -> Result:
+    """Every arm against a reference (`gatedv arms`): p-values adjusted by Holm and BH, verdicts from Holm's.
 
     Loss files: per evaluation set, with p-values of three families (seed-and-document, seed-level t, sign-flip).
     Scores: every (arm, task) comparison adjusted across all of them, with a macro-average per arm.
@@ -400,8 +397,7 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
          allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (), unit: str | None = None,
          noise_floor: Floor | None = None, ledger: PathLike | None = None,
          skipped: list[SkippedFile] | None = None) -> Result:
-    """Seed pairs and units needed to detect `effect` at two-sided level `alpha` with `power`, from pilot runs of
-    two arms (`gatedv plan`).
+    """Seed pairs and units needed to detect `effect` with `power`, from pilot runs of two arms (`gatedv plan`).
 
     With a `noise_floor` no pilot is needed: the seed pairs come from the setup's seed variance (and the candidate's
     document term, when a pilot of it is given), and the plan says when more seeds cannot help.
@@ -569,8 +565,7 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, higher_is_better: 
     Returns
     -------
     Result
-        A `NoiseFloorResult`: the seed variance τ² with its degrees of freedom, the setup it was measured on and the
-        file written.
+        A `NoiseFloorResult`: the seed variance τ² with its degrees of freedom, its setup and the file written.
 
     Examples
     --------
@@ -602,10 +597,9 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
                metric: str | None = None, higher_is_better: bool | None = None, task: str | None = None,
                max_seeds: int | None = None, sesoi: float | None = None, alpha: float | None = None,
                power: float | None = None, spending: str | None = None, noise_floor: Floor | None = None,
-               eval_set: str | None = None,
-               unit: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-               ledger: PathLike | None = None, procedure: str | None = None, note: str | None = None,
-               skipped: list[SkippedFile] | None = None) -> SequentialResult:
+               eval_set: str | None = None, unit: str | None = None, allow_unpaired: bool = False,
+               allow_mismatch: Sequence[str] = (), ledger: PathLike | None = None, procedure: str | None = None,
+               note: str | None = None, skipped: list[SkippedFile] | None = None) -> SequentialResult:
     """One look of a group-sequential comparison over seed pairs, recorded in the `design` file (`gatedv decide`).
 
     The first call fixes the design's settings from its look and writes it, sealed. Each later call, with every seed
@@ -615,8 +609,7 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
     With a research `ledger`, the design runs at the level the ledger gives it, one-sided: its α is twice that level,
     and its power and futility are computed there. The candidate is started in the ledger at the first look and
     entered (with `note`) at the stop with its stage-wise p-value, so that "stop: better" is a keep and any other stop
-    a discard. At every stop the result holds the stage-wise p (`p_value`) and the median-unbiased estimate beside
-    the naive one.
+    a discard.
 
     Parameters
     ----------
@@ -660,7 +653,8 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
     -------
     SequentialResult
         The look: `line` ("continue: train seed pair k+1" or "stop: <decision> (…)"), `stop` and `decision`, the next
-        seed pair, the boundaries and the design with every look.
+        seed pair, the boundaries, the design with every look and, at a stop, the stage-wise p (`p_value`) and the
+        median-unbiased estimate beside the naive one.
 
     Examples
     --------
