@@ -111,8 +111,7 @@ def pair(data: Inputs | Paired | None = None, *, baseline: Side | None = None, v
     baseline_arm, variant_arm
         The arms of `data` (default: the arm named "baseline", and the other arm), or the names of the arrays.
     metric
-        Pair the item scores of a downstream task ("acc") or a score table's scores on this metric instead of loss
-        files.
+        Pair item scores of a downstream task ("acc") or a score table's scores on this metric, not loss files.
     higher_is_better
         Which way the score is better, where its files do not say.
     task
@@ -211,10 +210,8 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     Examples
     --------
     >>> result = gv.compare(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=200)
-    >>> result.verdict_text
-    'better'
-    >>> float(result.to_frame()["delta_p"].iloc[0]) < 0
-    True
+    >>> result.verdict_text, float(result.to_frame()["delta_p"].iloc[0]) < 0
+    ('better', True)
     """
     settings = _settings(metric, higher_is_better, n_resamples=n_resamples, rng_seed=rng_seed, method=method,
                          eval_set=eval_set, unit=unit, n_targets=n_targets, confidence_level=confidence_level,
@@ -253,13 +250,13 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     data
         The data, as in `pair`.
     baseline, variant
-        As in `pair`.
-    baseline_arm, variant_arm, metric, eval_set, unit
-        As in `pair`.
-    higher_is_better
-        As in `pair`.
+        As in `compare`.
+    baseline_arm, variant_arm, metric, eval_set, unit, cluster
+        As in `compare`.
+    higher_is_better, progress
+        As in `compare`.
     n_targets
-        As in `pair`.
+        As in `compare`.
     n_resamples, rng_seed
         As in `compare`, for item scores too.
     confidence_level
@@ -274,17 +271,13 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
         The fewest units of a group (default 5); smaller groups are pooled.
     sesoi
         As in `compare`.
-    cluster
-        As in `compare`.
     allow_unpaired
-        As in `pair`.
+        As in `compare`.
     allow_mismatch
-        As in `pair`.
+        As in `compare`.
     noise_floor
         As in `compare`.
     skipped
-        As in `pair`.
-    progress
         As in `compare`.
 
     Returns
@@ -335,22 +328,19 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
         Inputs holding every arm: paths, runs or a long DataFrame.
     reference
         The arm every other arm is compared with (default: the arm named "baseline").
-    metric, unit
-        As in `pair`.
+    metric, unit, cluster
+        As in `compare`.
     higher_is_better
-        As in `pair`.
+        As in `compare`.
     eval_set
         Loss files only: keep only the runs of this evaluation set (default: every set, compared per set).
     alpha
         The family-wise error rate of the Holm-adjusted verdicts (default 0.05).
     n_permutations
-        The sign vectors of each sign-flip test (default 10000); `n_resamples`, its deprecated name, still works
-        for one release.
+        The sign vectors of each sign-flip test (default 10000); deprecated name `n_resamples`, for one release.
     rng_seed
         The seed of the sign vectors.
     sesoi
-        As in `compare`.
-    cluster
         As in `compare`.
     allow_unpaired
         As in `pair`.
@@ -405,8 +395,7 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
     Parameters
     ----------
     data
-        Pilot runs of two arms (inputs as in `pair`; of one task for scores) or a `Paired`; None to plan from
-        `noise_floor` alone.
+        Pilot runs of two arms (as in `pair`; of one task for scores) or a `Paired`; None to plan from `noise_floor`.
     effect
         The effect to detect, on the pair's scale: a relative ΔP for loss files (0.02 = 2%), a difference in the
         metric's units for scores (0.01 = one point of accuracy).
@@ -509,8 +498,7 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
     workers
         Processes for the comparisons of a large experiment.
     ledger
-        A research ledger (`Ledger`) whose history the report shows, with the running best and the procedure's
-        wealth.
+        A research ledger (`Ledger`) whose history, running best and wealth the report shows.
 
     Returns
     -------
