@@ -371,8 +371,7 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
     runs = select_runs(runs, eval_set=eval_set)
     chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
     if chosen is None:
-        raise ParameterError("reference", "name the arm every other arm is compared with (no arm is named "
-                             "'baseline')")
+        raise ParameterError("reference", "name the arm every other arm is compared with (no arm is named 'baseline')")
     pairs = pair_with_reference(runs, chosen, scale, allow_unpaired=allow_unpaired,
                                 allow_mismatch=tuple(allow_mismatch), unit=unit or "auto")
     result = compare_arms(pairs, alpha=alpha, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
@@ -573,8 +572,7 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, higher_is_better: 
                                              unit, skipped) for path in path_list(inputs)])  # type: ignore[arg-type]
     else:
         runs, scale = runs_of(inputs, metric, higher_is_better, skipped)
-        floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, scale,
-                                unit=unit or "auto")
+        floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, scale, unit=unit or "auto")
     if out is not None:
         write_floor_file(out, floor.to_dict())
     return NoiseFloorResult(floor, None if out is None else os.fspath(out), skipped_once(skipped))
