@@ -1,12 +1,9 @@
 """gatedv-stats: paired comparisons of Transformer variants from per-document loss files.
 
-The Python API (`import gatedv_stats as gv`; see `gatedv_stats.api`): `gv.load`, `gv.pair`, `gv.compare`,
-`gv.analyze`, `gv.arms`, `gv.plan`, `gv.report`, `gv.noise_floor` and `gv.sequential` for loss files and (with
-`metric=`) downstream-task item scores or any per-unit score table, paired arrays from any pipeline's long table
-with `gv.pair(frame)` (a `gv.Paired`; `gv.PairedLosses` is its earlier name), a research ledger with online
-false-discovery-rate control (`gv.Ledger`), the results they return, and the errors `gv.InputError` /
-`gv.ParameterError`. Importing the package loads none of them until first used; `dir(gv)` lists only them;
-`__init__.pyi` gives type checkers their types.
+The Python API (`import gatedv_stats as gv`): the calls of `gatedv_stats.api`, the research ledger `gv.Ledger`, the
+paired arrays `gv.Paired` (`gv.PairedLosses` is its earlier name), the results the calls return and the errors
+`gv.InputError` / `gv.ParameterError`. Importing the package loads none of them until first used; `dir(gv)` lists
+only them; `__init__.pyi` gives type checkers their types.
 """
 
 from __future__ import annotations
@@ -44,6 +41,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The public names (`__all__`) and the module's own dunders: not its helpers, the submodules imported, nor the
-    deprecated names."""
+    """The public names (`__all__`) and the module's own dunders, not its helpers, submodules or deprecated names."""
     return sorted({*_EXPORTS, *(name for name in globals() if name.startswith("__") and name.endswith("__"))})

@@ -1,20 +1,10 @@
 """The Python API (`import gatedv_stats as gv`): the same computations as the command line, for notebooks.
 
-`load` reads run files (or directories); `compare` gives the verdict and the figures of two arms (`gatedv
-bootstrap`), `analyze` every reviewer statistic of one pair (`gatedv analyze`), `arms` every arm against a reference
-with Holm-adjusted verdicts (`gatedv arms`), `plan` the seeds and units a study needs (`gatedv plan`), `report`
-writes the report (`gatedv report`), `noise_floor` measures a setup's seed variance (`gatedv noise-floor`) and
-`sequential` takes one look of a group-sequential comparison over seed pairs (`gatedv decide`). Each serves loss
-files (perplexity) and, with `metric=`, the item-score files of downstream tasks or the score tables of any pipeline
-(`higher_is_better=` says a score's direction where its file does not) through the same pairing, verdict, adjustment
-and plan. Every command that computes something is one call of these functions, so the same files and settings give
-the same answer everywhere. A bad argument raises `ParameterError` naming the parameter (`baseline_arm`), bad input
-an `InputError` naming the file, row or field.
-
-The data of a comparison can be given as paths (files, long tables, directories), as the runs `load` returned
-(or any list of `Run`), as a long pandas DataFrame (columns arm, seed, doc_id, n_targets, loss_sum; the
-baseline defaults to the arm named "baseline", the variant to the other arm), as a `Paired` structure, or, for
-`compare` and `analyze`, as two (seeds × documents) arrays of loss sums.
+Every command that computes something is one call of these functions, so the same files and settings give the same
+answer everywhere. Each serves loss files (perplexity) and, with `metric=`, the item-score files of downstream tasks
+or the score tables of any pipeline through the same pairing, verdict, adjustment and plan; `pair` says the forms
+the data of a comparison can take. A bad argument raises `ParameterError` naming the parameter (`baseline_arm`), bad
+input an `InputError` naming the file, row or field.
 """
 
 from __future__ import annotations
@@ -68,8 +58,7 @@ Floor: TypeAlias = PathLike | NoiseFloor | NoiseFloorResult
 
 def load(paths: PathLike | Sequence[PathLike], *, metric: str | None = None, higher_is_better: bool | None = None,
          eval_set: str | None = None, skipped: list[SkippedFile] | None = None) -> Runs:
-    """Read run files, long tables and directories (searched recursively) into `Runs`: loss files and item-score
-    files, or with `metric` the item-score files and score tables of that metric.
+    """Read run files, long tables and directories (searched recursively) into `Runs`.
 
     Parameters
     ----------
@@ -110,23 +99,19 @@ def pair(data: Inputs | Paired | None = None, *, baseline: Side | None = None, v
          n_targets: Sequence[int] | np.ndarray | None = None, allow_unpaired: bool = False,
          allow_mismatch: Sequence[str] = (), unit: str | None = None,
          skipped: list[SkippedFile] | None = None) -> Paired:
-    """The paired arrays of two arms.
+    """The paired arrays of two arms, from the data in any form the comparisons take.
 
     Parameters
     ----------
     data
-        Inputs holding both arms (paths, runs or a long DataFrame), or a `Paired`.
-    baseline
-        The baseline's paths or runs, or its (seeds × documents) loss sums.
-    variant
-        The variant's paths or runs, or its (seeds × documents) loss sums.
-    baseline_arm
-        The baseline arm of `data` (default: the arm named "baseline"), or the name of `baseline`'s arrays.
-    variant_arm
-        The variant arm of `data` (default: the other arm), or the name of `variant`'s arrays.
+        Inputs holding both arms: paths (files, long tables, directories), runs (`load`'s, or any list of `Run`) or
+        a long DataFrame (columns arm, seed, doc_id, n_targets, loss_sum); or a `Paired`.
+    baseline, variant
+        Each arm's paths or runs, or its (seeds × documents) loss sums.
+    baseline_arm, variant_arm
+        The arms of `data` (default: the arm named "baseline", and the other arm), or the names of the arrays.
     metric
-        Pair the item scores of a downstream task ("acc") or a score table's scores on this metric instead of loss
-        files.
+        Pair item scores of a downstream task ("acc") or a score table's scores on this metric, not loss files.
     higher_is_better
         Which way the score is better, where its files do not say.
     task
@@ -169,17 +154,15 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
             baseline_arm: str | None = None, variant_arm: str | None = None, metric: str | None = None,
             higher_is_better: bool | None = None, eval_set: str | None = None,
             n_targets: Sequence[int] | np.ndarray | None = None, n_resamples: int | None = None,
-            confidence_level: float = DEFAULTS.confidence_level, rng_seed: int | None = None,
-            method: str | None = None, sesoi: float | None = None,
-            cluster: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-            unit: str | None = None, noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None,
-            progress: bool | None = False) -> Result:
+            confidence_level: float = DEFAULTS.confidence_level, rng_seed: int | None = None, method: str | None = None,
+            sesoi: float | None = None, cluster: str | None = None, allow_unpaired: bool = False,
+            allow_mismatch: Sequence[str] = (), unit: str | None = None, noise_floor: Floor | None = None,
+            skipped: list[SkippedFile] | None = None, progress: bool | None = False) -> Result:
     """The verdict on two arms, accounting for training seeds and units, then the figures of their scale.
 
-    Loss files (perplexity, `gatedv bootstrap`): ΔP, D with its document bootstrap (models fixed; `n_resamples`
-    draws, `method` "percentile" or "bca", seeded by `rng_seed`) and the win rate. Scores (`metric`: item scores
-    of downstream tasks, or a score table's): per task the difference in the metric's units, the seed permutation
-    test and unit counts; several tasks give the suite, Holm- and BH-adjusted across tasks, with a macro-average.
+    Loss files (perplexity, `gatedv bootstrap`): ΔP, D with its document bootstrap (models fixed) and the win rate.
+    Scores (`metric`): per task the difference in the metric's units, the seed permutation test and unit counts;
+    several tasks give the suite, Holm- and BH-adjusted across tasks, with a macro-average.
 
     Parameters
     ----------
@@ -187,13 +170,9 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
         The data, as in `pair`.
     baseline, variant
         As in `pair`.
-    baseline_arm, variant_arm
-        As in `pair`.
-    metric
+    baseline_arm, variant_arm, metric, eval_set, unit
         As in `pair`.
     higher_is_better
-        As in `pair`.
-    eval_set
         As in `pair`.
     n_targets
         As in `pair`.
@@ -206,20 +185,18 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     method
         Loss files only: the bootstrap interval, "percentile" (default) or "bca".
     sesoi
-        The smallest effect of interest (a relative ΔP for perplexity, a difference in the metric's units for a score),
-        so the verdict can say "equivalent".
+        The smallest effect of interest (a relative ΔP for perplexity, a difference in the metric's units for a
+        score), so the verdict can say "equivalent".
     cluster
         A unit column (a document's domain, an item's subtask) whose values are the sampled units.
     allow_unpaired
         As in `pair`.
     allow_mismatch
         As in `pair`.
-    unit
-        As in `pair`.
     noise_floor
-        The setup's noise floor (a file `noise_floor` wrote, or its result): its seed variance gives one seed pair a
-        verdict and is pooled with the study's own from two on; a floor of another setup is refused unless the differing
-        field is in `allow_mismatch`.
+        The setup's noise floor (a file `noise_floor` wrote, or its result): its seed variance gives one seed pair
+        a verdict and is pooled with the study's own from two on; a floor of another setup is refused unless the
+        differing field is in `allow_mismatch`.
     skipped
         As in `pair`.
     progress
@@ -233,10 +210,8 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     Examples
     --------
     >>> result = gv.compare(example_study(tmp_dir), baseline_arm="baseline", variant_arm="gatedv", n_resamples=200)
-    >>> result.verdict_text
-    'better'
-    >>> float(result.to_frame()["delta_p"].iloc[0]) < 0
-    True
+    >>> result.verdict_text, float(result.to_frame()["delta_p"].iloc[0]) < 0
+    ('better', True)
     """
     settings = _settings(metric, higher_is_better, n_resamples=n_resamples, rng_seed=rng_seed, method=method,
                          eval_set=eval_set, unit=unit, n_targets=n_targets, confidence_level=confidence_level,
@@ -266,57 +241,43 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
             progress: bool | None = False) -> Result:
     """Everything about one pair of arms (`gatedv analyze`).
 
-    Every scale: the verdict, the sign-flip permutation test on the per-unit differences (`n_permutations` sign
-    vectors) and D broken down `by` unit columns (a document's domain, an item's subtask; numeric ones in `bins`
-    quantile bins; groups under `min_docs` pooled). Loss files also: seed-level tests, BCa and bits per byte; a
-    score's comparison holds its own (the seed permutation test, McNemar). Scores over several tasks give
-    `compare`'s suite.
+    Every scale: the verdict, the sign-flip permutation test on the per-unit differences and D broken down `by`
+    unit columns. Loss files also: seed-level tests, BCa and bits per byte; a score's comparison holds its own (the
+    seed permutation test, McNemar). Scores over several tasks give `compare`'s suite.
 
     Parameters
     ----------
     data
         The data, as in `pair`.
     baseline, variant
-        As in `pair`.
-    baseline_arm, variant_arm
-        As in `pair`.
-    metric
-        As in `pair`.
-    higher_is_better
-        As in `pair`.
-    eval_set
-        As in `pair`.
-    n_targets
-        As in `pair`.
-    n_resamples
-        Loss files and item scores: the bootstrap's draws, as in `compare`.
-    confidence_level
         As in `compare`.
-    rng_seed
+    baseline_arm, variant_arm, metric, eval_set, unit, cluster
+        As in `compare`.
+    higher_is_better, progress
+        As in `compare`.
+    n_targets
+        As in `compare`.
+    n_resamples, rng_seed
+        As in `compare`, for item scores too.
+    confidence_level
         As in `compare`.
     n_permutations
         The sign vectors of the sign-flip permutation test (default 10000).
     by
-        The unit columns D is broken down by.
+        The unit columns D is broken down by (a document's domain, an item's subtask).
     bins
         The quantile bins of a numeric `by` column (default 4).
     min_docs
         The fewest units of a group (default 5); smaller groups are pooled.
     sesoi
         As in `compare`.
-    cluster
-        As in `compare`.
     allow_unpaired
-        As in `pair`.
+        As in `compare`.
     allow_mismatch
-        As in `pair`.
-    unit
-        As in `pair`.
+        As in `compare`.
     noise_floor
         As in `compare`.
     skipped
-        As in `pair`.
-    progress
         As in `compare`.
 
     Returns
@@ -351,19 +312,15 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
 
 
 @renamed_keyword("n_resamples", "n_permutations")
-def arms(data: Inputs, *, reference: str | None = None, metric: str | None = None,
-         higher_is_better: bool | None = None, eval_set: str | None = None, alpha: float = DEFAULTS.alpha,
-         n_permutations: int | None = None, rng_seed: int | None = None, sesoi: float | None = None,
-         cluster: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-         unit: str | None = None, noise_floor: Floor | None = None,
-         skipped: list[SkippedFile] | None = None) -> Result:
-    """Every arm against `reference` (default: the arm named "baseline"), verdicts from Holm-adjusted p-values at
-    level `alpha` (`gatedv arms`), p-values adjusted by Holm and BH.
+def arms(data: Inputs, *, reference: str | None = None, metric: str | None = None, higher_is_better: bool | None = None,
+         eval_set: str | None = None, alpha: float = DEFAULTS.alpha, n_permutations: int | None = None,
+         rng_seed: int | None = None, sesoi: float | None = None, cluster: str | None = None,
+         allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (), unit: str | None = None,
+         noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None) -> Result:
+    """Every arm against a reference (`gatedv arms`): p-values adjusted by Holm and BH, verdicts from Holm's.
 
-    Loss files: per evaluation set, with p-values of three families (seed-and-document, seed-level t, sign-flip
-    with `n_permutations` sign vectors). Scores (`metric`, `higher_is_better` as in `pair`): every (arm, task)
-    comparison adjusted across all of them, with a macro-average per arm. `n_resamples` is the deprecated name of
-    `n_permutations` (kept for one release).
+    Loss files: per evaluation set, with p-values of three families (seed-and-document, seed-level t, sign-flip).
+    Scores: every (arm, task) comparison adjusted across all of them, with a macro-average per arm.
 
     Parameters
     ----------
@@ -371,27 +328,23 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
         Inputs holding every arm: paths, runs or a long DataFrame.
     reference
         The arm every other arm is compared with (default: the arm named "baseline").
-    metric
-        As in `pair`.
+    metric, unit, cluster
+        As in `compare`.
     higher_is_better
-        As in `pair`.
+        As in `compare`.
     eval_set
         Loss files only: keep only the runs of this evaluation set (default: every set, compared per set).
     alpha
         The family-wise error rate of the Holm-adjusted verdicts (default 0.05).
     n_permutations
-        The sign vectors of each sign-flip test (default 10000).
+        The sign vectors of each sign-flip test (default 10000); deprecated name `n_resamples`, for one release.
     rng_seed
         The seed of the sign vectors.
     sesoi
         As in `compare`.
-    cluster
-        As in `compare`.
     allow_unpaired
         As in `pair`.
     allow_mismatch
-        As in `pair`.
-    unit
         As in `pair`.
     noise_floor
         As in `compare`.
@@ -418,8 +371,7 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
     runs = select_runs(runs, eval_set=eval_set)
     chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
     if chosen is None:
-        raise ParameterError("reference", "name the arm every other arm is compared with (no arm is named "
-                             "'baseline')")
+        raise ParameterError("reference", "name the arm every other arm is compared with (no arm is named 'baseline')")
     pairs = pair_with_reference(runs, chosen, scale, allow_unpaired=allow_unpaired,
                                 allow_mismatch=tuple(allow_mismatch), unit=unit or "auto")
     result = compare_arms(pairs, alpha=alpha, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
@@ -434,21 +386,19 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
          allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (), unit: str | None = None,
          noise_floor: Floor | None = None, ledger: PathLike | None = None,
          skipped: list[SkippedFile] | None = None) -> Result:
-    """Seed pairs and units needed to detect `effect` at two-sided level `alpha` with `power`, from pilot runs of
-    two arms (the baseline defaults to the arm named "baseline", the variant to the other arm): `gatedv plan`.
+    """Seed pairs and units needed to detect `effect` with `power`, from pilot runs of two arms (`gatedv plan`).
 
-    `effect` is a relative ΔP for loss files (0.02 = 2%) and a difference in the metric's units for scores (0.01 =
-    one point of accuracy; the pilot files of one task). With a `noise_floor` no pilot is needed: the seed pairs
-    come from the setup's seed variance (and the candidate's document term, when a pilot of it is given), and the
-    plan says when more seeds cannot help.
+    With a `noise_floor` no pilot is needed: the seed pairs come from the setup's seed variance (and the candidate's
+    document term, when a pilot of it is given), and the plan says when more seeds cannot help.
 
     Parameters
     ----------
     data
-        Pilot runs of two arms (inputs as in `pair`) or a `Paired`; None to plan from `noise_floor` alone.
+        Pilot runs of two arms (as in `pair`; of one task for scores) or a `Paired`; None to plan from `noise_floor`.
     effect
-        The effect to detect, on the pair's scale (a relative ΔP, or a difference in the metric's units).
-    metric
+        The effect to detect, on the pair's scale: a relative ΔP for loss files (0.02 = 2%), a difference in the
+        metric's units for scores (0.01 = one point of accuracy).
+    baseline_arm, variant_arm, metric, eval_set, unit
         As in `pair`.
     higher_is_better
         As in `pair`.
@@ -456,15 +406,9 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
         The two-sided level of the planned test (default 0.05).
     power
         The power of the planned test (default 0.8).
-    baseline_arm, variant_arm
-        As in `pair`.
-    eval_set
-        As in `pair`.
     allow_unpaired
         As in `pair`.
     allow_mismatch
-        As in `pair`.
-    unit
         As in `pair`.
     noise_floor
         The setup's noise floor (a file `noise_floor` wrote, or its result).
@@ -496,17 +440,19 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
         level = (f"planned at one-sided level {one_sided:.3g}, the level {os.fspath(ledger)} gives its next candidate "
                  f"({described}): α = {alpha:.3g} two-sided")
     alpha = DEFAULTS.alpha if alpha is None else alpha
-    if data is None:
-        if floor is None:
-            raise ParameterError("data", "give pilot runs, or a {noise_floor} to plan from", ("noise_floor",),
-                                 leading=False)
-        return _planned_at(result_of(floor_plan(floor, effect, alpha=alpha, power=power), (), skipped_once(skipped)),
-                           level)
-    paired = data if isinstance(data, Paired) else pilot_of(data, metric, higher_is_better, eval_set, allow_unpaired,
-                                                            allow_mismatch, unit, skipped, baseline_arm, variant_arm)
-    made = (plan_pair(paired, effect, alpha=alpha, power=power) if floor is None else
-            floor_plan(floor, effect, paired=paired, alpha=alpha, power=power))
-    return _planned_at(result_of(made, paired, skipped_once(skipped)), level)
+    paired = data if data is None or isinstance(data, Paired) else pilot_of(
+        data, metric, higher_is_better, eval_set, allow_unpaired, allow_mismatch, unit, skipped, baseline_arm,
+        variant_arm)
+    if floor is not None:
+        made: object = floor_plan(floor, effect, paired=paired, alpha=alpha, power=power)
+    elif paired is None:
+        raise ParameterError("data", "give pilot runs, or a {noise_floor} to plan from", ("noise_floor",),
+                             leading=False)
+    else:
+        made = plan_pair(paired, effect, alpha=alpha, power=power)
+    result = result_of(made, () if paired is None else paired, skipped_once(skipped))
+    assert isinstance(result, (PilotPlanResult, FloorPlanResult))  # what plans give
+    return replace(result, level=level)
 
 
 def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *, fmt: str | None = None,
@@ -515,16 +461,9 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
            cluster: str | None = None, metric: str | None = None, higher_is_better: bool | None = None,
            noise_floor: Floor | None = None, skipped: list[SkippedFile] | None = None,
            left_out: list[str] | None = None, workers: int | None = None, ledger: PathLike | None = None) -> Path:
-    """Write the paper-ready report (tables, figures, provenance) of whatever runs the inputs hold; returns the path
-    written (`gatedv report`).
+    """Write the paper-ready report (tables, figures, provenance) of whatever runs the inputs hold (`gatedv report`).
 
-    The format is `fmt` html, md or latex (default: as `out` is named, else html; `out` default: report.<ext> in
-    the single input directory, else here). The verdicts are the same as `compare`'s for one variant and as
-    `arms`'s (Holm-adjusted) for several; `left_out` (a list) receives a line for each comparison the report leaves
-    out; `metric`: the downstream tasks' metric of item-score inputs (default: acc_norm, acc, exact_match, whichever
-    every file has first), or the column of score tables (found under the inputs by it; `higher_is_better` as in
-    `pair`); `workers`: processes for a large experiment's comparisons; `ledger`: a research ledger
-    (`Ledger`) whose history the report shows, with the running best and the procedure's wealth.
+    The verdicts are `compare`'s for one variant and `arms`'s (Holm-adjusted) for several.
 
     Parameters
     ----------
@@ -536,9 +475,7 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
         "html", "md" or "latex" (default: as `out` is named, else html).
     reference
         The arm every other arm is compared with (default: the arm named "baseline").
-    n_resamples
-        As in `compare`.
-    rng_seed
+    n_resamples, rng_seed
         As in `compare`.
     confidence_level
         As in `compare`.
@@ -560,7 +497,7 @@ def report(inputs: PathLike | Sequence[PathLike], out: PathLike | None = None, *
     workers
         Processes for the comparisons of a large experiment.
     ledger
-        A research ledger (`Ledger`) whose history the report shows.
+        A research ledger (`Ledger`) whose history, running best and wealth the report shows.
 
     Returns
     -------
@@ -588,28 +525,23 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, higher_is_better: 
                 skipped: list[SkippedFile] | None = None) -> Result:
     """A setup's noise floor: the seed variance τ² that a paired comparison's D carries (`gatedv noise-floor`).
 
-    From A/A runs — k ≥ 3 runs of one configuration that differ only by training seed (loss files, or with
-    `metric` one task's item scores or a score table's) — or, with `studies`, from earlier paired studies of the
-    setup (each input one study of two arms, pooled, with Bartlett's test of homogeneity). Reruns of one seed are
-    refused. `out`: the JSON file to write (sealed with its content's SHA-256) for `noise_floor=` of the other
-    functions.
+    From A/A runs, k ≥ 3 runs of one configuration that differ only by training seed (reruns of one seed are
+    refused), or with `studies` from earlier paired studies of the setup, pooled, with Bartlett's test of
+    homogeneity.
 
     Parameters
     ----------
     inputs
-        A/A runs of one configuration (paths or runs), or with `studies` one input per earlier study.
-    metric
+        A/A runs of one configuration (paths or runs: loss files, or with `metric` one task's item scores or a score
+        table's), or with `studies` one input per earlier study of two arms.
+    metric, eval_set, unit
         As in `pair`.
     higher_is_better
         As in `pair`.
     studies
         Pool the seed variance of earlier paired studies instead of A/A runs.
     out
-        The floor file to write.
-    eval_set
-        As in `pair`.
-    unit
-        As in `pair`.
+        The floor file to write, JSON sealed with its content's SHA-256, for `noise_floor=` of the other functions.
     allow_unpaired
         As in `pair`.
     allow_mismatch
@@ -620,8 +552,7 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, higher_is_better: 
     Returns
     -------
     Result
-        A `NoiseFloorResult`: the seed variance τ² with its degrees of freedom, the setup it was measured on and the
-        file written.
+        A `NoiseFloorResult`: the seed variance τ² with its degrees of freedom, its setup and the file written.
 
     Examples
     --------
@@ -641,8 +572,7 @@ def noise_floor(inputs: Inputs, *, metric: str | None = None, higher_is_better: 
                                              unit, skipped) for path in path_list(inputs)])  # type: ignore[arg-type]
     else:
         runs, scale = runs_of(inputs, metric, higher_is_better, skipped)
-        floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, scale,
-                                unit=unit or "auto")
+        floor = floor_from_runs(select_runs(runs, eval_set=eval_set) if eval_set else runs, scale, unit=unit or "auto")
     if out is not None:
         write_floor_file(out, floor.to_dict())
     return NoiseFloorResult(floor, None if out is None else os.fspath(out), skipped_once(skipped))
@@ -653,25 +583,19 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
                metric: str | None = None, higher_is_better: bool | None = None, task: str | None = None,
                max_seeds: int | None = None, sesoi: float | None = None, alpha: float | None = None,
                power: float | None = None, spending: str | None = None, noise_floor: Floor | None = None,
-               eval_set: str | None = None,
-               unit: str | None = None, allow_unpaired: bool = False, allow_mismatch: Sequence[str] = (),
-               ledger: PathLike | None = None, procedure: str | None = None, note: str | None = None,
-               skipped: list[SkippedFile] | None = None) -> SequentialResult:
+               eval_set: str | None = None, unit: str | None = None, allow_unpaired: bool = False,
+               allow_mismatch: Sequence[str] = (), ledger: PathLike | None = None, procedure: str | None = None,
+               note: str | None = None, skipped: list[SkippedFile] | None = None) -> SequentialResult:
     """One look of a group-sequential comparison over seed pairs, recorded in the `design` file (`gatedv decide`).
 
-    The first call fixes the design from its look and writes it, sealed: `max_seeds` (K, the budget of seed pairs),
-    `alpha` (two-sided, 0.05), `power` (0.8), `sesoi` (the smallest effect of interest, for futility and
-    "equivalent"), `spending` ("obf" or "pocock") and `noise_floor` (its seed variance lets the first look be at one
-    seed pair). Each later call, with every seed pair so far, records the next look; a setting that differs from the
-    design's, or a file edited by hand, is refused. `line` says "continue: train seed pair k+1" or "stop: <decision>
-    (…)"; `stop` and `decision` say it as values. The data as in `pair`.
+    The first call fixes the design's settings from its look and writes it, sealed. Each later call, with every seed
+    pair so far, records the next look; a setting that differs from the design's, or a file edited by hand, is
+    refused.
 
-    With a research `ledger` (created by this call with `procedure`, default LOND, at `alpha`, when it does not
-    exist; an existing one's α and procedure must be the ones given, if any), the design runs at the level the
-    ledger gives it, one-sided: its α is twice that level, and its power and futility are computed there. The
-    candidate is started in the ledger at the first look and entered (with `note`) at the stop with its stage-wise
-    p-value, so that "stop: better" is a keep and any other stop a discard. At every stop the result holds the
-    stage-wise p (`p_value`) and the median-unbiased estimate beside the naive one.
+    With a research `ledger`, the design runs at the level the ledger gives it, one-sided: its α is twice that level,
+    and its power and futility are computed there. The candidate is started in the ledger at the first look and
+    entered (with `note`) at the stop with its stage-wise p-value, so that "stop: better" is a keep and any other stop
+    a discard.
 
     Parameters
     ----------
@@ -681,13 +605,9 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
         The design file: written by the first look, read and extended by each later one.
     baseline, variant
         As in `pair`.
-    baseline_arm, variant_arm
-        As in `pair`.
-    metric
+    baseline_arm, variant_arm, metric, task, eval_set, unit
         As in `pair`.
     higher_is_better
-        As in `pair`.
-    task
         As in `pair`.
     max_seeds
         K, the budget of seed pairs.
@@ -701,16 +621,13 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
         The α-spending function, "obf" (O'Brien-Fleming, default) or "pocock".
     noise_floor
         The setup's noise floor: its seed variance lets the first look be at one seed pair.
-    eval_set
-        As in `pair`.
-    unit
-        As in `pair`.
     allow_unpaired
         As in `pair`.
     allow_mismatch
         As in `pair`.
     ledger
-        A research ledger the design runs in (created by this call when it does not exist).
+        A research ledger the design runs in, created by this call (with `procedure`, at `alpha`) when it does not
+        exist; an existing one's α and procedure must be the ones given, if any.
     procedure
         The ledger's procedure when this call creates it (default LOND).
     note
@@ -721,7 +638,9 @@ def sequential(data: Inputs | Paired | None = None, *, design: PathLike, baselin
     Returns
     -------
     SequentialResult
-        The look: its decision, whether to stop, the next seed pair, the boundaries and the design with every look.
+        The look: `line` ("continue: train seed pair k+1" or "stop: <decision> (…)"), `stop` and `decision`, the next
+        seed pair, the boundaries, the design with every look and, at a stop, the stage-wise p (`p_value`) and the
+        median-unbiased estimate beside the naive one.
 
     Examples
     --------
@@ -776,12 +695,6 @@ def _settings(metric: str | None, higher_is_better: bool | None, used: Sequence[
     known = {name: value for name, value in choices.items() if name in AnalysisSettings.__dataclass_fields__
              and value is not None}
     return AnalysisSettings(allow_mismatch=tuple(allow_mismatch), **known)  # type: ignore[arg-type]
-
-
-def _planned_at(result: Result, level: str | None) -> Result:
-    """A plan's result with where its level came from."""
-    assert isinstance(result, (PilotPlanResult, FloorPlanResult))  # what plans give
-    return replace(result, level=level)
 
 
 def _or(value: int | None, default: int) -> int:

@@ -30,13 +30,9 @@ class Ledger:
     """A research ledger: every candidate compared, in order, each kept or discarded by an online procedure that
     bounds the false keeps over the whole stream (`gatedv ledger`; docs/research-ledger.md).
 
-    Each `add` compares a candidate with a reference as `compare` does (loss files, or with `metric` item scores or
-    a score table's, `higher_is_better` saying a score's direction where its files do not; with a `noise_floor`,
-    one seed pair suffices), takes the one-sided p-value of "the candidate is not better" (for
-    a candidate a sequential `design` decided, the design's stage-wise p-value), and tests it at the level the
-    procedure gives it; the entry, with the files' SHA-256, the estimate and its interval, the level, keep or discard
-    and the wealth left, is appended to an SQLite file whose entries are chained by hash (an altered history is
-    refused, naming the first bad entry). Writers serialise, so several processes may add to one ledger at once.
+    Each entry (`add`), with the files' SHA-256, the estimate and its interval, the level, keep or discard and the
+    wealth left, is appended to an SQLite file whose entries are chained by hash (an altered history is refused,
+    naming the first bad entry). Writers serialise, so several processes may add to one ledger at once.
 
     Parameters
     ----------
@@ -56,12 +52,9 @@ class Ledger:
     --------
     >>> study = example_study(tmp_dir)
     >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
-    >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
-    ...                    note="gated values")
+    >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
     >>> entry.step, entry.decision, round(entry.level, 5)
     (1, 'keep', 0.00268)
-    >>> ledger.to_frame()[["step", "candidate", "against", "decision", "best"]].values.tolist()
-    [[1, 'gatedv', 'baseline', 'keep', 'gatedv']]
     >>> gv.Ledger(tmp_dir / "study.ledger", procedure="lord++")
     Traceback (most recent call last):
     ...
@@ -87,8 +80,9 @@ class Ledger:
     def add(self, candidate: Side, against: Side, *, noise_floor: Floor | None = None, note: str | None = None,
             metric: str | None = None, higher_is_better: bool | None = None,
             design: str | os.PathLike[str] | None = None) -> LedgerEntryResult:
-        """Compare `candidate` with `against` and enter the result: its one-sided p-value of "the candidate is not
-        better" is tested at the level the procedure gives the next test (keep or discard).
+        """Compare `candidate` with `against` as `compare` does and enter the result: the one-sided p-value of "the
+        candidate is not better" (for a candidate a sequential `design` decided, the design's stage-wise p-value) is
+        tested at the level the procedure gives the next test (keep or discard).
 
         Parameters
         ----------
@@ -120,8 +114,8 @@ class Ledger:
         >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
         >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
         ...                    note="gated values")
-        >>> entry.step, entry.candidate, entry.decision, entry.p_value < entry.level
-        (1, 'gatedv', 'keep', True)
+        >>> entry.step, entry.candidate, entry.decision, entry.p_value < entry.level, entry.note
+        (1, 'gatedv', 'keep', True, 'gated values')
         """
         try:
             result = compare(baseline=against, variant=candidate, metric=metric, higher_is_better=higher_is_better,
@@ -158,8 +152,7 @@ class Ledger:
         --------
         >>> study = example_study(tmp_dir)
         >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
-        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
-        ...                    note="gated values")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
         >>> history = ledger.history()
         >>> len(history.entries), history.kept, history.to_frame()["best"].tolist()
         (1, 1, ['gatedv'])
@@ -178,8 +171,7 @@ class Ledger:
         --------
         >>> study = example_study(tmp_dir)
         >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
-        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
-        ...                    note="gated values")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
         >>> [(row.step, row.candidate, row.decision) for row in ledger.entries()]
         [(1, 'gatedv', 'keep')]
         """
@@ -198,8 +190,7 @@ class Ledger:
         --------
         >>> study = example_study(tmp_dir)
         >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
-        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
-        ...                    note="gated values")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
         >>> print(ledger.summary().splitlines()[2])
         step  candidate  against   estimate [interval]                p    level  decision   wealth  best
         """
@@ -217,8 +208,7 @@ class Ledger:
         --------
         >>> study = example_study(tmp_dir)
         >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
-        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
-        ...                    note="gated values")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
         >>> ledger.to_frame()[["step", "candidate", "decision", "best"]].values.tolist()
         [[1, 'gatedv', 'keep', 'gatedv']]
         """
@@ -236,8 +226,7 @@ class Ledger:
         --------
         >>> study = example_study(tmp_dir)
         >>> ledger = gv.Ledger(tmp_dir / "study.ledger")
-        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")),
-        ...                    note="gated values")
+        >>> entry = ledger.add(sorted(study.glob("gatedv-*")), against=sorted(study.glob("baseline-*")))
         >>> payload = ledger.to_dict()
         >>> payload["procedure"]["procedure"], payload["n_entries"], payload["entries"][0]["decision"]
         ('lond', 1, 'keep')
