@@ -37,9 +37,8 @@ class PerplexityFigures:
     group_effects: tuple[GroupEffectTest, ...] = ()  # does a column other than the cluster group the documents?
 
     @classmethod
-    def of(cls, paired: Paired, fit: SeedDocumentResult | None, *, labels: np.ndarray | None, cluster: str | None,
-           n_resamples: int, confidence_level: float, rng_seed: int, method: str,
-           progress: bool | None) -> PerplexityFigures:
+    def of(cls, paired: Paired, *, labels: np.ndarray | None, cluster: str | None, n_resamples: int,
+           confidence_level: float, rng_seed: int, method: str, progress: bool | None) -> PerplexityFigures:
         """Per-arm perplexities, ΔP, improved pairs, D's document bootstrap (models fixed) and document wins."""
         n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
         baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_units, n_bytes)
@@ -172,8 +171,11 @@ class PerplexityFigures:
                   f"({fmt.format_percent(self.win.win_rate)}; {level} Wilson interval "
                   f"{fmt.format_percent_interval(self.win.confidence_interval(self.bootstrap.confidence_level))}, "
                   "models fixed)"]
-        lines += [f"note: {note}" for note in comparison.notes]
-        return "\n".join(lines + ["", "inputs:", *input_lines(base.seeds, comparison.sources)])
+        lines += [f"note: {note}" for note in comparison.notes] + ["", "inputs:"]
+        sources = comparison.sources  # each file read, by side and seed, with its SHA-256
+        lines += [f"  {side} seed {seed}: {source} (sha256 {sha[:12]})" for side in ("baseline", "variant")
+                  for seed, source, sha in zip(base.seeds, sources[side], sources[f"{side}_sha256"])]
+        return "\n".join(lines)
 
     @staticmethod
     def _delta_p_interval(fit: SeedDocumentResult | None, level: str) -> str:
@@ -220,12 +222,6 @@ def variance_components(fit: SeedDocumentResult | None, noun: str) -> dict | Non
         return None
     return {"seed": fit.seed_var, noun: fit.doc_var, "interaction": fit.interaction_var,
             "truncated": list(fit.truncated), f"{noun}_pooled": fit.doc_pooled, f"{noun}_pretest_p": fit.doc_pretest_p}
-
-
-def input_lines(seeds: np.ndarray | tuple[int, ...], sources: dict) -> list[str]:
-    """Each file read, by side and seed, with its SHA-256."""
-    return [f"  {side} seed {seed}: {source} (sha256 {sha[:12]})" for side in ("baseline", "variant")
-            for seed, source, sha in zip(seeds, sources[side], sources[f"{side}_sha256"])]
 
 
 def _mean_se(summary: ArmSummary) -> float | None:

@@ -18,7 +18,6 @@ from gatedv_stats.analysis.comparison import Comparison
 from gatedv_stats.analysis.figures.perplexity import variance_components, verdict_keys
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
-from gatedv_stats.stats.seed_document import SeedDocumentResult
 from gatedv_stats.stats.seed_level import MAX_EXACT_SEEDS, SeedPermutationTest, seed_permutation_test
 from gatedv_stats.stats.tasks import McNemarTest, is_binary, mcnemar_test
 
@@ -36,8 +35,7 @@ class ScoreFigures:
     mcnemar: McNemarTest | None  # one seed pair of a 0/1 metric
 
     @classmethod
-    def of(cls, paired: Paired, fit: SeedDocumentResult | None, *, confidence_level: float,
-           **_resampling: object) -> ScoreFigures:
+    def of(cls, paired: Paired, *, confidence_level: float, **_resampling: object) -> ScoreFigures:
         """The figures of a pair of scores (they resample nothing: the document bootstrap's settings are not
         theirs)."""
         y = paired.variant - paired.baseline
