@@ -34,7 +34,6 @@ class Figures(Protocol):
     def headline_estimate(self, comparison: Any) -> str: ...
 
 
-
 @dataclass(frozen=True)
 class Comparison:
     """Everything `gatedv bootstrap` reports about one baseline/variant pair of arms, on any scale: what every
@@ -124,7 +123,6 @@ class Comparison:
         return {"estimate": self.estimate, "low": nan if fit is None else fit.confidence_interval.low,
                 "high": nan if fit is None else fit.confidence_interval.high,
                 "p_value": nan if self.verdict is None else self.verdict.p_value, "verdict": self.verdict_text}
-
 
 
 @dataclass(frozen=True)
