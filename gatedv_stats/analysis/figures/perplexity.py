@@ -96,12 +96,11 @@ class PerplexityFigures:
     def to_dict(self, comparison: Comparison) -> dict:
         """The `gatedv bootstrap --json` object; `delta_p` and `win_rate` are fractions. `nll_diff_ci` is the
         paper's models-fixed interval; the headline is `verdict` with `nll_diff_seed_document_ci`."""
-        low, high = self.nll_diff_ci
         fit, bits, d = comparison.seed_document, 1.0 / math.log(2.0), comparison.estimate
         return {
             "baseline": self.baseline.to_dict(), "variant": self.variant.to_dict(), "delta_p": self.delta_p,
             "improved_pairs": self.improved_pairs, "n_pairs": comparison.n_pairs, "nll_diff_mean": d,
-            "nll_diff_ci": [low, high], "ci_level": self.bootstrap.confidence_level,
+            "nll_diff_ci": list(self.nll_diff_ci), "ci_level": self.bootstrap.confidence_level,
             "ci_method": self.bootstrap.method, "bootstrap_samples": self.bootstrap.n_resamples,
             "bootstrap_seed": self.bootstrap.rng_seed,
             **self.win.to_dict(),  # wins, n_docs, win_rate
@@ -129,16 +128,13 @@ class PerplexityFigures:
     def columns(self, comparison: Comparison) -> dict:
         """The columns of a table of comparisons after the leading ones: arms, ΔP and D with their intervals, PPL,
         pairs, documents, wins."""
-        fit, nan = comparison.seed_document, float("nan")
-        delta_p_interval = None if fit is None else fit.delta_p_interval
+        fit, leading = comparison.seed_document, comparison.leading()
+        delta_p_interval = (float("nan"),) * 2 if fit is None or fit.delta_p_interval is None else fit.delta_p_interval
         return {
             "baseline_arm": comparison.baseline_arm, "variant_arm": comparison.variant_arm,
             "eval_set": comparison.eval_set, "delta_p": self.delta_p,
-            "delta_p_low": nan if delta_p_interval is None else delta_p_interval.low,
-            "delta_p_high": nan if delta_p_interval is None else delta_p_interval.high,
-            "nll_diff_mean": comparison.estimate,
-            "nll_diff_low": nan if fit is None else fit.confidence_interval.low,
-            "nll_diff_high": nan if fit is None else fit.confidence_interval.high,
+            "delta_p_low": delta_p_interval[0], "delta_p_high": delta_p_interval[1],
+            "nll_diff_mean": comparison.estimate, "nll_diff_low": leading["low"], "nll_diff_high": leading["high"],
             "nll_diff_models_fixed_low": self.nll_diff_ci.low, "nll_diff_models_fixed_high": self.nll_diff_ci.high,
             "baseline_ppl_mean": self.baseline.ppl_mean, "variant_ppl_mean": self.variant.ppl_mean,
             "improved_pairs": self.improved_pairs, "n_pairs": comparison.n_pairs, "n_docs": self.win.n_docs,
