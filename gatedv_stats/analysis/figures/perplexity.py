@@ -149,6 +149,13 @@ class PerplexityFigures:
         units = fmt.format_count(self.win.n_docs) + " documents"
         if fit is not None and fit.n_clusters is not None:
             units += f" in {fmt.format_count(fit.n_clusters)} {comparison.cluster} clusters"
+        delta_p_interval = "" if fit is None or fit.delta_p_interval is None else (
+            f"   {level} interval {fmt.format_delta_p_interval(fit.delta_p_interval)} ({SEEDS_AND_DOCUMENTS}; "
+            "through the log ratio, approximate)")
+        fit_lines = [] if fit is None else [
+            f"{f'{level} interval':<18} {fmt.format_interval(*fit.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
+            f"SE {fit.se:.3g}, t with {fit.df:.1f} df)",
+            f"{'':<19}variance components (nats² per {unit}): {', '.join(fit.components())}"]
         lines = [f"{var.arm} vs {base.arm}: {comparison.n_pairs} paired seeds, {units}", *self._unit_lines(comparison),
                  "", f"verdict: {comparison.verdict_text}" + ("" if unit == "token" else f" (per {unit})"),
                  f"  {comparison.verdict_explanation}", "", f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
@@ -156,9 +163,9 @@ class PerplexityFigures:
             lines.append(f"{seed:<12}{fmt.format_ppl(base_ppl):>{width}}{fmt.format_ppl(var_ppl):>{width}}")
         lines += [f"{'mean ± SD':<12}{fmt.format_ppl(base.ppl_mean, base.ppl_sd):>{width}}"
                   f"{fmt.format_ppl(var.ppl_mean, var.ppl_sd):>{width}}", "",
-                  f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + self._delta_p_interval(fit, level),
+                  f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + delta_p_interval,
                   f"improved pairs     {fmt.format_pairs(self.improved_pairs, comparison.n_pairs)}",
-                  f"mean NLL diff D    {fmt.format_nll_diff(comparison.estimate)}", *self._fit_lines(fit, level, unit),
+                  f"mean NLL diff D    {fmt.format_nll_diff(comparison.estimate)}", *fit_lines,
                   f"{f'{level} interval':<18} {fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
                   f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, "
                   f"seed {self.bootstrap.rng_seed}"
@@ -172,21 +179,6 @@ class PerplexityFigures:
         lines += [f"  {side} seed {seed}: {source} (sha256 {sha[:12]})" for side in ("baseline", "variant")
                   for seed, source, sha in zip(base.seeds, sources[side], sources[f"{side}_sha256"])]
         return "\n".join(lines)
-
-    @staticmethod
-    def _delta_p_interval(fit: SeedDocumentResult | None, level: str) -> str:
-        if fit is None or fit.delta_p_interval is None:
-            return ""
-        return (f"   {level} interval {fmt.format_delta_p_interval(fit.delta_p_interval)} ({SEEDS_AND_DOCUMENTS}; "
-                "through the log ratio, approximate)")
-
-    @staticmethod
-    def _fit_lines(fit: SeedDocumentResult | None, level: str, unit: str) -> list[str]:
-        if fit is None:
-            return []
-        return [f"{f'{level} interval':<18} {fmt.format_interval(*fit.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
-                f"SE {fit.se:.3g}, t with {fit.df:.1f} df)",
-                f"{'':<19}variance components (nats² per {unit}): {', '.join(fit.components())}"]
 
     def _unit_lines(self, comparison: Comparison) -> list[str]:
         unit = comparison.unit
