@@ -106,6 +106,11 @@ class Comparison:
         """The `gatedv bootstrap --json` object (its keys are the scale's)."""
         return self.figures.to_dict(self)
 
+    def verdict_keys(self) -> dict:
+        """The verdict as every scale's JSON holds it."""
+        return {"verdict": self.verdict_text, "verdict_explanation": self.verdict_explanation,
+                "verdict_detail": None if self.verdict is None else self.verdict.to_dict()}
+
     def summary(self) -> str:
         """The verdict, then the scale's figures as a readable table."""
         return self.figures.summary(self)

@@ -104,7 +104,7 @@ class PerplexityFigures:
             "ci_method": self.bootstrap.method, "bootstrap_samples": self.bootstrap.n_resamples,
             "bootstrap_seed": self.bootstrap.rng_seed,
             **self.win.to_dict(),  # wins, n_docs, win_rate
-            **verdict_keys(comparison),
+            **comparison.verdict_keys(),
             "nll_diff_seed_document_ci": None if fit is None else list(fit.confidence_interval),
             "nll_diff_seed_document_df": None if fit is None else fit.df,
             "delta_p_seed_document_ci": None if fit is None or fit.delta_p_interval is None else
@@ -196,12 +196,6 @@ class PerplexityFigures:
                 f"bits per byte: {self.baseline.nll.mean() / math.log(2.0):.4f} vs "
                 f"{self.variant.nll.mean() / math.log(2.0):.4f}, difference "
                 f"{comparison.estimate / math.log(2.0):+.5f} bits per byte"]
-
-
-def verdict_keys(comparison: Comparison) -> dict:
-    """The verdict as every comparison's JSON holds it."""
-    return {"verdict": comparison.verdict_text, "verdict_explanation": comparison.verdict_explanation,
-            "verdict_detail": None if comparison.verdict is None else comparison.verdict.to_dict()}
 
 
 def variance_components(fit: SeedDocumentResult | None, noun: str) -> dict | None:
