@@ -2,11 +2,10 @@
 p-values across its family, so that "better" over many comparisons keeps its family-wise meaning, and every test's
 p-values adjusted by Holm (family-wise error) and Benjamini–Hochberg (false discovery rate).
 
-One routine serves every scale; the scale's figures (`analysis.figures`) say which tests a comparison has beside
-the verdict's seed-and-document test (loss files: the seed-level paired t test on the per-seed log PPL ratios and
-the document-level sign-flip test on d_i) and what each row shows. The family: each evaluation set of loss files,
-every (arm, task) comparison of a downstream suite, every arm of a score table. A comparison without a test (one
-seed pair, no spread) has no verdict from it and is left out of its family's adjustment.
+One routine serves every scale; the scale's rows (`analysis.figures.perplexity_arms`, `score_arms`) say which tests
+a comparison has beside the verdict's seed-and-document test and what each row shows. The family: each evaluation
+set of loss files, every (arm, task) comparison of a downstream suite, every arm of a score table. A comparison
+without a test (one seed pair, no spread) has no verdict from it and is left out of its family's adjustment.
 """
 
 from __future__ import annotations

@@ -39,10 +39,10 @@ def compare(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
     labels = paired.labels(cluster)
     fit = seed_document_fit(paired, labels, confidence_level, floor=floor)
     decided = None if fit is None else decide(fit, paired, sesoi)
-    figures = FIGURES[paired.scale.figures]
-    return comparison_of(paired, fit, decided, cluster, confidence_level, figures.of(
-        paired, fit, labels=labels, cluster=cluster, n_resamples=n_resamples, confidence_level=confidence_level,
-        rng_seed=rng_seed, method=method, progress=progress))
+    figures = FIGURES[paired.scale.figures].of(
+        paired, labels=labels, cluster=cluster, n_resamples=n_resamples, confidence_level=confidence_level,
+        rng_seed=rng_seed, method=method, progress=progress)
+    return comparison_of(paired, fit, decided, cluster, confidence_level, figures)
 
 
 def comparison_of(paired: Paired, fit: SeedDocumentResult | None, decided: Verdict | None, cluster: str | None,

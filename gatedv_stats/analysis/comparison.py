@@ -34,7 +34,6 @@ class Figures(Protocol):
     def headline_estimate(self, comparison: Any) -> str: ...
 
 
-
 @dataclass(frozen=True)
 class Comparison:
     """Everything `gatedv bootstrap` reports about one baseline/variant pair of arms, on any scale: what every
@@ -107,6 +106,11 @@ class Comparison:
         """The `gatedv bootstrap --json` object (its keys are the scale's)."""
         return self.figures.to_dict(self)
 
+    def verdict_keys(self) -> dict:
+        """The verdict as every scale's JSON holds it."""
+        return {"verdict": self.verdict_text, "verdict_explanation": self.verdict_explanation,
+                "verdict_detail": None if self.verdict is None else self.verdict.to_dict()}
+
     def summary(self) -> str:
         """The verdict, then the scale's figures as a readable table."""
         return self.figures.summary(self)
@@ -124,7 +128,6 @@ class Comparison:
         return {"estimate": self.estimate, "low": nan if fit is None else fit.confidence_interval.low,
                 "high": nan if fit is None else fit.confidence_interval.high,
                 "p_value": nan if self.verdict is None else self.verdict.p_value, "verdict": self.verdict_text}
-
 
 
 @dataclass(frozen=True)

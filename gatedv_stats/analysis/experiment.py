@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gatedv_stats.analysis.arms import adjust_if_all, compare_arms, holm_verdicts
-from gatedv_stats.analysis.comparison import ArmsComparison
+from gatedv_stats.analysis.comparison import NO_DIFFERENCE, ArmsComparison
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.pair import PairAnalysis, analyze
 from gatedv_stats.analysis.training import CurveAnalysis, LRSelectionAnalysis, analyze_curves, analyze_lr_selection
@@ -60,12 +60,7 @@ PARALLEL_MIN_LOSS_SUMS = 1 << 20
 
 @dataclass(frozen=True)
 class AnalysisSettings:
-    """The user's choices, one object for every entry point (the report, the statistics commands, the Python
-    API): reference arm (None: "baseline" when present), resamples, RNG seed, level (α = 1 − level for the
-    verdicts and their Holm adjustment), the smallest effect of interest, the document column of clusters, the
-    provenance differences accepted, the comparison unit and whether seeds of one arm only are dropped (see
-    `gatedv_stats.pairing.pair.pair_runs`); the metric of item scores or score tables and, for a score table's
-    metric, which way is better.
+    """The user's choices, one object for every entry point: the report, the statistics commands, the Python API.
 
     Parameters
     ----------
@@ -84,7 +79,7 @@ class AnalysisSettings:
     allow_mismatch : tuple of str
         Provenance fields that may differ between paired runs.
     unit : str
-        "auto", "token" or "byte".
+        "auto", "token" or "byte", as in `gatedv_stats.pairing.pair.pair_runs`.
     allow_unpaired : bool
         Drop seeds found in one arm only.
     metric : str or None
@@ -329,7 +324,7 @@ def _adjust(pairs: list[PairResult], sesoi: float | None) -> AdjustedPValues:
         t=adjust_if_all([None if analysis.seed_level is None else analysis.seed_level.t_interval.p_value
                          for analysis in analyses]),
         permutation=adjust_p_values([analysis.permutation.p_value for analysis in analyses]),
-        verdicts=tuple("no detectable difference" if verdict is None else verdict.verdict for verdict in decided))
+        verdicts=tuple(NO_DIFFERENCE if verdict is None else verdict.verdict for verdict in decided))
 
 
 def _swap_tables(runs: tuple[Run, ...], reference: str | None) -> tuple[SwapTable, ...]:

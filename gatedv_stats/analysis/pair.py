@@ -127,10 +127,10 @@ def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
     analysis = PairAnalysis(comparison=comparison,
                             permutation=sign_flip_test(differences, units_n, n_permutations=n_permutations,
                                                        rng_seed=rng_seed, progress=progress), breakdowns=breakdowns)
-    reviewer = _REVIEWER.get(paired.scale.figures)
-    return analysis if reviewer is None else reviewer(analysis, paired, differences, units_n, n_resamples=n_resamples,
-                                                      confidence_level=confidence_level, rng_seed=rng_seed,
-                                                      progress=progress)
+    if paired.scale.figures != "perplexity":  # a score's comparison holds its own: the seed permutation test, McNemar
+        return analysis
+    return _perplexity_reviewer(analysis, paired, differences, units_n, n_resamples=n_resamples,
+                                confidence_level=confidence_level, rng_seed=rng_seed, progress=progress)
 
 
 def _perplexity_reviewer(analysis: PairAnalysis, paired: Paired, differences: np.ndarray, units_n: np.ndarray, *,
@@ -160,11 +160,6 @@ def _perplexity_reviewer(analysis: PairAnalysis, paired: Paired, differences: np
                    bits_per_byte=_bits_per_byte(paired, comparison))
 
 
-# The reviewer statistics a scale's figures have beside the sign-flip test (a score's comparison holds its own: the
-# seed permutation test, McNemar).
-_REVIEWER = {"perplexity": _perplexity_reviewer}
-
-
 def unit_column(paired: Paired, column: str) -> np.ndarray:
     """A per-unit column aligned with `paired.doc_ids`: a loss file's n_targets (not per byte, where the runs'
     targets may differ), or a column the files carry (domain, n_bytes; an item's subtask)."""
@@ -180,6 +175,8 @@ def unit_column(paired: Paired, column: str) -> np.ndarray:
     available = ", ".join([*targets, *paired.doc_columns.columns])
     raise ParameterError("by", f"no {paired.noun} column {column!r} in the {paired.scale.files} (available: "
                          f"{available})")
+
+
 def _bits_per_byte(paired: Paired, comparison: Comparison) -> BitsPerByte | None:
     """Per-token comparisons that carry n_bytes: bits per byte, its difference on the seed-and-document interval
     of the per-byte losses (the same estimator, weighted by bytes). A per-byte comparison already is one."""

@@ -37,9 +37,8 @@ class PerplexityFigures:
     group_effects: tuple[GroupEffectTest, ...] = ()  # does a column other than the cluster group the documents?
 
     @classmethod
-    def of(cls, paired: Paired, fit: SeedDocumentResult | None, *, labels: np.ndarray | None, cluster: str | None,
-           n_resamples: int, confidence_level: float, rng_seed: int, method: str,
-           progress: bool | None) -> PerplexityFigures:
+    def of(cls, paired: Paired, *, labels: np.ndarray | None, cluster: str | None, n_resamples: int,
+           confidence_level: float, rng_seed: int, method: str, progress: bool | None) -> PerplexityFigures:
         """Per-arm perplexities, ΔP, improved pairs, D's document bootstrap (models fixed) and document wins."""
         n_bytes = paired.doc_columns["n_bytes"].to_numpy() if "n_bytes" in paired.doc_columns else None
         baseline = metrics.arm_summary(paired.baseline_arm, paired.seeds, paired.baseline, paired.n_units, n_bytes)
@@ -97,16 +96,15 @@ class PerplexityFigures:
     def to_dict(self, comparison: Comparison) -> dict:
         """The `gatedv bootstrap --json` object; `delta_p` and `win_rate` are fractions. `nll_diff_ci` is the
         paper's models-fixed interval; the headline is `verdict` with `nll_diff_seed_document_ci`."""
-        low, high = self.nll_diff_ci
         fit, bits, d = comparison.seed_document, 1.0 / math.log(2.0), comparison.estimate
         return {
             "baseline": self.baseline.to_dict(), "variant": self.variant.to_dict(), "delta_p": self.delta_p,
             "improved_pairs": self.improved_pairs, "n_pairs": comparison.n_pairs, "nll_diff_mean": d,
-            "nll_diff_ci": [low, high], "ci_level": self.bootstrap.confidence_level,
+            "nll_diff_ci": list(self.nll_diff_ci), "ci_level": self.bootstrap.confidence_level,
             "ci_method": self.bootstrap.method, "bootstrap_samples": self.bootstrap.n_resamples,
             "bootstrap_seed": self.bootstrap.rng_seed,
             **self.win.to_dict(),  # wins, n_docs, win_rate
-            **verdict_keys(comparison),
+            **comparison.verdict_keys(),
             "nll_diff_seed_document_ci": None if fit is None else list(fit.confidence_interval),
             "nll_diff_seed_document_df": None if fit is None else fit.df,
             "delta_p_seed_document_ci": None if fit is None or fit.delta_p_interval is None else
@@ -130,16 +128,13 @@ class PerplexityFigures:
     def columns(self, comparison: Comparison) -> dict:
         """The columns of a table of comparisons after the leading ones: arms, ΔP and D with their intervals, PPL,
         pairs, documents, wins."""
-        fit, nan = comparison.seed_document, float("nan")
-        delta_p_interval = None if fit is None else fit.delta_p_interval
+        fit, leading = comparison.seed_document, comparison.leading()
+        delta_p_interval = (float("nan"),) * 2 if fit is None or fit.delta_p_interval is None else fit.delta_p_interval
         return {
             "baseline_arm": comparison.baseline_arm, "variant_arm": comparison.variant_arm,
             "eval_set": comparison.eval_set, "delta_p": self.delta_p,
-            "delta_p_low": nan if delta_p_interval is None else delta_p_interval.low,
-            "delta_p_high": nan if delta_p_interval is None else delta_p_interval.high,
-            "nll_diff_mean": comparison.estimate,
-            "nll_diff_low": nan if fit is None else fit.confidence_interval.low,
-            "nll_diff_high": nan if fit is None else fit.confidence_interval.high,
+            "delta_p_low": delta_p_interval[0], "delta_p_high": delta_p_interval[1],
+            "nll_diff_mean": comparison.estimate, "nll_diff_low": leading["low"], "nll_diff_high": leading["high"],
             "nll_diff_models_fixed_low": self.nll_diff_ci.low, "nll_diff_models_fixed_high": self.nll_diff_ci.high,
             "baseline_ppl_mean": self.baseline.ppl_mean, "variant_ppl_mean": self.variant.ppl_mean,
             "improved_pairs": self.improved_pairs, "n_pairs": comparison.n_pairs, "n_docs": self.win.n_docs,
@@ -154,6 +149,13 @@ class PerplexityFigures:
         units = fmt.format_count(self.win.n_docs) + " documents"
         if fit is not None and fit.n_clusters is not None:
             units += f" in {fmt.format_count(fit.n_clusters)} {comparison.cluster} clusters"
+        delta_p_interval = "" if fit is None or fit.delta_p_interval is None else (
+            f"   {level} interval {fmt.format_delta_p_interval(fit.delta_p_interval)} ({SEEDS_AND_DOCUMENTS}; "
+            "through the log ratio, approximate)")
+        fit_lines = [] if fit is None else [
+            f"{f'{level} interval':<18} {fmt.format_interval(*fit.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
+            f"SE {fit.se:.3g}, t with {fit.df:.1f} df)",
+            f"{'':<19}variance components (nats² per {unit}): {', '.join(fit.components())}"]
         lines = [f"{var.arm} vs {base.arm}: {comparison.n_pairs} paired seeds, {units}", *self._unit_lines(comparison),
                  "", f"verdict: {comparison.verdict_text}" + ("" if unit == "token" else f" (per {unit})"),
                  f"  {comparison.verdict_explanation}", "", f"{'seed':<12}{base.arm:>{width}}{var.arm:>{width}}"]
@@ -161,9 +163,9 @@ class PerplexityFigures:
             lines.append(f"{seed:<12}{fmt.format_ppl(base_ppl):>{width}}{fmt.format_ppl(var_ppl):>{width}}")
         lines += [f"{'mean ± SD':<12}{fmt.format_ppl(base.ppl_mean, base.ppl_sd):>{width}}"
                   f"{fmt.format_ppl(var.ppl_mean, var.ppl_sd):>{width}}", "",
-                  f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + self._delta_p_interval(fit, level),
+                  f"ΔP                 {fmt.format_delta_p(self.delta_p)}" + delta_p_interval,
                   f"improved pairs     {fmt.format_pairs(self.improved_pairs, comparison.n_pairs)}",
-                  f"mean NLL diff D    {fmt.format_nll_diff(comparison.estimate)}", *self._fit_lines(fit, level, unit),
+                  f"mean NLL diff D    {fmt.format_nll_diff(comparison.estimate)}", *fit_lines,
                   f"{f'{level} interval':<18} {fmt.format_interval(*self.nll_diff_ci)} ({MODELS_FIXED}; "
                   f"{self.bootstrap.method}, B = {fmt.format_count(self.bootstrap.n_resamples)}, "
                   f"seed {self.bootstrap.rng_seed}"
@@ -172,23 +174,11 @@ class PerplexityFigures:
                   f"({fmt.format_percent(self.win.win_rate)}; {level} Wilson interval "
                   f"{fmt.format_percent_interval(self.win.confidence_interval(self.bootstrap.confidence_level))}, "
                   "models fixed)"]
-        lines += [f"note: {note}" for note in comparison.notes]
-        return "\n".join(lines + ["", "inputs:", *input_lines(base.seeds, comparison.sources)])
-
-    @staticmethod
-    def _delta_p_interval(fit: SeedDocumentResult | None, level: str) -> str:
-        if fit is None or fit.delta_p_interval is None:
-            return ""
-        return (f"   {level} interval {fmt.format_delta_p_interval(fit.delta_p_interval)} ({SEEDS_AND_DOCUMENTS}; "
-                "through the log ratio, approximate)")
-
-    @staticmethod
-    def _fit_lines(fit: SeedDocumentResult | None, level: str, unit: str) -> list[str]:
-        if fit is None:
-            return []
-        return [f"{f'{level} interval':<18} {fmt.format_interval(*fit.confidence_interval)} ({SEEDS_AND_DOCUMENTS}; "
-                f"SE {fit.se:.3g}, t with {fit.df:.1f} df)",
-                f"{'':<19}variance components (nats² per {unit}): {', '.join(fit.components())}"]
+        lines += [f"note: {note}" for note in comparison.notes] + ["", "inputs:"]
+        sources = comparison.sources  # each file read, by side and seed, with its SHA-256
+        lines += [f"  {side} seed {seed}: {source} (sha256 {sha[:12]})" for side in ("baseline", "variant")
+                  for seed, source, sha in zip(base.seeds, sources[side], sources[f"{side}_sha256"])]
+        return "\n".join(lines)
 
     def _unit_lines(self, comparison: Comparison) -> list[str]:
         unit = comparison.unit
@@ -208,24 +198,12 @@ class PerplexityFigures:
                 f"{comparison.estimate / math.log(2.0):+.5f} bits per byte"]
 
 
-def verdict_keys(comparison: Comparison) -> dict:
-    """The verdict as every comparison's JSON holds it."""
-    return {"verdict": comparison.verdict_text, "verdict_explanation": comparison.verdict_explanation,
-            "verdict_detail": None if comparison.verdict is None else comparison.verdict.to_dict()}
-
-
 def variance_components(fit: SeedDocumentResult | None, noun: str) -> dict | None:
     """The fit's variance components as the JSON holds them, the units' named by `noun`."""
     if fit is None:
         return None
     return {"seed": fit.seed_var, noun: fit.doc_var, "interaction": fit.interaction_var,
             "truncated": list(fit.truncated), f"{noun}_pooled": fit.doc_pooled, f"{noun}_pretest_p": fit.doc_pretest_p}
-
-
-def input_lines(seeds: np.ndarray | tuple[int, ...], sources: dict) -> list[str]:
-    """Each file read, by side and seed, with its SHA-256."""
-    return [f"  {side} seed {seed}: {source} (sha256 {sha[:12]})" for side in ("baseline", "variant")
-            for seed, source, sha in zip(seeds, sources[side], sources[f"{side}_sha256"])]
 
 
 def _mean_se(summary: ArmSummary) -> float | None:

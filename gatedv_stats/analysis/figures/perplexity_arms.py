@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gatedv_stats.analysis.comparison import ArmsComparison
+from gatedv_stats.analysis.comparison import NO_DIFFERENCE, ArmsComparison
 from gatedv_stats.analysis.figures.perplexity import paired_group_effects, resampled_units
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
@@ -128,7 +128,7 @@ def _row(pair: Paired, fit: SeedDocumentResult | None, test: dict, adjustment: d
         delta_p=metrics.delta_p(baseline.ppl_mean, variant.ppl_mean),
         improved_pairs=metrics.improved_pairs(baseline.ppl, variant.ppl),
         nll_diff_mean=metrics.nll_diff_mean(baseline.nll, variant.nll),
-        verdict="no detectable difference" if decided is None else decided.verdict,
+        verdict=NO_DIFFERENCE if decided is None else decided.verdict,
         nll_diff_seed_document_ci=None if fit is None else list(fit.confidence_interval),
         delta_p_seed_document_ci=None if fit is None or fit.delta_p_interval is None else list(fit.delta_p_interval),
         seed_document_p_value=test["seed_document"], tost_p_value=None if raw is None else raw.tost_p_value,

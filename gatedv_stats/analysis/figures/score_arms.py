@@ -66,8 +66,8 @@ class ScoreArm:
                   f"variant {what}", "difference", f"{fmt.format_level(1 - arms.alpha)} interval", "verdict", "p",
                   "Holm", "BH")
         rows = [(row.comparison.variant_arm, *((str(row.comparison.task),) if tasks else ()),
-                 *row.comparison.figures.cells(row.comparison, proportion), _p(row.comparison), _p_text(row.p_holm),
-                 _p_text(row.p_bh)) for row in arms.arms]
+                 *row.comparison.figures.cells(row.comparison, proportion),
+                 *(_p_text(p) for p in (row.leading()["p_value"], row.p_holm, row.p_bh))) for row in arms.arms]
         lines += ["", *fmt.text_table(header, rows, "l" * (1 + tasks) + "rrrrrllrrr")]
         for macro in arms.macro:
             lines.append(f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
@@ -95,7 +95,7 @@ def arm_rows(pairs: Sequence[Paired], fits: Sequence[SeedDocumentResult | None],
              alpha: float) -> tuple[list[ScoreArm], list[str], list[str], list[MacroAverage]]:
     """Each comparison, whole; the macro-average of each arm over its tasks; the notes."""
     rows = [ScoreArm(comparison_of(pair, fit, decided, column, 1.0 - alpha,
-                                   ScoreFigures.of(pair, fit, confidence_level=1.0 - alpha)),
+                                   ScoreFigures.of(pair, confidence_level=1.0 - alpha)),
                      *adjustment["seed_document"])
             for pair, fit, decided, column, adjustment in zip(pairs, fits, verdicts, clusters, adjusted)]
     macros, notes = _macro_averages([row.comparison for row in rows])
@@ -120,10 +120,6 @@ def _macro_averages(comparisons: Sequence[Comparison]) -> tuple[list[MacroAverag
             continue
         macros.append(macro_average([fit for fit in fits if fit is not None], variant_arm=arm))
     return macros, notes
-
-
-def _p(comparison: Comparison) -> str:
-    return _p_text(None if comparison.seed_document is None else comparison.seed_document.p_value)
 
 
 def _p_text(value: float | None) -> str:

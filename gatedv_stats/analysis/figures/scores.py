@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gatedv_stats.analysis.comparison import Comparison
-from gatedv_stats.analysis.figures.perplexity import variance_components, verdict_keys
+from gatedv_stats.analysis.figures.perplexity import variance_components
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.pairing.paired import Paired
-from gatedv_stats.stats.seed_document import SeedDocumentResult
 from gatedv_stats.stats.seed_level import MAX_EXACT_SEEDS, SeedPermutationTest, seed_permutation_test
 from gatedv_stats.stats.tasks import McNemarTest, is_binary, mcnemar_test
 
@@ -36,8 +35,7 @@ class ScoreFigures:
     mcnemar: McNemarTest | None  # one seed pair of a 0/1 metric
 
     @classmethod
-    def of(cls, paired: Paired, fit: SeedDocumentResult | None, *, confidence_level: float,
-           **_resampling: object) -> ScoreFigures:
+    def of(cls, paired: Paired, *, confidence_level: float, **_resampling: object) -> ScoreFigures:
         """The figures of a pair of scores (they resample nothing: the document bootstrap's settings are not
         theirs)."""
         y = paired.variant - paired.baseline
@@ -80,7 +78,7 @@ class ScoreFigures:
             "cluster": comparison.cluster, "baseline_mean": float(np.mean(self.baseline_per_seed)),
             "variant_mean": float(np.mean(self.variant_per_seed)),
             "baseline_per_seed": list(self.baseline_per_seed), "variant_per_seed": list(self.variant_per_seed),
-            "difference": comparison.estimate, **verdict_keys(comparison),
+            "difference": comparison.estimate, **comparison.verdict_keys(),
             "difference_ci": None if fit is None else list(fit.confidence_interval),
             "difference_se": None if fit is None else fit.se, "difference_df": None if fit is None else fit.df,
             "p_value": None if fit is None else fit.p_value,
