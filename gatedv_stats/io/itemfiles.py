@@ -135,15 +135,9 @@ def _metric_names(frame: pd.DataFrame, meta: dict, source: str) -> tuple[str, ..
         if not isinstance(listed, list) or not all(isinstance(name, str) and name.strip() for name in listed):
             raise InputError(f"{source}: metadata metrics must be a list of column names, got {listed!r}")
         return tuple(listed)
-    names = []
-    for column in frame.columns:
-        if column == "doc_id" or column in HASH_COLUMNS or column in META_COLUMNS:
-            continue
-        if pd.api.types.is_bool_dtype(frame[column].dtype):
-            continue
-        if column in KNOWN_HIGHER_IS_BETTER or is_numeric(frame[column]):
-            names.append(str(column))
-    return tuple(names)
+    return tuple(str(column) for column in frame.columns if column not in ("doc_id", *HASH_COLUMNS, *META_COLUMNS)
+                 and not pd.api.types.is_bool_dtype(frame[column].dtype)
+                 and (column in KNOWN_HIGHER_IS_BETTER or is_numeric(frame[column])))
 
 
 __all__ = ["HASH_COLUMNS", "ITEMS", "ITEM_FORMAT", "is_item_file", "item_schema", "metric_directions",

@@ -133,14 +133,13 @@ def read_runs(paths: Sequence[str | os.PathLike[str]], schemas: Sequence[RunSche
     read: set[Path] = set()
     for given in paths:
         path = Path(given)
-        if not path.is_dir():
-            if path.resolve() not in read:
-                read.add(path.resolve())
-                schema = next((schema for schema in schemas[1:] if path.is_file() and recognised(schema.belongs, path)),
-                              schemas[0])
-                runs.extend(file_runs(path, schema))
-            continue
-        runs.extend(_runs_under(path, schemas, read, skipped, require))
+        if path.is_dir():
+            runs.extend(_runs_under(path, schemas, read, skipped, require))
+        elif path.resolve() not in read:
+            read.add(path.resolve())
+            schema = next((schema for schema in schemas[1:] if path.is_file() and recognised(schema.belongs, path)),
+                          schemas[0])
+            runs.extend(file_runs(path, schema))
     return runs
 
 

@@ -21,7 +21,6 @@ from gatedv_stats.pairing.paired import (
     check_distinct_arms,
     check_mismatch_fields,
     paired_seeds,
-    pilot_arm,
     provenance_notes,
     runs_by_seed,
     shared_setup,
@@ -156,7 +155,10 @@ def pilot_pair(runs: Sequence[Run], scale: Scale = PERPLEXITY, *, baseline_arm: 
     "baseline", the variant to the other; a suite's pilot is of one family (one task)."""
     runs = select_runs(list(runs), eval_set=eval_set, what=f"{what} files")
     arms = sorted({run.arm for run in runs})
-    baseline_arm = pilot_arm(baseline_arm, set(arms), what)
+    baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
+    if baseline_arm is None:
+        raise ParameterError("baseline_arm", f"name the {what}'s baseline arm with {{baseline_arm}} (arms found: "
+                             f"{', '.join(arms)})", leading=False)
     if baseline_arm not in arms:
         raise ParameterError("baseline_arm", f"no {what} runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
     check_distinct_arms(baseline_arm, variant_arm)
