@@ -1,11 +1,10 @@
 """Item-score files (docs/method-statistics.md §5): the schema of per-item scores of a downstream task (accuracy, exact
-match, the gold choice's log-likelihood, ...) of one run, read and written by `io.runfiles` like loss files.
+match, the gold choice's log-likelihood, ...), read and written by `io.runfiles` like loss files.
 
 A file holds one run of one task: one row per item (`doc_id`, one or more float metric columns, optional grouping
-columns such as `subtask`, and the harness hashes `doc_hash`, `prompt_hash`, `target_hash`) plus run metadata
-(`format`, `arm`, `seed`, `task`, `n_shot`, `metrics`, `higher_is_better`, provenance) in Parquet key-value
-metadata, or for CSV as constant columns or a JSON sidecar `FILE.csv.json`. A long table holds several runs, told
-apart by its `arm`, `seed` and `task` columns. Rows in error messages are counted from 1 over the data rows.
+columns such as `subtask`, and the harness hashes `doc_hash`, `prompt_hash`, `target_hash`) and the run's metadata
+(`format`, `arm`, `seed`, `task`, `n_shot`, `metrics`, `higher_is_better`, provenance); a long table's runs are told
+apart by `arm`, `seed` and `task`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Pair the runs of two arms on a scale: runs by training seed, units by `doc_id` (docs/method-statistics.md §5).
 
-One pairing for every metric; the scale says what differs (`stats.scale`): the values and weights of the units
-(loss sums per target or per byte; an item's or a document's score, weighted equally), the run fields paired runs
-must record alike (evaluation set, tokenizer, scoring; a task's configuration and shots), the per-unit hashes that
-must agree (the harness's record of each item), and the family of comparisons (an evaluation set, a task). A
-differing field is refused in one line naming the first differing file and the field, unless `allow_mismatch`
-names it (compared anyway, with a note).
+One pairing for every metric; the scale (`stats.scale`) says what differs: the units' values and weights, the run
+fields and per-unit hashes that must agree, the family of comparisons. A differing field is refused in one line
+naming the first differing file and the field, unless `allow_mismatch` names it (compared anyway, with a note).
 """
 
 from __future__ import annotations

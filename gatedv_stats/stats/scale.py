@@ -5,14 +5,8 @@ a run's units give the values and the weights of D, which way is better, how D i
 a difference in the metric's units), which recorded fields paired runs must share (and which a noise floor must
 match), what groups comparisons into a family, how its figures are printed and which extra figures it has. The
 pairing, the verdict, the many-arms adjustment, the plan, the floor and the ledger take a scale and are one code
-for every metric; a new kind of metric is a subclass here and a file schema in `io`.
-
-* `PerplexityScale` (loss files): the units are documents weighted by their targets (or bytes), D is a difference
-  of mean log-losses, so log(1 + ΔP) ≈ D, lower is better and a smallest effect of interest is a relative ΔP.
-* `MetricScale` (item-score files of downstream tasks): items weighted equally, D a difference of mean scores in the
-  metric's units (0.01 = one point of accuracy), the direction the metric's.
-* `ScoreScale` (score tables of any pipeline): any per-document score, weighted equally, as a task's metric but
-  with no task, and its direction given once by the caller or the file.
+for every metric; a new kind of metric is a subclass here and a file schema in `io`: `PerplexityScale` (loss
+files), `MetricScale` (item-score files of downstream tasks), `ScoreScale` (score tables of any pipeline).
 
 Field names are the files' column and metadata names, as strings: this module reads no file.
 """
@@ -191,7 +185,7 @@ UNITS = ("auto", "token", "byte")
 @dataclass(frozen=True)
 class PerplexityScale(Scale):
     """Perplexity: the documents of loss files, each weighted by its targets (or UTF-8 bytes, per byte); D a
-    difference of mean log-losses read as ΔP, lower is better."""
+    difference of mean log-losses read as ΔP (log(1 + ΔP) ≈ D, a SESOI a relative ΔP), lower is better."""
 
     metric: str = "loss"
     higher_is_better: bool = False
@@ -383,7 +377,8 @@ PERPLEXITY = PerplexityScale()
 
 @dataclass(frozen=True)
 class MetricScale(Scale):
-    """A downstream task's metric: item scores of one task, weighted equally; differences in the metric's units."""
+    """A downstream task's metric: item scores of one task, weighted equally; differences in the metric's units (0.01 =
+    one point of accuracy)."""
 
     metric: str = "acc"
     higher_is_better: bool = True
