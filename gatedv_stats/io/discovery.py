@@ -61,20 +61,19 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
     A file under a directory that looks like a loss file but cannot be read is an error; when a `skipped` list
     is given it is appended there instead, and listed in the result's `skipped`."""
     schemas = {"item-score file": ITEMS, **({} if scores is None else {"score table": scores})}
+    belongs = {**_NAMED, **{kind: schema.belongs for kind, schema in schemas.items()}}  # by name first
     # The inputs by kind ("loss file": files and directories, for the loss-file reader, which reads each file once).
-    found: dict[str, list[Path]] = {kind: [] for kind in ("loss file", *_NAMED, *schemas)}
+    found: dict[str, list[Path]] = {kind: [] for kind in ("loss file", *belongs)}
     for given in map(Path, inputs):
         if given.is_dir():
             found["loss file"].append(given)
             under = paths_under(given)
-            for kind, named in {**_NAMED, **{kind: schema.belongs for kind, schema in schemas.items()}}.items():
+            for kind, named in belongs.items():
                 found[kind] += [path for path in under if recognised(named, path)]
         elif not given.exists():
             raise InputError(f"{given}: no such file or directory")
-        elif by_name := next((kind for kind, named in _NAMED.items() if named(given)), None):
-            found[by_name].append(given)
-        elif schema_kind := next((kind for kind, schema in schemas.items() if schema.belongs(given)), None):
-            found[schema_kind].append(given)
+        elif of_kind := next((kind for kind, named in belongs.items() if named(given)), None):
+            found[of_kind].append(given)
         elif given.suffix in RUN_FILE_SUFFIXES:
             found["loss file"].append(given)
         else:

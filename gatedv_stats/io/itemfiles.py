@@ -1,11 +1,10 @@
 """Item-score files (docs/method-statistics.md §5): the schema of per-item scores of a downstream task (accuracy, exact
-match, the gold choice's log-likelihood, ...) of one run, read and written by `io.runfiles` like loss files.
+match, the gold choice's log-likelihood, ...), read and written by `io.runfiles` like loss files.
 
 A file holds one run of one task: one row per item (`doc_id`, one or more float metric columns, optional grouping
-columns such as `subtask`, and the harness hashes `doc_hash`, `prompt_hash`, `target_hash`) plus run metadata
-(`format`, `arm`, `seed`, `task`, `n_shot`, `metrics`, `higher_is_better`, provenance) in Parquet key-value
-metadata, or for CSV as constant columns or a JSON sidecar `FILE.csv.json`. A long table holds several runs, told
-apart by its `arm`, `seed` and `task` columns. Rows in error messages are counted from 1 over the data rows.
+columns such as `subtask`, and the harness hashes `doc_hash`, `prompt_hash`, `target_hash`) and the run's metadata
+(`format`, `arm`, `seed`, `task`, `n_shot`, `metrics`, `higher_is_better`, provenance); a long table's runs are told
+apart by `arm`, `seed` and `task`.
 """
 
 from __future__ import annotations
@@ -135,15 +134,9 @@ def _metric_names(frame: pd.DataFrame, meta: dict, source: str) -> tuple[str, ..
         if not isinstance(listed, list) or not all(isinstance(name, str) and name.strip() for name in listed):
             raise InputError(f"{source}: metadata metrics must be a list of column names, got {listed!r}")
         return tuple(listed)
-    names = []
-    for column in frame.columns:
-        if column == "doc_id" or column in HASH_COLUMNS or column in META_COLUMNS:
-            continue
-        if pd.api.types.is_bool_dtype(frame[column].dtype):
-            continue
-        if column in KNOWN_HIGHER_IS_BETTER or is_numeric(frame[column]):
-            names.append(str(column))
-    return tuple(names)
+    return tuple(str(column) for column in frame.columns if column not in ("doc_id", *HASH_COLUMNS, *META_COLUMNS)
+                 and not pd.api.types.is_bool_dtype(frame[column].dtype)
+                 and (column in KNOWN_HIGHER_IS_BETTER or is_numeric(frame[column])))
 
 
 __all__ = ["HASH_COLUMNS", "ITEMS", "ITEM_FORMAT", "is_item_file", "item_schema", "metric_directions",

@@ -1,10 +1,6 @@
 """Loss files (docs/method-statistics.md §5): the schema of per-document loss sums of evaluated runs, read and written
-by `io.runfiles`.
-
-A loss file holds one run: one row per evaluation document (`doc_id`, `n_targets`, `loss_sum`, optional
-`domain`, `n_bytes`) plus run metadata (`arm`, `seed`, `lr`, ...) in Parquet key-value metadata, or for CSV as
-constant columns or a JSON sidecar `FILE.csv.json`. A long table holds several runs, told apart by its `arm` and
-`seed` columns. Rows in error messages are counted from 1 over the data rows.
+by `io.runfiles`: one row per evaluation document (`doc_id`, `n_targets`, `loss_sum`, optional `domain`, `n_bytes`)
+and the run's metadata (`arm`, `seed`, `lr`, ...); a long table's runs are told apart by `arm` and `seed`.
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ from gatedv_stats.io.runfiles import (
 )
 
 REQUIRED_COLUMNS = ("doc_id", "n_targets", "loss_sum")
-OPTIONAL_COLUMNS = ("domain", "n_bytes")
 META_KEYS = (
     "arm", "seed", "lr", "step", "eval_set", "eval_set_sha256", "tokenizer_sha256", "checkpoint_sha256",
     "data_manifest_sha256", "value_act", "trained_value_act", "config", "gatedv_version",

@@ -133,14 +133,13 @@ def read_runs(paths: Sequence[str | os.PathLike[str]], schemas: Sequence[RunSche
     read: set[Path] = set()
     for given in paths:
         path = Path(given)
-        if not path.is_dir():
-            if path.resolve() not in read:
-                read.add(path.resolve())
-                schema = next((schema for schema in schemas[1:] if path.is_file() and recognised(schema.belongs, path)),
-                              schemas[0])
-                runs.extend(file_runs(path, schema))
-            continue
-        runs.extend(_runs_under(path, schemas, read, skipped, require))
+        if path.is_dir():
+            runs.extend(_runs_under(path, schemas, read, skipped, require))
+        elif path.resolve() not in read:
+            read.add(path.resolve())
+            schema = next((schema for schema in schemas[1:] if path.is_file() and recognised(schema.belongs, path)),
+                          schemas[0])
+            runs.extend(file_runs(path, schema))
     return runs
 
 
@@ -203,27 +202,24 @@ def table_runs(frame: pd.DataFrame, file_meta: dict, path: str, sha256: str, sch
     meta_columns = [column for column in schema.meta_columns if column in frame.columns]
     keys = [] if missing else [key for key in schema.keys if key in frame.columns]
     groups = list(frame.groupby([frame[key].astype(str) for key in keys], sort=True)) if keys else [((), frame)]
-    return [_run(group, file_meta, path, sha256, schema, meta_columns,
-                 f"{path}[{','.join(f'{key}={group[key].iloc[0]}' for key in keys)}]" if len(groups) > 1 else path,
-                 arm, seed) for _, group in groups]
-
-
-def _run(group: pd.DataFrame, file_meta: dict, path: str, sha256: str, schema: RunSchema, meta_columns: list[str],
-         source: str, arm: str | None, seed: int | None) -> Run:
-    meta = group_metadata(group, meta_columns, file_meta, source)
-    for key, given in [(key, given) for key, given in (("arm", arm), ("seed", seed)) if given is not None]:
-        merge_meta(meta, key, given, source)
-    for key in schema.keys:
-        if meta.get(key) in (None, ""):
-            raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
-    meta["arm"] = str(meta["arm"])
-    for key in _NAMES:
-        if key in meta and meta[key] is not None and not str(meta[key]).strip():
-            raise InputError(f"{source}: {key} {meta[key]!r} is blank; name it")
-    meta["seed"] = read_seed(meta["seed"], f"{source}: seed")
-    units, meta = schema.check_units(group.drop(columns=meta_columns).reset_index(drop=True), meta, source)
-    return Run(arm=meta["arm"], seed=meta["seed"], units=units, meta=meta, source=source, sha256=sha256,
-               schema=schema.name)
+    runs = []
+    for _, group in groups:
+        source = f"{path}[{','.join(f'{key}={group[key].iloc[0]}' for key in keys)}]" if len(groups) > 1 else path
+        meta = group_metadata(group, meta_columns, file_meta, source)
+        for key, given in [(key, given) for key, given in (("arm", arm), ("seed", seed)) if given is not None]:
+            merge_meta(meta, key, given, source)
+        for key in schema.keys:
+            if meta.get(key) in (None, ""):
+                raise InputError(f"{source}: no {key!r} recorded (metadata key, column or JSON sidecar)")
+        meta["arm"] = str(meta["arm"])
+        for key in _NAMES:
+            if meta.get(key) is not None and not str(meta[key]).strip():
+                raise InputError(f"{source}: {key} {meta[key]!r} is blank; name it")
+        meta["seed"] = read_seed(meta["seed"], f"{source}: seed")
+        units, meta = schema.check_units(group.drop(columns=meta_columns).reset_index(drop=True), meta, source)
+        runs.append(Run(arm=meta["arm"], seed=meta["seed"], units=units, meta=meta, source=source, sha256=sha256,
+                        schema=schema.name))
+    return runs
 
 
 def write_run(path: str | Path, units: pd.DataFrame, meta: dict, schema: RunSchema) -> None:

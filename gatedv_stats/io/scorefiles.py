@@ -32,11 +32,10 @@ def score_schema(metric: str, higher_is_better: bool | None = None) -> RunSchema
                                metric: numeric_column(frame[metric], metric, source, where, finite=True)})
         groups = [column for column in frame.columns if column not in scores.columns
                   and not is_numeric(frame[column])]
-        recorded = meta.get("higher_is_better")
-        if isinstance(recorded, bool):
-            recorded = {metric: recorded}
-        directions = metric_directions({**meta, "higher_is_better": recorded}, (metric,), source,
-                                       None if higher_is_better is None else {metric: higher_is_better})
+        recorded = meta.get("higher_is_better")  # one direction, or {metric: direction}
+        directions = metric_directions(
+            {**meta, "higher_is_better": {metric: recorded} if isinstance(recorded, bool) else recorded}, (metric,),
+            source, None if higher_is_better is None else {metric: higher_is_better})
         return (text_columns(frame[groups], scores, where, "unit"),
                 {**meta, "metric": metric, "metrics": [metric], "higher_is_better": directions})
 

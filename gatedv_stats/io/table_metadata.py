@@ -3,6 +3,7 @@ hold one value per run, numbers read back from CSV text, and the same key given 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import numbers
 from collections.abc import Sequence
@@ -34,10 +35,8 @@ def from_column(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             return json.loads(value)
-        except json.JSONDecodeError:
-            return value
     return value
 
 

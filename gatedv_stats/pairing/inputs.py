@@ -90,18 +90,15 @@ def _check_kind(paths: Sequence[PathLike], schemas: Sequence[RunSchema]) -> None
     names = {schema.name for schema in schemas}
     items, loss = ITEMS.name in names, LOSS.name in names
     for path in map(Path, paths):
-        if path.is_dir():
-            if not items and any(recognised(is_item_file, found) for found in paths_under(path)):
-                raise ParameterError("metric", f"{path}: holds item-score files; compare downstream-task scores "
-                                     "with {metric} NAME (e.g. {metric} acc)", leading=False)
-        elif path.is_file() and not items and recognised(is_item_file, path):
-            raise ParameterError("metric", f"{path}: an item-score file; compare downstream-task scores with "
-                                 "{metric} NAME (e.g. {metric} acc)", leading=False)
-        elif path.is_file() and not loss and not any(recognised(schema.belongs, path) for schema in schemas):
+        if not items and any(recognised(is_item_file, found) for found in
+                             (paths_under(path) if path.is_dir() else [path] if path.is_file() else [])):
+            held = "holds item-score files" if path.is_dir() else "an item-score file"
+            raise ParameterError("metric", f"{path}: {held}; compare downstream-task scores with {{metric}} NAME (e.g. "
+                                 "{metric} acc)", leading=False)
+        if path.is_file() and not loss and not any(recognised(schema.belongs, path) for schema in schemas):
             raise ParameterError("metric", f"{path}: not an item-score file or one of the {schemas[-1].looked_for}; "
                                  "{metric} compares item scores and per-unit scores (drop {metric} to compare loss "
                                  "files)", leading=False)
-
 
 
 def path_list(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:

@@ -1,11 +1,8 @@
 """Pair the runs of two arms on a scale: runs by training seed, units by `doc_id` (docs/method-statistics.md §5).
 
-One pairing for every metric; the scale says what differs (`stats.scale`): the values and weights of the units
-(loss sums per target or per byte; an item's or a document's score, weighted equally), the run fields paired runs
-must record alike (evaluation set, tokenizer, scoring; a task's configuration and shots), the per-unit hashes that
-must agree (the harness's record of each item), and the family of comparisons (an evaluation set, a task). A
-differing field is refused in one line naming the first differing file and the field, unless `allow_mismatch`
-names it (compared anyway, with a note).
+One pairing for every metric; the scale (`stats.scale`) says what differs: the units' values and weights, the run
+fields and per-unit hashes that must agree, the family of comparisons. A differing field is refused in one line
+naming the first differing file and the field, unless `allow_mismatch` names it (compared anyway, with a note).
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from gatedv_stats.pairing.paired import (
     check_distinct_arms,
     check_mismatch_fields,
     paired_seeds,
-    pilot_arm,
     provenance_notes,
     runs_by_seed,
     shared_setup,
@@ -156,7 +152,10 @@ def pilot_pair(runs: Sequence[Run], scale: Scale = PERPLEXITY, *, baseline_arm: 
     "baseline", the variant to the other; a suite's pilot is of one family (one task)."""
     runs = select_runs(list(runs), eval_set=eval_set, what=f"{what} files")
     arms = sorted({run.arm for run in runs})
-    baseline_arm = pilot_arm(baseline_arm, set(arms), what)
+    baseline_arm = baseline_arm or ("baseline" if "baseline" in arms else None)
+    if baseline_arm is None:
+        raise ParameterError("baseline_arm", f"name the {what}'s baseline arm with {{baseline_arm}} (arms found: "
+                             f"{', '.join(arms)})", leading=False)
     if baseline_arm not in arms:
         raise ParameterError("baseline_arm", f"no {what} runs of arm {baseline_arm!r} (arms found: {', '.join(arms)})")
     check_distinct_arms(baseline_arm, variant_arm)

@@ -72,8 +72,7 @@ class Paired:
     baseline: np.ndarray  # (S, N) float64: loss sums, or item scores
     variant: np.ndarray  # (S, N) float64
     doc_columns: pd.DataFrame  # N rows aligned with doc_ids: domain / n_bytes, or an item's groups (subtask, ...)
-    # {"baseline": [source per seed], "variant": [...]} (and "baseline_sha256", "variant_sha256" for loss files)
-    sources: dict
+    sources: dict  # {"baseline": [source per seed], "variant": [...], "baseline_sha256": ..., "variant_sha256": ...}
     dropped_seeds: tuple = field(default=())  # seeds in one arm only, dropped by allow_unpaired
     mismatches: tuple[str, ...] = field(default=())  # provenance differences accepted through allow_mismatch
     unit: str = "token"  # what `n_units` counts: "token" or "word" (the files' targets), "byte", or "item"
@@ -139,11 +138,10 @@ PairedLosses = Paired  # the name of the loss-file pairing's result, kept for sc
 
 
 def runs_by_seed(runs: Sequence[Run], arm: str, *, prefix: str = "", hint: str = "") -> dict[int, Run]:
-    """The runs of `arm` by training seed; a seed twice is an error naming both sources (`hint` says what to do)."""
+    """The runs (all of `arm`) by training seed; a seed twice is an error naming both sources (`hint` says what to
+    do)."""
     by_seed: dict[int, Run] = {}
     for run in runs:
-        if run.arm != arm:
-            continue
         if run.seed in by_seed:
             raise InputError(f"{prefix}arm {arm} seed {run.seed} appears twice: {by_seed[run.seed].source} and "
                              f"{run.source}{hint}")
@@ -200,19 +198,16 @@ def provenance_notes(runs: Sequence[Run], scale: Scale, unit: str, allow_mismatc
     anyway (the scale may refuse with a more specific error first)."""
     notes = []
     for name in scale.provenance_of(unit):
-        carrying = [run for run in runs if scale.setup_value(run.meta, name) not in (None, "")]
-        if not carrying:
-            continue
-        first = scale.setup_value(carrying[0].meta, name)
-        other = next((run for run in carrying if str(scale.setup_value(run.meta, name)) != str(first)), None)
+        carrying = [(run, value) for run in runs if (value := scale.setup_value(run.meta, name)) not in (None, "")]
+        other = next(((run, value) for run, value in carrying[1:] if str(value) != str(carrying[0][1])), None)
         if other is None:
             continue
-        text = (f"{name} differs: {carrying[0].source} has {_shown(first)}, {other.source} has "
-                f"{_shown(scale.setup_value(other.meta, name))}")
+        (first, recorded), (differing, value) = carrying[0], other
+        text = f"{name} differs: {first.source} has {_shown(recorded)}, {differing.source} has {_shown(value)}"
         if name in allow_mismatch:
             notes.append(f"compared although {text}")
             continue
-        scale.refuse(name, [(run.arm, scale.setup_value(run.meta, name)) for run in carrying], text)
+        scale.refuse(name, [(run.arm, value) for run, value in carrying], text)
         raise ParameterError("allow_mismatch", f"{text}; they were not evaluated alike ({{allow_mismatch}} {name} "
                              "compares them anyway)", leading=False)
     return tuple(notes) + scale.unit_notes([run.meta for run in runs], unit)
@@ -241,15 +236,6 @@ def check_mismatch_fields(allow_mismatch: Sequence[str], fields: Sequence[str]) 
     unknown = sorted(set(allow_mismatch) - set(fields))
     if unknown:
         raise ParameterError("allow_mismatch", f"{', '.join(unknown)} is not one of {', '.join(fields)}")
-
-
-def pilot_arm(baseline_arm: str | None, arms: set[str], what: str = "pilot") -> str:
-    """A pilot's baseline (`what` it is, in messages): the named arm, else the one named "baseline"."""
-    chosen = baseline_arm or ("baseline" if "baseline" in arms else None)
-    if chosen is None:
-        raise ParameterError("baseline_arm", f"name the {what}'s baseline arm with {{baseline_arm}} (arms found: "
-                             f"{', '.join(sorted(arms))})", leading=False)
-    return chosen
 
 
 def check_distinct_arms(baseline_arm: str | None, variant_arm: str | None) -> None:

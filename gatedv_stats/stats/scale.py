@@ -5,14 +5,8 @@ a run's units give the values and the weights of D, which way is better, how D i
 a difference in the metric's units), which recorded fields paired runs must share (and which a noise floor must
 match), what groups comparisons into a family, how its figures are printed and which extra figures it has. The
 pairing, the verdict, the many-arms adjustment, the plan, the floor and the ledger take a scale and are one code
-for every metric; a new kind of metric is a subclass here and a file schema in `io`.
-
-* `PerplexityScale` (loss files): the units are documents weighted by their targets (or bytes), D is a difference
-  of mean log-losses, so log(1 + ΔP) ≈ D, lower is better and a smallest effect of interest is a relative ΔP.
-* `MetricScale` (item-score files of downstream tasks): items weighted equally, D a difference of mean scores in the
-  metric's units (0.01 = one point of accuracy), the direction the metric's.
-* `ScoreScale` (score tables of any pipeline): any per-document score, weighted equally, as a task's metric but
-  with no task, and its direction given once by the caller or the file.
+for every metric; a new kind of metric is a subclass here and a file schema in `io`: `PerplexityScale` (loss
+files), `MetricScale` (item-score files of downstream tasks), `ScoreScale` (score tables of any pipeline).
 
 Field names are the files' column and metadata names, as strings: this module reads no file.
 """
@@ -41,24 +35,24 @@ _SHOWN = 5  # how many differing units an error message lists
 @dataclass(frozen=True)
 class Scale:
     """The reading of a difference: the metric, which way is better and whether D is a log ratio; the class holds
-    what its kind of runs declares. Read as a difference in the metric's units unless a subclass reads a log
-    ratio."""
+    what its kind of runs declares. The base reads a score table's: documents weighted equally, D a difference in
+    the metric's units; a subclass declares what its kind changes."""
 
     metric: str
     higher_is_better: bool
-    log_ratio: bool  # D is a difference of log-losses: ΔP = exp(D) − 1, a SESOI is a relative ΔP
+    log_ratio: bool = False  # D is a difference of log-losses: ΔP = exp(D) − 1, a SESOI is a relative ΔP
     proportion: bool = False  # scores lie in [0, 1] (accuracy): differences are shown in points
 
-    schema: ClassVar[str]  # the runs' schema (`io.runfiles.RunSchema.name`)
-    noun: ClassVar[str]  # what a unit is called: "document", "item"
-    files: ClassVar[str]  # what the runs are read from: "loss files"
-    family: ClassVar[str | None]  # the run field that groups comparisons with a reference ("eval_set", "task")
+    schema: ClassVar[str] = "scores"  # the runs' schema (`io.runfiles.RunSchema.name`)
+    noun: ClassVar[str] = "document"  # what a unit is called: "document", "item"
+    files: ClassVar[str] = "score tables"  # what the runs are read from: "loss files"
+    family: ClassVar[str | None] = None  # the run field that groups comparisons with a reference ("eval_set", "task")
     family_noun: ClassVar[str] = "set of runs"  # what one value of the family is called
-    provenance: ClassVar[tuple[str, ...]]  # run fields that paired runs must record alike
+    provenance: ClassVar[tuple[str, ...]] = ("eval_set", "eval_set_sha256")  # run fields paired runs record alike
     unit_hashes: ClassVar[tuple[str, ...]] = ()  # per-unit columns that must agree (allow_mismatch accepts them)
-    setup: ClassVar[tuple[str, ...]]  # what a noise floor of this setup records, and a study must match
-    estimate_name: ClassVar[str]  # what D is called in the JSON: "nll_diff_mean", "difference"
-    figures: ClassVar[str]  # which figures surround the verdict: "perplexity", "scores"
+    setup: ClassVar[tuple[str, ...]] = ("eval_set", "eval_set_sha256")  # what a noise floor records, a study matches
+    estimate_name: ClassVar[str] = "difference"  # what D is called in the JSON: "nll_diff_mean", "difference"
+    figures: ClassVar[str] = "scores"  # which figures surround the verdict: "perplexity", "scores"
     weight_name: ClassVar[str | None] = None  # the unit column D is weighted by (per target), where there is one
     duplicate_hint: ClassVar[str] = ""  # what to do about a seed given twice
     suite: ClassVar[bool] = False  # two arms are compared on every family both hold (a suite of tasks), not one
@@ -191,14 +185,13 @@ UNITS = ("auto", "token", "byte")
 @dataclass(frozen=True)
 class PerplexityScale(Scale):
     """Perplexity: the documents of loss files, each weighted by its targets (or UTF-8 bytes, per byte); D a
-    difference of mean log-losses read as ΔP, lower is better."""
+    difference of mean log-losses read as ΔP (log(1 + ΔP) ≈ D, a SESOI a relative ΔP), lower is better."""
 
     metric: str = "loss"
     higher_is_better: bool = False
     log_ratio: bool = True
 
     schema: ClassVar[str] = "loss"
-    noun: ClassVar[str] = "document"
     files: ClassVar[str] = "loss files"
     family: ClassVar[str | None] = "eval_set"
     family_noun: ClassVar[str] = "evaluation set"
@@ -384,11 +377,11 @@ PERPLEXITY = PerplexityScale()
 
 @dataclass(frozen=True)
 class MetricScale(Scale):
-    """A downstream task's metric: item scores of one task, weighted equally; differences in the metric's units."""
+    """A downstream task's metric: item scores of one task, weighted equally; differences in the metric's units (0.01 =
+    one point of accuracy)."""
 
     metric: str = "acc"
     higher_is_better: bool = True
-    log_ratio: bool = False
 
     schema: ClassVar[str] = "items"
     noun: ClassVar[str] = "item"
@@ -399,8 +392,6 @@ class MetricScale(Scale):
     unit_hashes: ClassVar[tuple[str, ...]] = ("doc_hash", "prompt_hash", "target_hash")
     provenance: ClassVar[tuple[str, ...]] = ("task_config_sha256", "n_shot")
     setup: ClassVar[tuple[str, ...]] = ("task", "n_shot", "task_config_sha256")
-    estimate_name: ClassVar[str] = "difference"
-    figures: ClassVar[str] = "scores"
     suite: ClassVar[bool] = True
 
     def family_prefix(self, value: object) -> str:
@@ -408,22 +399,12 @@ class MetricScale(Scale):
 
 
 @dataclass(frozen=True)
-class ScoreScale(MetricScale):
-    """Any per-document score from any pipeline (a judge model's, pass@k, BLEU, a reward model's): as a task's
-    metric, with no task; its direction said once by the caller or the file."""
+class ScoreScale(Scale):
+    """Any per-document score from any pipeline (a judge model's, pass@k, BLEU, a reward model's): the base's
+    reading, as a task's metric with no task; its direction said once by the caller or the file."""
 
-    schema: ClassVar[str] = "scores"
-    noun: ClassVar[str] = "document"
-    files: ClassVar[str] = "score tables"
-    family: ClassVar[str | None] = None
-    family_noun: ClassVar[str] = "set of runs"
-    unit_hashes: ClassVar[tuple[str, ...]] = ()
-    provenance: ClassVar[tuple[str, ...]] = ("eval_set", "eval_set_sha256")
-    setup: ClassVar[tuple[str, ...]] = ("eval_set", "eval_set_sha256")
-    suite: ClassVar[bool] = False
-
-    def family_prefix(self, value: object) -> str:
-        return ""
+    metric: str = "acc"
+    higher_is_better: bool = True
 
 
 def scale_from_dict(content: dict) -> Scale:
@@ -432,5 +413,5 @@ def scale_from_dict(content: dict) -> Scale:
 
 
 # The scale of each kind of run, by the schema its files are read with (`io.runfiles.RunSchema.name`).
-SCALES: dict[str, type[PerplexityScale] | type[MetricScale]] = {
+SCALES: dict[str, type[PerplexityScale] | type[MetricScale] | type[ScoreScale]] = {
     scale.schema: scale for scale in (PerplexityScale, MetricScale, ScoreScale)}
