@@ -125,7 +125,8 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     se = math.sqrt(var_d)
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
-    log_ratio = _log_ratio(baseline, variant, n) if log_scale else None
+    log_ratio = (math.log(metrics.mean_perplexity(variant, n) / metrics.mean_perplexity(baseline, n)) if log_scale
+                 else None)
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), (noun, fit.doc_truncated)) if bool(flag))
     unit = noun if n_clusters is None else "cluster"
     return SeedDocumentResult(
@@ -144,13 +145,6 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         notes=_notes(fit, n_seeds, n_clusters or n_docs, unit) + (() if use is None else _floor_notes(use, df)),
         floor_use=use,
     )
-
-
-def _log_ratio(baseline: np.ndarray, variant: np.ndarray, n: np.ndarray) -> float:
-    """log(P̄_var / P̄_base), the log ratio of the arms' mean perplexities over seeds."""
-    mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
-    mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
-    return math.log(mean_ppl_var / mean_ppl_base)
 
 
 def _checked_arrays(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray,

@@ -252,8 +252,7 @@ def two_level_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_units: np.n
     check_confidence_level(confidence_level)
     check_seed(rng_seed, "rng_seed")
     n_seeds, n_docs = baseline.shape
-    observed = metrics.delta_p(metrics.perplexity(metrics.token_nll(baseline, n)).mean(),
-                               metrics.perplexity(metrics.token_nll(variant, n)).mean())
+    observed = metrics.delta_p(metrics.mean_perplexity(baseline, n), metrics.mean_perplexity(variant, n))
     seed_counts = np.random.default_rng(rng_seed).multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds),
                                                               size=n_resamples)  # (B, S)
     # Per resample, the drawn documents' loss sums of every seed of both arms and their units (documents drawn
