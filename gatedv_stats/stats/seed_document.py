@@ -93,18 +93,13 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
                            noun: str = "document", floor: SeedVariance | None = None,
                            log_scale: bool = True) -> SeedDocumentResult:
     """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document; `noun` names
-    the units in the notes, e.g. "item" for a task's items). `log_scale`: the values are loss sums, D a difference
-    of log-losses with a ΔP; otherwise scores, whose D has no ΔP.
+    the units in the notes, e.g. "item"), from (S, N) loss sums in nats (row = seed pair) and (N,) `n_units`;
+    with `log_scale` False the values are scores, whose D has no ΔP.
 
-    `baseline`, `variant`: (S, N) loss sums in nats (row = seed pair); `n_units`: (N,). D ± t_df · SE with
-    SE² = V_seed / S + Σw² σ̂²_doc and df Satterthwaite's, capped at (S − 1) / (the seed part's share of SE²).
-    ΔP = P̄_var / P̄_base − 1; its interval is exp(log(1 + ΔP) ± t_df · SE) − 1, which treats the log ratio
-    of mean PPLs as having D's standard error: an approximation that holds while per-seed PPL spreads are
-    small (log(1 + ΔP) − D is about half the difference of the arms' variances of NLL over seeds).
-
-    With a noise `floor` (the setup's seed variance τ² of D, measured elsewhere) one seed pair suffices: SE² =
-    τ̂² / S + the document part; from two seed pairs on the floor and the study's own spread are pooled by df
-    unless an F test finds them inconsistent (`stats.noise_floor.use_floor`).
+    ΔP's interval exp(log(1 + ΔP) ± t_df · SE) − 1 gives the log ratio of mean PPLs D's standard error, which
+    holds while per-seed PPL spreads are small (log(1 + ΔP) − D is about half the difference of the arms'
+    variances of NLL over seeds). With a noise `floor` (the setup's τ², measured elsewhere) one seed pair
+    suffices (`stats.noise_floor.use_floor`).
     """
     confidence_level = check_confidence_level(confidence_level)
     baseline, variant, n = _checked_arrays(baseline, variant, n_units, floor is not None)
