@@ -163,12 +163,8 @@ def seed_permutation_test(per_seed_differences: np.ndarray, *,
 
 def sign_test(per_seed_differences: np.ndarray, *, alternative: str = "two-sided",
               alpha: float = 0.05) -> SignTest:
-    """Exact binomial sign test (scipy `binomtest`) on the signs of the per-seed differences, variant − baseline
-    of any per-seed measure (only the signs count); ties are left out and `alpha` only shapes the notes.
-
-    `alternative` is of the number of improved pairs (D_s < 0): "two-sided", "greater" (improved pairs are the
-    more common) or "less".
-    """
+    """Exact binomial sign test (scipy `binomtest`) of the number of improved pairs (D_s < 0) against the worse
+    ones, D_s variant − baseline of any per-seed measure; ties are left out and `alpha` only shapes the notes."""
     if alternative not in SIGN_TEST_ALTERNATIVES:
         raise ParameterError("alternative",
                              f"must be one of {', '.join(SIGN_TEST_ALTERNATIVES)} (got {alternative!r})")
