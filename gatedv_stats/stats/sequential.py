@@ -318,14 +318,12 @@ class LookDecision:
 def decide_look(estimate: float, se: float, df: float, *, efficacy: float, futility: float | None, final: bool,
                 higher_is_better: bool, equivalence: tuple[float, float] | None = None,
                 futility_mean: float = 0.0, better: bool | None = None) -> LookDecision:
-    """The decision at a look from D̂ = `estimate` with its `se` and `df`, the look's z boundaries (`efficacy` e_k,
-    `futility` f_k oriented to the benefit, or None, spent where E Z_k = `futility_mean`, at the smallest effect of
-    interest) and the equivalence region on D's scale (or None): better /
-    worse when T crosses ±c_k; equivalent when the RCI lies inside the region (also when it excludes 0: the
-    difference is smaller than the smallest effect of interest); at a look before the last, "no useful gain" when
-    T_k ≤ the futility boundary, else continue; at the last, "no detectable difference". `better`, where given,
-    says whether the look crosses in the better direction by a rule of its own (an e-process's), instead of
-    T_k ≥ c_k."""
+    """The decision at a look from D̂ = `estimate` with its `se` and `df`, the look's z boundaries (`efficacy` e_k;
+    `futility` f_k oriented to the benefit, or None, spent where E Z_k = `futility_mean`) and the equivalence region
+    on D's scale (or None): equivalent when the RCI lies inside the region (even where it excludes 0), else better /
+    worse when T crosses ±c_k, else "no useful gain" before the last look when T_k ≤ the futility boundary, else
+    continue, or at the last "no detectable difference". `better`, where given, replaces T_k ≥ c_k by a rule of its
+    own (an e-process's)."""
     critical = t_critical(efficacy, df)
     half = critical * se
     interval = ConfidenceInterval(estimate - half, estimate + half)
