@@ -102,11 +102,18 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     suffices (`stats.noise_floor.use_floor`).
     """
     confidence_level = check_confidence_level(confidence_level)
-    baseline, variant, n = _checked_arrays(baseline, variant, n_units, floor is not None)
+    baseline, variant, n = paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
+    if n_seeds < 2 and floor is None:
+        raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
+                         f"generalises over seeds, got {n_seeds} (or a noise floor)")
+    if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
+        raise InputError("seed-and-document interval: loss sums must be finite")
+    if not np.all(n > 0):
+        raise InputError("seed-and-document interval: every n_units must be at least 1")
     y = (variant - baseline) / n
     if n_seeds < 2:
-        fit = _one_seed_moments(y, n, clusters, floor)  # type: ignore[arg-type]  # floor given: _checked_arrays
+        fit = _one_seed_moments(y, n, clusters, floor)  # type: ignore[arg-type]  # floor given: checked above
     else:
         fit = crossed_moments(y, n / n.sum()) if clusters is None else clustered_moments(y, n, clusters)
     n_clusters = None if clusters is None else int(np.unique(np.asarray(clusters)).size)
@@ -140,19 +147,6 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         notes=_notes(fit, n_seeds, n_clusters or n_docs, unit) + (() if use is None else _floor_notes(use, df)),
         floor_use=use,
     )
-
-
-def _checked_arrays(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray,
-                    floored: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
-    if baseline.shape[0] < 2 and not floored:
-        raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
-                         f"generalises over seeds, got {baseline.shape[0]} (or a noise floor)")
-    if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
-        raise InputError("seed-and-document interval: loss sums must be finite")
-    if not np.all(n > 0):
-        raise InputError("seed-and-document interval: every n_units must be at least 1")
-    return baseline, variant, n
 
 
 def _pooled_variance(fit: CrossedMoments, n_seeds: int, seed: SeedVariance) -> tuple[float, float]:
