@@ -86,13 +86,14 @@ class Breakdown:
     def summary(self) -> str:
         pct = fmt.format_level(self.confidence_level)
         width = max([len("group")] + [len(group.group) for group in self.groups]) + 2
+        units = "docs" if self.noun == "document" else f"{self.noun}s"
         simultaneous = (f"; seeds and {self.noun}s: {fmt.format_percent(self.adjusted_level, 2)} intervals "
                         f"(Bonferroni over {len(self.groups)} groups) and Holm-adjusted p"
                         if self.adjusted_level is not None else "")
         lines = [f"D by {self.column}" + (" (quantile bins)" if self.binned else "")
                  + f": models fixed: {pct} {self.noun}-bootstrap intervals ({self.method}, B = "
                  f"{fmt.format_count(self.n_resamples)}, seed {self.rng_seed} + group index){simultaneous}",
-                 f"{'group':<{width}}{self._units:>7}  {'D':>10}  {'models fixed':<24}{f'seeds and {self.noun}s':<24}"
+                 f"{'group':<{width}}{units:>7}  {'D':>10}  {'models fixed':<24}{f'seeds and {self.noun}s':<24}"
                  "Holm p"]
         for group in self.groups:
             generalising = ("—" if group.seed_document_interval is None else
@@ -107,10 +108,6 @@ class Breakdown:
             lines.append(f"note: {self.left_out_docs} {self.noun}s left out (their pooled group is still below "
                          f"{self.min_docs} {self.noun}s)")
         return "\n".join(lines)
-
-    @property
-    def _units(self) -> str:
-        return "docs" if self.noun == "document" else f"{self.noun}s"
 
 
 def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, column: str, values: np.ndarray, *,

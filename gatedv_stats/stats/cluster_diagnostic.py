@@ -1,20 +1,15 @@
 """Whether documents (or items) that share a group — a web domain, a task's subtask — differ in their paired
 difference far beyond what the documents themselves explain, so that they should be sampled as clusters.
 
-`group_effect_test` takes plain arrays: per-unit paired differences y_si (seed pair s, document or item i) and
-one group label per document. Each document's mean over seeds ȳ_i enters a one-way ANOVA with the groups,
+`group_effect_test` runs a one-way ANOVA of the documents' seed-mean differences ȳ_i on the groups,
 
-    F = [Σ_g n_g (ȳ_g − ȳ)² / (G − 1)] / [Σ_g Σ_{i∈g} (ȳ_i − ȳ_g)² / (N − G)],   p = P(F(G − 1, N − G) ≥ F).
+    F = [Σ_g n_g (ȳ_g − ȳ)² / (G − 1)] / [Σ_g Σ_{i∈g} (ȳ_i − ȳ_g)² / (N − G)],   p = P(F(G − 1, N − G) ≥ F):
 
-The seed effect is shared by every document and cancels from both mean squares, and the seed × document
-interaction averages into ȳ_i, so with no group effect (documents of every group drawn alike) F follows
-F(G − 1, N − G) for normal ȳ_i of equal variance: the one-way random-effects test of σ²_group = 0. A group
-effect the documents do not explain raises the numerator by about n̄_g σ²_group. The test is flagged when
-p < DIAGNOSTIC_LEVEL (divided among the columns tested: Bonferroni) and the group effect matters for the
-verdict: the seed-and-document standard error of D with the groups as clusters is at least MIN_SE_RATIO
-times the one with documents as the sampled units (`crossed_moments` against `clustered_moments`; with one
-seed pair, where there is no verdict, on F alone). The calibration is in docs/statistics.md ("Documents that
-should be clusters"), from bench/cluster_diagnostic.py.
+the seed effect cancels and the interaction averages into ȳ_i, so with no group effect F follows F(G − 1, N − G)
+for normal ȳ_i of equal variance (the random-effects test of σ²_group = 0). It is flagged when p < DIAGNOSTIC_LEVEL
+(Bonferroni over the columns tested) and the seed-and-document SE of D with the groups as clusters is at least
+MIN_SE_RATIO times the one without (on F alone with one seed pair, where there is no verdict). docs/statistics.md
+("Documents that should be clusters") calibrates it, from bench/cluster_diagnostic.py.
 """
 
 from __future__ import annotations

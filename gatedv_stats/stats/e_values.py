@@ -1,13 +1,11 @@
 """E-values for "the variant is not better": nonnegative statistics with E₀[e] ≤ 1 under every difference that does
 not favour the variant, which e-LOND tests under any dependence between candidates (Xu & Ramdas 2024).
 
-The likelihood ratio of the estimate D̂ ~ N(θ, V) at the smallest effect of interest δ (oriented to the variant's
-benefit) against θ = 0: e = exp((δ·d − δ²/2) / V) with d the oriented estimate. E_θ[e] = exp(δθ/V) ≤ 1 for every
-θ ≤ 0. Along a sequential design's looks, with V_k = 1/I_k its planned information after k seed pairs, S_k = d_k·I_k
-is a Brownian motion at times I_k (the canonical joint distribution of the looks), so e_k = exp(δS_k − δ²I_k/2) is a
-nonnegative martingale under θ = 0 (a supermartingale under θ < 0): an e-process, whose value at any stopping look
-is an e-value however the stop was chosen. With the variance estimated, both are approximations that hold as its df
-grow (docs/research-ledger.md, "Using the pieces together").
+The likelihood ratio of the estimate D̂ ~ N(θ, V) at the smallest effect of interest δ against θ = 0,
+e = exp((δ·d − δ²/2) / V) with d the oriented estimate, has E_θ[e] = exp(δθ/V) ≤ 1 for every θ ≤ 0. Along a
+sequential design's looks, S_k = d_k·I_k is a Brownian motion at the planned information I_k, so
+e_k = exp(δS_k − δ²I_k/2) is an e-process: an e-value at any stopping look, however the stop was chosen. With the
+variance estimated both hold as its df grow (docs/research-ledger.md, "Using the pieces together").
 """
 
 from __future__ import annotations

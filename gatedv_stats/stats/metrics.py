@@ -45,6 +45,11 @@ def perplexity(nll: np.ndarray | float) -> np.ndarray:
     return np.exp(np.asarray(nll, dtype=np.float64))
 
 
+def mean_perplexity(loss_sums: np.ndarray, n_units: np.ndarray) -> float:
+    """P̄ = the mean over seeds of each run's PPL (not exp of the mean NLL)."""
+    return float(perplexity(token_nll(loss_sums, n_units)).mean())
+
+
 def bits_per_byte(loss_sums: np.ndarray, n_bytes: np.ndarray) -> np.ndarray:
     """Bits per UTF-8 byte of the target text: Σ ℓ / (ln 2 · Σ n_bytes)."""
     total_bytes = np.asarray(n_bytes, dtype=np.float64).sum()

@@ -109,9 +109,8 @@ class FloorUse:
 
 
 def use_floor(floor: SeedVariance, per_seed: np.ndarray) -> FloorUse:
-    """The seed variance of a study with the per-seed differences `per_seed` given the floor: the floor alone at one
-    seed pair; from two on, the two pooled by df, unless the F test of s²_D / τ̂² against F(S − 1, ν) finds the
-    study's spread larger than the floor allows at `CONSISTENCY_LEVEL` (then the study's own)."""
+    """How the study with the per-seed differences `per_seed` uses the floor: from two seed pairs on, pooled with its
+    own spread by df unless the F test of s²_D / τ̂² against F(S − 1, ν) rejects at `CONSISTENCY_LEVEL`."""
     values = np.asarray(per_seed, dtype=np.float64)
     if values.size < 2:
         return FloorUse("floor", floor, None, None, None, None, floor)

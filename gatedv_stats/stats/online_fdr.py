@@ -2,41 +2,15 @@
 
 Each candidate brings one p-value (H0: it is not better; an e-value for e-LOND) and the procedure gives it a test
 level α_t that depends only on the tests finished before it started; the candidate is kept when p ≤ α_t (e ≥ 1/α_t).
-Whatever the length of the stream:
+LOND (the default, in the form max(D, 1)·β_t) controls the FDR under positive regression dependence, e-LOND under
+any dependence, ADDIS, LORD++ and SAFFRON for independent null p-values, and alpha-spending (online Bonferroni) the
+family-wise error rate under any dependence; every procedure with R onlineFDR's defaults.
 
-* `lond` (the default): LOND in the form max(D, 1)·β_t (Javanmard & Montanari 2018; Zrnic, Ramdas & Jordan 2021),
-  β_t = α·γ_t, D the keeps so far. Controls the FDR under positive regression dependence (PRDS), which one-sided
-  tests of candidates that share a reference satisfy.
-* `e-lond`: e-LOND (Xu & Ramdas 2024), the levels α·γ_t·(D + 1), kept when the e-value is at least 1/α_t. Controls
-  the FDR under any dependence.
-* `addis`: ADDIS (Tian & Ramdas 2019), adaptive and discarding: a p-value above τ (most worse candidates) is
-  discarded and costs no wealth, and the share of nulls is estimated from the p-values above λ.
-* `lord++`: LORD++ (Javanmard & Montanari 2018; Ramdas et al. 2017), every test costs its level.
-* `saffron`: SAFFRON (Ramdas et al. 2018), adaptive to the share of nulls (p-values above λ pay).
-  These three control the FDR when the null p-values are independent of each other and of the non-nulls.
-* `alpha-spending`: online Bonferroni, α_t = α·γ_t with Σγ_t ≤ 1: the family-wise error rate stays at most α ("every
-  keep must be right") under any dependence.
-
-The defaults are R onlineFDR's (its reference documentation; the `online-fdr` package reproduces its published
-outputs, checked in tests/stats/test_online_fdr.py): ADDIS W0 = α/2, λ = 0.25, τ = 0.5 and SAFFRON W0 = α/2, λ = 0.5,
-both with γ_j = 0.4374901658 / j^1.6; LORD++ W0 = α/10, LOND, e-LOND and alpha-spending with Javanmard & Montanari's
-(2018) equation 31, γ_j = 0.07720838 log(max(j, 2)) / (j exp(√(log j))).
-
-Tests that overlap (candidates decided in parallel) are asynchronous (Zrnic, Ramdas & Jordan 2021): the tests are
-ordered by their start, and a test's level is fixed when it starts, by the synchronous procedure replayed over the
-tests before it: each finished by then with the decision it got, each still running as the costliest value that
-keeps nothing (p = 1; ADDIS: p = τ, selected but no candidate, the pessimistic accounting of `online-fdr`'s
-`AddisAsync`; e-LOND: e = 0). For LOND, e-LOND and alpha-spending these are the asynchronous levels of Zrnic et al.
-(the keeps known at the start); for LORD++, SAFFRON and ADDIS a keep's reward enters the levels of the tests that
-start after it finishes, decaying from its own start (`online-fdr`'s `SaffronAsync` decays it from its finish), so the
-procedure's estimate of the false discovery proportion stays at most α at every start. Tests that never overlap
-get the synchronous levels.
-
-The wealth after a test is what the procedure may still spend before its estimate of the false discovery proportion
-exceeds α: W0 plus the rewards of the keeps (α − W0 for the first, α for each later one) minus the cost of every test
-so far (its level for LORD++; its level / (1 − λ) when p > λ for SAFFRON; its level / (τ − λ) when λ < p ≤ τ for
-ADDIS). For alpha-spending, LOND and e-LOND it is α(1 − Σ_{j≤t} γ_j), the part of the γ sequence not yet spent.
-It never falls below 0.
+Tests that overlap (candidates decided in parallel) are asynchronous (Zrnic, Ramdas & Jordan 2021): a test's level is
+fixed when it starts, by the synchronous procedure replayed over the tests before it, each still running counted as
+the costliest value that keeps nothing (`OnlineProcedure.running_value`). The wealth after a test is what the
+procedure may still spend before its estimate of the false discovery proportion exceeds α, never below 0. The
+procedures, their parameters, the asynchronous levels and the wealth are in docs/research-ledger.md.
 """
 
 from __future__ import annotations
@@ -268,7 +242,7 @@ def _replayed(earlier: list[float | None], levels: list[float], keeps: list[bool
 
 def _wealth(tests: list[float | None], levels: list[float], keeps: list[bool | None],
             procedure: OnlineProcedure) -> list[float]:
-    """The wealth left after each test (module docstring)."""
+    """The wealth left after each test (docs/research-ledger.md, "Wealth")."""
     wealth, kept, out = procedure.w0, False, []
     gamma = DefaultLordGammaSequence(c=_LORD_C)
     for t, (value, level, keep) in enumerate(zip(tests, levels, keeps), start=1):

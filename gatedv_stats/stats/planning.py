@@ -1,28 +1,19 @@
 """Planning a paired study: variance components from pilot runs, then seeds and documents for a target ΔP.
 
-The components are those of the crossed seeds × documents model of `crossed`, for the per-token loss
-difference of document i under seed pair s,
-
-    X_si = (ℓ_variant,s,i − ℓ_baseline,s,i) / n_i = δ + e_s + h_i + ε_si,
-
-with a seed effect e_s (SD σ_seed: how much the variant's advantage moves from one training seed to the
-next), a document effect h_i (SD σ_doc: how much it moves between documents) and a residual, the seed ×
-document interaction ε_si (SD σ_resid). The per-seed log PPL ratio r_s then has variance σ_seed² + σ_resid²/N,
-and the seed-averaged per-document difference has variance σ_doc² + σ_resid²/S between documents. The
-components come from `crossed_moments` with documents weighted equally, where the method of moments is the
-two-way ANOVA (exact when every document has the same number of targets, as in the evaluation sets of
-docs/method.md §3).
+The components are those of the crossed seeds × documents model of `crossed` for the per-token loss difference
+X_si = (ℓ_variant,s,i − ℓ_baseline,s,i) / n_i = δ + e_s + h_i + ε_si: a seed effect (SD σ_seed), a document effect
+(SD σ_doc) and their interaction (SD σ_resid), from `crossed_moments` with documents weighted equally (the two-way
+ANOVA; docs/method-statistics.md §5). The per-seed log PPL ratio r_s has variance σ_seed² + σ_resid²/N, the
+seed-averaged per-document difference σ_doc² + σ_resid²/S.
 
 Three tests are planned: the seed-level paired t test on r_s, the document-level test of D (models fixed), and
 the verdict's seed-and-document test. A design of S seed pairs on N′ documents like the pilot's has for the last
     Var(D) = σ²_seed / S + σ²_doc Σw² + σ²_int Σw² / S,      Σw² = Σw²_pilot · N_pilot / N′,
-and its test of D = 0 is a t test with the interval's degrees of freedom: Satterthwaite's over the expected mean
-squares, under the same few-seed guard as the interval (docs/method-statistics.md §10). The pilot's own seed mean square
-rests on S − 1 degrees of freedom; an upper confidence bound on it, (S − 1) V_seed / χ²_{γ, S−1}, shows how many
-seeds a less lucky pilot would have asked for.
+tested by a t test on the interval's df (Satterthwaite's under the few-seed guard, docs/method-statistics.md §10).
+An upper confidence bound (S − 1) V_seed / χ²_{γ, S−1} on the pilot's seed mean square shows how many seeds a less
+lucky pilot would have asked for.
 
-Power is that of the two-sided t test from the noncentral t (scipy.stats.nct): with `df` degrees of freedom and
-noncentrality λ = δ / SE(δ̂) it rejects at level α with probability P(T > t) + P(T < −t), T ~ nct(df, λ),
+Power is that of the two-sided t test from the noncentral t: P(T > t) + P(T < −t), T ~ nct(df, λ),
 t = t_{1−α/2, df}. statsmodels' `TTestPower.solve_power` can stop short of the root with very few observations
 (3 seeds at α = 0.01); here the root is bracketed and found by Brent's method, and every result is checked by
 recomputing its power.

@@ -93,25 +93,27 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
                            noun: str = "document", floor: SeedVariance | None = None,
                            log_scale: bool = True) -> SeedDocumentResult:
     """Interval for D and ΔP over new seeds and new documents (or clusters: one label per document; `noun` names
-    the units in the notes, e.g. "item" for a task's items). `log_scale`: the values are loss sums, D a difference
-    of log-losses with a ΔP; otherwise scores, whose D has no ΔP.
+    the units in the notes, e.g. "item"), from (S, N) loss sums in nats (row = seed pair) and (N,) `n_units`;
+    with `log_scale` False the values are scores, whose D has no ΔP.
 
-    `baseline`, `variant`: (S, N) loss sums in nats (row = seed pair); `n_units`: (N,). D ± t_df · SE with
-    SE² = V_seed / S + Σw² σ̂²_doc and df Satterthwaite's, capped at (S − 1) / (the seed part's share of SE²).
-    ΔP = P̄_var / P̄_base − 1; its interval is exp(log(1 + ΔP) ± t_df · SE) − 1, which treats the log ratio
-    of mean PPLs as having D's standard error: an approximation that holds while per-seed PPL spreads are
-    small (log(1 + ΔP) − D is about half the difference of the arms' variances of NLL over seeds).
-
-    With a noise `floor` (the setup's seed variance τ² of D, measured elsewhere) one seed pair suffices: SE² =
-    τ̂² / S + the document part; from two seed pairs on the floor and the study's own spread are pooled by df
-    unless an F test finds them inconsistent (`stats.noise_floor.use_floor`).
+    ΔP's interval exp(log(1 + ΔP) ± t_df · SE) − 1 gives the log ratio of mean PPLs D's standard error, which
+    holds while per-seed PPL spreads are small (log(1 + ΔP) − D is about half the difference of the arms'
+    variances of NLL over seeds). With a noise `floor` (the setup's τ², measured elsewhere) one seed pair
+    suffices (`stats.noise_floor.use_floor`).
     """
     confidence_level = check_confidence_level(confidence_level)
-    baseline, variant, n = _checked_arrays(baseline, variant, n_units, floor is not None)
+    baseline, variant, n = paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
+    if n_seeds < 2 and floor is None:
+        raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
+                         f"generalises over seeds, got {n_seeds} (or a noise floor)")
+    if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
+        raise InputError("seed-and-document interval: loss sums must be finite")
+    if not np.all(n > 0):
+        raise InputError("seed-and-document interval: every n_units must be at least 1")
     y = (variant - baseline) / n
     if n_seeds < 2:
-        fit = _one_seed_moments(y, n, clusters, floor)  # type: ignore[arg-type]  # floor given: _checked_arrays
+        fit = _one_seed_moments(y, n, clusters, floor)  # type: ignore[arg-type]  # floor given: checked above
     else:
         fit = crossed_moments(y, n / n.sum()) if clusters is None else clustered_moments(y, n, clusters)
     n_clusters = None if clusters is None else int(np.unique(np.asarray(clusters)).size)
@@ -125,7 +127,8 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     se = math.sqrt(var_d)
     # scipy.stats.t.ppf's own function, without its argument checks (they cost 30× more, per group of a breakdown)
     half_width = float(special.stdtrit(df, 0.5 + confidence_level / 2)) * se
-    log_ratio = _log_ratio(baseline, variant, n) if log_scale else None
+    log_ratio = (math.log(metrics.mean_perplexity(variant, n) / metrics.mean_perplexity(baseline, n)) if log_scale
+                 else None)
     truncated = tuple(name for name, flag in (("seed", fit.seed_truncated), (noun, fit.doc_truncated)) if bool(flag))
     unit = noun if n_clusters is None else "cluster"
     return SeedDocumentResult(
@@ -144,26 +147,6 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
         notes=_notes(fit, n_seeds, n_clusters or n_docs, unit) + (() if use is None else _floor_notes(use, df)),
         floor_use=use,
     )
-
-
-def _log_ratio(baseline: np.ndarray, variant: np.ndarray, n: np.ndarray) -> float:
-    """log(P̄_var / P̄_base), the log ratio of the arms' mean perplexities over seeds."""
-    mean_ppl_base = float(metrics.perplexity(metrics.token_nll(baseline, n)).mean())
-    mean_ppl_var = float(metrics.perplexity(metrics.token_nll(variant, n)).mean())
-    return math.log(mean_ppl_var / mean_ppl_base)
-
-
-def _checked_arrays(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray,
-                    floored: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
-    if baseline.shape[0] < 2 and not floored:
-        raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "
-                         f"generalises over seeds, got {baseline.shape[0]} (or a noise floor)")
-    if not (np.all(np.isfinite(baseline)) and np.all(np.isfinite(variant))):
-        raise InputError("seed-and-document interval: loss sums must be finite")
-    if not np.all(n > 0):
-        raise InputError("seed-and-document interval: every n_units must be at least 1")
-    return baseline, variant, n
 
 
 def _pooled_variance(fit: CrossedMoments, n_seeds: int, seed: SeedVariance) -> tuple[float, float]:

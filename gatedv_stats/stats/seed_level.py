@@ -3,20 +3,15 @@
 Each works on the S seed pairs of one paired comparison, from (S, N) loss sums and (N,) unit counts or from the
 per-seed differences D_s = NLL_var,s − NLL_base,s (the log PPL ratio r_s of seed pair s; their mean is D):
 
-* Paired t interval on r_s: Student's t over the S seed pairs. It holds the evaluation documents fixed, so it
-  speaks to new seeds on these documents.
-* Permutation test: under H0 the two arms of a pair are exchangeable, so each D_s is as likely to carry
-  either sign; the two-sided p-value is the share of all 2^S sign vectors ε with |mean ε_s D_s| ≥ |mean D_s|.
-  Its smallest possible value is 2/2^S = 2^(1−S): 0.25 with 3 seeds, 0.0625 with 5.
-* Sign test: the number of improved pairs against Binomial(S', 1/2) over the S' untied pairs; its smallest
-  possible value is 2^(1−S') two-sided, 2^−S' one-sided. The paper counts improved pairs one-sided.
-* Two-level seed × document bootstrap: an interval for ΔP itself over new seeds and new documents. It resamples
-  seed pairs and, independently, documents (the two are crossed: every seed is evaluated on every document; the
-  "pigeonhole" bootstrap of Owen 2007). With few seeds its seed level is coarse, and `percentile_seed_coverage`
-  says how far its percentile interval falls short.
+* the paired t interval on r_s, which holds the evaluation documents fixed (new seeds on these documents);
+* the exact sign-flip permutation test of mean D_s = 0 and the binomial sign test of the improved pairs (the paper
+  counts them one-sided), which assume no distribution but cannot go below p = 2^(1−S) two-sided;
+* the two-level seed × document bootstrap, an interval for ΔP itself over new seeds and new documents, resampling
+  seed pairs and, independently, documents (crossed: the "pigeonhole" bootstrap of Owen 2007); with few seeds its
+  seed level is coarse, and `percentile_seed_coverage` says how far its percentile interval falls short.
 
-The permutation and sign tests make no distributional assumption. `seed_uncertainty` gathers all of them for
-one comparison; with 3–5 seeds each is weak in its own way, and `few_seed_limits` states how, in numbers.
+`seed_uncertainty` gathers them for one comparison; with 3–5 seeds each is weak in its own way, and
+`few_seed_limits` states how, in numbers.
 """
 
 from __future__ import annotations
@@ -168,12 +163,8 @@ def seed_permutation_test(per_seed_differences: np.ndarray, *,
 
 def sign_test(per_seed_differences: np.ndarray, *, alternative: str = "two-sided",
               alpha: float = 0.05) -> SignTest:
-    """Exact binomial sign test (scipy `binomtest`) on the signs of the per-seed differences, variant − baseline
-    of any per-seed measure (only the signs count); ties are left out and `alpha` only shapes the notes.
-
-    `alternative` is of the number of improved pairs (D_s < 0): "two-sided", "greater" (improved pairs are the
-    more common) or "less".
-    """
+    """Exact binomial sign test (scipy `binomtest`) of the number of improved pairs (D_s < 0) against the worse
+    ones, D_s variant − baseline of any per-seed measure; ties are left out and `alpha` only shapes the notes."""
     if alternative not in SIGN_TEST_ALTERNATIVES:
         raise ParameterError("alternative",
                              f"must be one of {', '.join(SIGN_TEST_ALTERNATIVES)} (got {alternative!r})")
@@ -252,8 +243,7 @@ def two_level_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_units: np.n
     check_confidence_level(confidence_level)
     check_seed(rng_seed, "rng_seed")
     n_seeds, n_docs = baseline.shape
-    observed = metrics.delta_p(metrics.perplexity(metrics.token_nll(baseline, n)).mean(),
-                               metrics.perplexity(metrics.token_nll(variant, n)).mean())
+    observed = metrics.delta_p(metrics.mean_perplexity(baseline, n), metrics.mean_perplexity(variant, n))
     seed_counts = np.random.default_rng(rng_seed).multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds),
                                                               size=n_resamples)  # (B, S)
     # Per resample, the drawn documents' loss sums of every seed of both arms and their units (documents drawn

@@ -14,7 +14,7 @@ both. Pure functions over numbers; docs/sequential-seeds.md derives and calibrat
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -101,24 +101,30 @@ def _advance(grid: _Grid, t: np.ndarray, k: int, drift: float, low: float, high:
     return z, w * density
 
 
-def _beyond(grid: _Grid, t: np.ndarray, k: int, drift: float, bound: float, above: bool) -> float:
+def _beyond(grid: _Grid, t: np.ndarray, k: int, drift: float, bound: float | np.ndarray,
+            above: bool) -> float | np.ndarray:
     """P(continue through the looks before k, Z_k ≥ bound) when `above`, else P(…, Z_k ≤ bound), from Z_{k−1} on
-    its `grid` (k ≥ 1)."""
-    if grid[0].size == 0 or bound == (math.inf if above else -math.inf):
-        return 0.0
-    t_prev, t_k = float(t[k - 1]), float(t[k])
-    step = t_k - t_prev
-    # (bound − E[Z_k | Z_{k−1} = z_j]) / SD[Z_k | Z_{k−1}] at every node z_j of the previous look
-    u = (bound * math.sqrt(t_k) - grid[0] * math.sqrt(t_prev) - drift * step) / math.sqrt(step)
-    return float(grid[1] @ special.ndtr(-u if above else u))
+    its `grid` (Z_0 from its own law); elementwise over an array of bounds."""
+    b = np.asarray(bound, dtype=np.float64)
+    if k == 0:
+        mean = drift * math.sqrt(float(t[0]))
+        probability = special.ndtr(mean - b if above else b - mean)
+    else:
+        t_prev, t_k = float(t[k - 1]), float(t[k])
+        step = t_k - t_prev
+        # (bound − E[Z_k | Z_{k−1} = z_j]) / SD[Z_k | Z_{k−1}] at every node z_j of the previous look
+        u = (b[..., None] * math.sqrt(t_k) - grid[0] * math.sqrt(t_prev) - drift * step) / math.sqrt(step)
+        probability = special.ndtr(-u if above else u) @ grid[1]
+    return float(probability) if probability.ndim == 0 else probability
 
 
-def _solve(excess, low: float, high: float) -> float:
+def find_root(excess: Callable[[float], float], low: float, high: float, xtol: float = 1e-10,
+              rtol: float = 1e-12) -> float:
     """The root of a monotone `excess` on [low, high] (brentq), or the end where it does not change sign."""
     f_low, f_high = excess(low), excess(high)
     if f_low * f_high > 0.0:
         return low if abs(f_low) < abs(f_high) else high
-    return float(optimize.brentq(excess, low, high, xtol=1e-10, rtol=1e-12))
+    return float(optimize.brentq(excess, low, high, xtol=xtol, rtol=rtol))
 
 
 # --- boundaries ---
@@ -138,7 +144,7 @@ def efficacy_bounds(fractions: Numbers, alpha: float, function: str = "obf") -> 
         elif k == 0:
             bounds[k] = float(-special.ndtri(increment))
         else:
-            bounds[k] = _solve(lambda b: _beyond(grid, t, k, 0.0, b, above=True) - increment, -_FAR, _FAR)
+            bounds[k] = find_root(lambda b: _beyond(grid, t, k, 0.0, b, above=True) - increment, -_FAR, _FAR)
         grid = _advance(grid, t, k, 0.0, -math.inf, bounds[k])
     return bounds, spent
 
@@ -160,8 +166,8 @@ def futility_bounds(fractions: Numbers, efficacy: Numbers, drift: float, beta: f
         elif k == 0:
             bound = mean + float(special.ndtri(increment))
         else:
-            bound = _solve(lambda f: _beyond(grid, t, k, drift, f, above=False) - increment, mean - _FAR,
-                           min(upper[k], mean + _FAR))
+            bound = find_root(lambda f: _beyond(grid, t, k, drift, f, above=False) - increment, mean - _FAR,
+                              min(upper[k], mean + _FAR))
         bounds[k] = min(bound, upper[k])
         grid = _advance(grid, t, k, drift, bounds[k], upper[k])
     return bounds, spent
@@ -177,12 +183,8 @@ def crossing_probabilities(fractions: Numbers, upper: Numbers, lower: Numbers | 
     above, below = np.zeros(t.size), np.zeros(t.size)
     grid: _Grid = (np.empty(0), np.empty(0))
     for k in range(t.size):
-        if k == 0:
-            mean = drift * math.sqrt(float(t[0]))
-            above[k], below[k] = float(special.ndtr(mean - high[k])), float(special.ndtr(low[k] - mean))
-        else:
-            above[k] = _beyond(grid, t, k, drift, float(high[k]), above=True)
-            below[k] = _beyond(grid, t, k, drift, float(low[k]), above=False)
+        above[k] = _beyond(grid, t, k, drift, float(high[k]), above=True)
+        below[k] = _beyond(grid, t, k, drift, float(low[k]), above=False)
         grid = _advance(grid, t, k, drift, low[k], high[k])
     return above, below
 
@@ -238,18 +240,10 @@ def stagewise_probability(fractions: Numbers, efficacy: Numbers, look: int, stat
         raise ParameterError("look", f"a look of the {t.size} looks with a boundary each, got look {look} "
                              f"(0-based) and {upper.size} boundaries")
     above, _ = crossing_probabilities(t, upper, None, drift)
-    z = np.asarray(statistic, dtype=np.float64)
-    if look == 0:
-        tail = special.ndtr(drift * math.sqrt(float(t[0])) - z)
-    else:
-        grid: _Grid = (np.empty(0), np.empty(0))
-        for k in range(look):
-            grid = _advance(grid, t, k, drift, -math.inf, float(upper[k]))
-        step = float(t[look] - t[look - 1])
-        # (z − E[Z_k | Z_{k−1} = z_j]) / SD[Z_k | Z_{k−1}] at every node z_j, for every statistic
-        u = (z[..., None] * math.sqrt(float(t[look])) - grid[0] * math.sqrt(float(t[look - 1]))
-             - drift * step) / math.sqrt(step)
-        tail = special.ndtr(-u) @ grid[1]
+    grid: _Grid = (np.empty(0), np.empty(0))
+    for k in range(look):
+        grid = _advance(grid, t, k, drift, -math.inf, float(upper[k]))
+    tail = _beyond(grid, t, look, drift, statistic, above=True)
     later = np.where(crossed, 0.0, float(above[look + 1:].sum()))
     probability = np.minimum(1.0, float(above[:look].sum()) + tail + later)
     return float(probability) if probability.ndim == 0 else probability
@@ -266,8 +260,8 @@ def median_unbiased_drift(fractions: Numbers, efficacy: Numbers, look: int, stat
     """The drift θ√I_K at which the observed outcome is the median of the stage-wise ordering (probability 1/2 of
     one at least as extreme): the median-unbiased estimate on the drift's scale (Jennison & Turnbull 2000, §8.3)."""
     root = math.sqrt(float(check_fractions(fractions)[look]))
-    return _solve(lambda drift: float(stagewise_probability(fractions, efficacy, look, statistic, crossed, drift))
-                  - 0.5, (statistic - _FAR / 2) / root, (statistic + _FAR / 2) / root)
+    return find_root(lambda drift: float(stagewise_probability(fractions, efficacy, look, statistic, crossed, drift))
+                     - 0.5, (statistic - _FAR / 2) / root, (statistic + _FAR / 2) / root)
 
 
 # --- information with the documents fixed ---
@@ -324,14 +318,12 @@ class LookDecision:
 def decide_look(estimate: float, se: float, df: float, *, efficacy: float, futility: float | None, final: bool,
                 higher_is_better: bool, equivalence: tuple[float, float] | None = None,
                 futility_mean: float = 0.0, better: bool | None = None) -> LookDecision:
-    """The decision at a look from D̂ = `estimate` with its `se` and `df`, the look's z boundaries (`efficacy` e_k,
-    `futility` f_k oriented to the benefit, or None, spent where E Z_k = `futility_mean`, at the smallest effect of
-    interest) and the equivalence region on D's scale (or None): better /
-    worse when T crosses ±c_k; equivalent when the RCI lies inside the region (also when it excludes 0: the
-    difference is smaller than the smallest effect of interest); at a look before the last, "no useful gain" when
-    T_k ≤ the futility boundary, else continue; at the last, "no detectable difference". `better`, where given,
-    says whether the look crosses in the better direction by a rule of its own (an e-process's), instead of
-    T_k ≥ c_k."""
+    """The decision at a look from D̂ = `estimate` with its `se` and `df`, the look's z boundaries (`efficacy` e_k;
+    `futility` f_k oriented to the benefit, or None, spent where E Z_k = `futility_mean`) and the equivalence region
+    on D's scale (or None): equivalent when the RCI lies inside the region (even where it excludes 0), else better /
+    worse when T crosses ±c_k, else "no useful gain" before the last look when T_k ≤ the futility boundary, else
+    continue, or at the last "no detectable difference". `better`, where given, replaces T_k ≥ c_k by a rule of its
+    own (an e-process's)."""
     critical = t_critical(efficacy, df)
     half = critical * se
     interval = ConfidenceInterval(estimate - half, estimate + half)

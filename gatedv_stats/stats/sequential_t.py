@@ -17,10 +17,10 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from gatedv_stats.core.errors import ParameterError
-from gatedv_stats.stats.sequential import Numbers, efficacy_bounds, t_critical
+from gatedv_stats.stats.sequential import Numbers, efficacy_bounds, find_root, t_critical
 
 # Simulated paths of seed pairs, each used with its mirror image (−D): the one-sided α a design spends then lies
 # within about ±1e-4 of the spending function's (two SD; docs/sequential-seeds.md).
@@ -116,10 +116,8 @@ def joint_t_median_unbiased(counts: Numbers, spent: Numbers, look: int, statisti
         return float(np.count_nonzero(extreme)) / extreme.size - 0.5
 
     root = math.sqrt(float(n[look]))
-    low, high = statistic / root - 10.0, statistic / root + 10.0
-    if excess(low) * excess(high) > 0.0:
-        return low if abs(excess(low)) < abs(excess(high)) else high
-    return float(optimize.brentq(excess, low, high, xtol=1e-6))
+    return find_root(excess, statistic / root - 10.0, statistic / root + 10.0, xtol=1e-6,
+                     rtol=4 * np.finfo(float).eps)  # brentq's default rtol
 
 
 @functools.lru_cache(maxsize=8)
