@@ -47,8 +47,15 @@ from gatedv_stats.pairing.inputs import (
 from gatedv_stats.pairing.pair import pair_with_reference
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.pairing.selection import choose_reference, select_runs
-from gatedv_stats.results import FloorPlanResult, NoiseFloorResult, Result, Runs, SequentialResult, result_of
-from gatedv_stats.results.base import PilotPlanResult
+from gatedv_stats.results import (
+    FloorPlanResult,
+    NoiseFloorResult,
+    PlanResult,
+    Result,
+    Runs,
+    SequentialResult,
+    result_of,
+)
 
 __all__ = ["analyze", "arms", "compare", "load", "noise_floor", "pair", "plan", "report", "sequential"]
 
@@ -451,7 +458,7 @@ def plan(data: Inputs | Paired | None = None, *, effect: float, metric: str | No
     else:
         made = plan_pair(paired, effect, alpha=alpha, power=power)
     result = result_of(made, () if paired is None else paired, skipped_once(skipped))
-    assert isinstance(result, (PilotPlanResult, FloorPlanResult))  # what plans give
+    assert isinstance(result, (PlanResult, FloorPlanResult))  # what plans give
     return replace(result, level=level)
 
 

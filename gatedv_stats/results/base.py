@@ -5,13 +5,11 @@ object (`to_dict`), a DataFrame (`to_frame`) and the report's tables in a notebo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from gatedv_stats.io.runfiles import SkippedFile
-from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.reporting.model import RowGroup, Table, row
 from gatedv_stats.reporting.render import tables_html
 
@@ -83,34 +81,3 @@ def quantities_table(quantities: dict[str, Any], caption: str) -> Table:
     rows = tuple(row(key, "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
                  for key, value in quantities.items())
     return Table("plan", caption, ("Quantity", "Value"), "lr", (RowGroup(None, rows),))
-
-
-@dataclass(frozen=True, repr=False)
-class PilotPlanResult(Result):
-    """A plan from the pilot runs of two arms (`gv.plan`), shown as its quantities."""
-
-    plan: Any  # a plan with `to_dict` and `summary`, on the pair's scale
-    paired: Paired
-    skipped: tuple[SkippedFile, ...] | None = None
-    level: str | None = None  # where the plan's level came from (a research ledger's next level), when not given
-
-    wraps: ClassVar[str] = "plan"
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
-        return self.paired.notes + getattr(self.plan, "warnings", ())
-
-    def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
-                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, "level_from": self.level,
-                **self._skipped()}
-
-    def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
-                              **plan_quantities(self.plan)}])
-
-    def tables(self) -> list[Table]:
-        task = "" if self.paired.task is None else f" on {self.paired.task}"
-        return [quantities_table(plan_quantities(self.plan), f"Plan for {self.paired.variant_arm} vs "
-                                 f"{self.paired.baseline_arm}{task} from the pilot runs.")]

@@ -29,7 +29,7 @@ from gatedv_stats.reporting.sections.comparison import (
 )
 from gatedv_stats.reporting.sections.tasks import forest_chart, scores_table
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
-from gatedv_stats.results.base import PilotPlanResult, Result, planned_at
+from gatedv_stats.results.base import Result, plan_quantities, planned_at, quantities_table
 from gatedv_stats.stats.metrics import arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
@@ -215,7 +215,7 @@ class ArmsResult(Result):
 
 
 @dataclass(frozen=True, repr=False)
-class PlanResult(PilotPlanResult):
+class PlanResult(Result):
     """`gv.plan`: seeds and units needed to detect an effect on the pair's scale, from pilot runs (`gatedv plan`):
     a relative ΔP of loss files, or a difference in a score's units.
 
@@ -241,6 +241,30 @@ class PlanResult(PilotPlanResult):
     """
 
     plan: StudyPlan | DifferencePlan
+    paired: Paired
+    skipped: tuple[SkippedFile, ...] | None = None
+    level: str | None = None  # where the plan's level came from (a research ledger's next level), when not given
+
+    wraps: ClassVar[str] = "plan"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the pilot's pairing dropped or accepted, and groups the plan does not model."""
+        return self.paired.notes + getattr(self.plan, "warnings", ())
+
+    def to_dict(self) -> dict:
+        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
+                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, "level_from": self.level,
+                **self._skipped()}
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
+                              **plan_quantities(self.plan)}])
+
+    def tables(self) -> list[Table]:
+        task = "" if self.paired.task is None else f" on {self.paired.task}"
+        return [quantities_table(plan_quantities(self.plan), f"Plan for {self.paired.variant_arm} vs "
+                                 f"{self.paired.baseline_arm}{task} from the pilot runs.")]
 
     def headline(self) -> str:
         return self.plan.headline(self.paired.baseline_arm, self.paired.variant_arm)
