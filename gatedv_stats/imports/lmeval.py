@@ -359,9 +359,8 @@ def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: 
             "task_config_sha256": canonical_sha256({log.task: results.config_sha256(log.task) for log in logs})}
     if results.n_shot(group) is not None:
         meta["n_shot"] = results.n_shot(group)
-    imported = _write_items(out / f"{group}.parquet", logs, pd.concat(frames, ignore_index=True), shared,
-                            scores[0].filters, meta)
-    return imported, tuple(warnings)
+    return (_write_items(out / f"{group}.parquet", logs, pd.concat(frames, ignore_index=True), shared,
+                         scores[0].filters, meta), tuple(warnings))
 
 
 __all__ = ["ImportedFile", "LmEvalImport", "LossSums", "TaskLog", "import_lm_eval"]
