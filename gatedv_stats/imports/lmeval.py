@@ -128,9 +128,7 @@ class ImportedFile:
 @dataclass(frozen=True)
 class LmEvalImport:
     """What an import wrote: its files, whether their means were checked against a results file, its warnings.
-
-    Rolling-loglikelihood logs given one by one become the one loss file `out` (`loss_file`): the import is
-    reported by that file's sums; anything else by its list of files."""
+    Rolling logs given one by one (`loss_file`) are reported by the sums of their one loss file."""
 
     arm: str
     seed: int
