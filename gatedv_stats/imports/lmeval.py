@@ -299,9 +299,8 @@ def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, ar
     sums = LossSums(tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
                     target_unit=samples.meta["target_unit"], n_bytes=int(docs["n_bytes"].sum()),
                     loss_sum=float(docs["loss_sum"].sum()))
-    written = ImportedFile(str(out), "loss", task, ROLLING, sums.n_docs, {"bits_per_byte": sums.bits_per_byte},
-                           sums=sums)
-    return written, samples.warnings
+    return (ImportedFile(str(out), "loss", task, ROLLING, sums.n_docs, {"bits_per_byte": sums.bits_per_byte},
+                         sums=sums), samples.warnings)
 
 
 def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict,
