@@ -5,15 +5,10 @@ b_i, an optional domain (cluster) effect u_c shared by the documents of domain c
 interaction e_si, all normal. With `length_scaled` the document and interaction SDs scale as
 sqrt(mean n / n_i), as they do when a document's per-token loss is an average over its n_i tokens.
 
-`PopulationModel` and `simulate` draw whole loss sums with a population ΔP as the truth (for the two-level
-bootstrap, whose target is ΔP) from the same model, with the planning module's names for its components.
-`synthetic_runs` builds loss runs (`Run`) whose per-seed perplexities are exactly the ones asked for;
-`example_study` writes a small study of them as loss files, for the API's examples.
-`ItemScoreModel`, `simulate_item_scores` and `simulated_item_fits` draw 0/1 item scores of two arms on a
-downstream task (item difficulty on the logit scale, a seed effect, a seed × item interaction, subtasks) with a
-known difference of accuracies, for the item-score verdict's calibration.
-`cluster_calibration` runs the group-effect diagnostic and the verdict, with and without the domains as
-clusters, on studies of the crossed model with an arm × domain effect (`cluster_sd`).
+The module also draws whole loss sums with a population ΔP as the truth (`simulate`, for the two-level
+bootstrap), loss runs of given perplexities (`synthetic_runs`, `example_study`: the API's examples), and 0/1 item
+scores of two arms with a known difference of accuracies (`simulate_item_scores`), and calibrates the verdicts on
+them (`item_calibration`, `cluster_calibration`).
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,17 +89,18 @@ def simulated_fits(model: CrossedModel, n_seeds: int, n_targets: np.ndarray, rng
                    pooling_level: float = DEFAULTS.pooling_level) -> CrossedMoments:
     """`crossed_moments` of `n_studies` simulated studies (clustered when `clusters` is given), in chunks."""
     n = np.asarray(n_targets, dtype=np.float64)
-    chunk = max(1, _CHUNK_ELEMENTS // (n_seeds * n.size))
-    fits = []
-    for start in range(0, n_studies, chunk):
-        y = simulate_differences(model, n_seeds, n, rng, n_studies=min(chunk, n_studies - start), clusters=clusters)
-        fits.append(crossed_moments(y, n / n.sum(), pooling_level) if clusters is None
-                    else clustered_moments(y, n, clusters, pooling_level))
-    return _joined(fits)
+
+    def fit(size: int) -> CrossedMoments:
+        y = simulate_differences(model, n_seeds, n, rng, n_studies=size, clusters=clusters)
+        return (crossed_moments(y, n / n.sum(), pooling_level) if clusters is None
+                else clustered_moments(y, n, clusters, pooling_level))
+
+    return _in_chunks(n_studies, max(1, _CHUNK_ELEMENTS // (n_seeds * n.size)), fit)
 
 
-def _joined(fits: list[CrossedMoments]) -> CrossedMoments:
-    """One fit of the studies of all `fits`, in order."""
+def _in_chunks(n_studies: int, chunk: int, fit: Callable[[int], CrossedMoments]) -> CrossedMoments:
+    """One fit of `n_studies` studies: `fit(size)` of successive chunks of at most `chunk` studies, joined in order."""
+    fits = [fit(min(chunk, n_studies - start)) for start in range(0, n_studies, chunk)]
     return CrossedMoments(**{name: np.concatenate([getattr(fit, name) for fit in fits])
                              for name in CrossedMoments.__dataclass_fields__})
 
@@ -317,15 +314,13 @@ def simulated_item_fits(model: ItemScoreModel, n_seeds: int, n_items: int, rng: 
                         n_studies: int, subtasks: np.ndarray | None = None) -> CrossedMoments:
     """The verdict's crossed fit (items weighted equally; clustered by subtask when given) of `n_studies` simulated
     studies, in chunks."""
-    chunk = max(1, _CHUNK_ELEMENTS // (2 * n_seeds * n_items))
-    fits = []
-    for start in range(0, n_studies, chunk):
-        baseline, variant = simulate_item_scores(model, n_seeds, n_items, rng, n_studies=min(chunk, n_studies - start),
-                                                 subtasks=subtasks)
+    def fit(size: int) -> CrossedMoments:
+        baseline, variant = simulate_item_scores(model, n_seeds, n_items, rng, n_studies=size, subtasks=subtasks)
         y = variant - baseline
-        fits.append(crossed_moments(y, np.full(n_items, 1.0 / n_items)) if subtasks is None
-                    else clustered_moments(y, np.ones(n_items), subtasks))
-    return _joined(fits)
+        return (crossed_moments(y, np.full(n_items, 1.0 / n_items)) if subtasks is None
+                else clustered_moments(y, np.ones(n_items), subtasks))
+
+    return _in_chunks(n_studies, max(1, _CHUNK_ELEMENTS // (2 * n_seeds * n_items)), fit)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Atomic writes: a temporary file in the target's directory, fsynced, then renamed over the target.
+"""Atomic writes: a temporary file in the target's directory, fsynced, then renamed over the target, so that
+readers never see a half-written file and a crash leaves the previous one.
 
 A writer holds an exclusive `flock` on its temporary file `.NAME.XXXXXXXX.tmp` until the rename, so a temporary
 file nobody holds is the leftover of a killed write: the next successful write of NAME removes those
@@ -32,9 +33,8 @@ NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 class HashingWriter(io.RawIOBase):
-    """A write-only binary file object over an open file that keeps the SHA-256 and size of what it wrote. The
-    first `OSError` of a write is kept (`error`) too: writers that call it from C (torch.save) put their own
-    exception in its place."""
+    """A write-only binary file object that keeps the SHA-256 and size of what it wrote, and its first `OSError`
+    (`error`: writers that call it from C, torch.save, raise their own exception in its place)."""
 
     def __init__(self, handle: io.BufferedWriter) -> None:
         super().__init__()
@@ -68,11 +68,8 @@ class HashingWriter(io.RawIOBase):
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed.
-
-    Readers never see a half-written file and a previous version survives a crash. A symbolic link is written
-    through (its target is replaced, the link stays); a directory, device, pipe or socket is not replaced.
-    """
+    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed. A symbolic
+    link is written through (its target replaced); a directory, device, pipe or socket is not replaced."""
     target = _target(path)
     fd, tmp_path = _locked_temp_file(target)
     try:

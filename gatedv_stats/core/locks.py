@@ -88,8 +88,8 @@ def file_lock(path: str | os.PathLike[str], *, wait: bool, busy: str) -> Iterato
 
 
 def run_lock(run_dir: str | os.PathLike[str]) -> contextlib.AbstractContextManager[HeldLock]:
-    """The lock of a run directory, not waited for: `LockBusy` naming the holder when another process has it. A
-    process started by the holder for this run (`HELD_FOR_CHILDREN`) enters it without locking."""
+    """The lock of a run directory, not waited for (`LockBusy`); a process the holder started for this run
+    (`HELD_FOR_CHILDREN`) enters it without locking."""
     run_dir = Path(run_dir)
     if os.environ.get(HELD_FOR_CHILDREN) == str(run_dir.resolve()):
         return contextlib.nullcontext(HeldLock(run_dir / RUN_LOCK_NAME))
@@ -99,8 +99,7 @@ def run_lock(run_dir: str | os.PathLike[str]) -> contextlib.AbstractContextManag
 
 
 def output_lock(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[HeldLock]:
-    """The lock of an output file (`.NAME.lock` beside it), waited for: two commands writing the same file (and the
-    files beside it that go with it) write one after the other, and the last one's are left whole."""
+    """The lock of an output file (`.NAME.lock` beside it), waited for: the last writer's files are left whole."""
     path = Path(os.path.realpath(path))
     if not path.parent.is_dir():  # nothing there yet to write over (a path the command refuses is refused by it)
         return contextlib.nullcontext(HeldLock(path))

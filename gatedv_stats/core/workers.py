@@ -72,9 +72,8 @@ def spawn_pool(workers: int, initializer: Callable[..., None] | None = None, ini
 
 
 def exit_with_parent() -> bool:
-    """In a spawned process: exit as soon as the process that started it ends (status PARENT_GONE_EXIT) or
-    this one is sent SIGTERM (status 128 + SIGTERM), stopping the commands started with `run_child` first.
-    False (nothing watched) in a process without a multiprocessing parent."""
+    """In a spawned process: exit as soon as its parent ends (status PARENT_GONE_EXIT) or it is sent SIGTERM
+    (128 + SIGTERM), stopping its `run_child` commands first. False (nothing watched) without such a parent."""
     parent = multiprocessing.parent_process()
     if parent is None or parent.sentinel is None:
         return False
@@ -96,11 +95,9 @@ def stop_requested() -> bool:
 
 @contextlib.contextmanager
 def deferred_stop(grace: float = STOP_GRACE_SECONDS) -> Iterator[bool]:
-    """In a worker started here: while the body runs, a stop (SIGTERM, or the parent gone) does not end the
-    process at once. The body polls `stop_requested()` at its stopping points and returns from the first one
-    after the stop, having made its work resumable (a checkpoint); the process then ends as the stop would have
-    ended it. A body that reaches no stopping point within `grace` seconds is cut short. Yields whether stops
-    are deferred: False (and nothing changes) in any other process."""
+    """In a worker started here: a stop (SIGTERM, or the parent gone) waits up to `grace` seconds for the body,
+    which polls `stop_requested()` and returns from its first stopping point after the stop; the process then
+    ends as the stop would have ended it. Yields whether stops are deferred (False in any other process)."""
     global _stop_grace
     if not _watched:
         yield False

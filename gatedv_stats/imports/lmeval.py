@@ -1,15 +1,10 @@
-"""`gatedv import lm-eval`: lm-evaluation-harness sample logs as loss files (rolling loglikelihood) and item-score
-files (every other task type), one log at a time or a whole results directory at once: `import_lm_eval`.
+"""`gatedv import lm-eval` (`import_lm_eval`): lm-evaluation-harness output as loss files (rolling
+loglikelihood) and item-score files (every other task type), read by `gatedv_stats.io.lmeval`.
 
 A results directory is the harness's `--output_path` tree: one `results_<date>.json` with a `samples_<task>_<date>
-.jsonl` per task. Each task becomes `OUT/<task>.parquet`; the subtasks of a group (MMLU's subjects) become one file
-`OUT/<group>.parquet` whose items are named `<subtask>/<doc_id>`, with a `subtask` column. Every imported mean
-(accuracy, exact match, ...) must equal what the results file reports for the task, and every log must match the
-results file's task hash. Where the evaluated model is a local directory (the one the results file names, or
-`model_dir`), every file records the SHA-256 of its weight files as `model_sha256`. `gatedv evaluate CKPT --tasks`
-imports each checkpoint's harness run so, the checkpoint's provenance added to every file.
-
-The files the harness writes are read by `gatedv_stats.io.lmeval`.
+.jsonl` per task. The subtasks of a group (MMLU's subjects) become one file whose items are named
+`<subtask>/<doc_id>`, with a `subtask` column. Every imported mean (accuracy, exact match, ...) must equal what the
+results file reports for the task, and every log must match the results file's task hash.
 """
 
 from __future__ import annotations
@@ -133,9 +128,7 @@ class ImportedFile:
 @dataclass(frozen=True)
 class LmEvalImport:
     """What an import wrote: its files, whether their means were checked against a results file, its warnings.
-
-    Rolling-loglikelihood logs given one by one become the one loss file `out` (`loss_file`): the import is
-    reported by that file's sums; anything else by its list of files."""
+    Rolling logs given one by one (`loss_file`) are reported by the sums of their one loss file."""
 
     arm: str
     seed: int
@@ -292,8 +285,8 @@ def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]
 def _directions(metrics: Sequence[str], results: HarnessResults | None, task: str) -> dict[str, bool]:
     """Which way is better for each metric: the results file's, else the known metrics' (else higher)."""
     reported = results.higher_is_better(task) if results else {}
-    return {metric: reported.get(metric.split(",")[0], KNOWN_HIGHER_IS_BETTER.get(metric.split(",")[0], True))
-            for metric in metrics}
+    names = {metric: metric.split(",")[0] for metric in metrics}
+    return {metric: reported.get(name, KNOWN_HIGHER_IS_BETTER.get(name, True)) for metric, name in names.items()}
 
 
 def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, arm: str, seed: int, id_field: str,
@@ -306,9 +299,8 @@ def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, ar
     sums = LossSums(tasks=samples.meta["lm_eval_tasks"], n_docs=len(docs), n_targets=int(docs["n_targets"].sum()),
                     target_unit=samples.meta["target_unit"], n_bytes=int(docs["n_bytes"].sum()),
                     loss_sum=float(docs["loss_sum"].sum()))
-    written = ImportedFile(str(out), "loss", task, ROLLING, sums.n_docs, {"bits_per_byte": sums.bits_per_byte},
-                           sums=sums)
-    return written, samples.warnings
+    return (ImportedFile(str(out), "loss", task, ROLLING, sums.n_docs, {"bits_per_byte": sums.bits_per_byte},
+                         sums=sums), samples.warnings)
 
 
 def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict,
@@ -321,48 +313,51 @@ def _write_task(log: TaskLog, out: Path, arm: str, seed: int, model: dict,
     if log.results is None:
         warnings += (f"{log.path}: no results file beside it (results_<date>.json): the means are not checked "
                      "against the harness's, and no task config hash or shot count is recorded",)
-    meta = {"arm": arm, "seed": seed, "task": log.task, **log.meta(), **model, "filters": list(scores.filters),
-            "metrics": list(scores.metrics), "higher_is_better": _directions(scores.metrics, log.results, log.task),
-            "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)}]}
-    write_item_file(out, scores.items, meta)
-    return (ImportedFile(str(out), "items", log.task, log.output_type, len(scores.items),
-                         {metric: float(scores.items[metric].mean()) for metric in scores.metrics}), warnings)
+    meta = {"arm": arm, "seed": seed, "task": log.task, **log.meta(), **model}
+    return _write_items(out, [log], scores.items, scores.metrics, scores.filters, meta), warnings
+
+
+def _write_items(out: Path, logs: list[TaskLog], items: pd.DataFrame, metrics: Sequence[str], filters: Sequence[str],
+                 meta: dict) -> ImportedFile:
+    """The item-score file `out` of the logs' `metrics`: `meta`, then the filters, metrics, their directions and
+    the logs' hashes."""
+    first = logs[0]
+    write_item_file(out, items, {**meta, "filters": list(filters), "metrics": list(metrics),
+                                 "higher_is_better": _directions(metrics, first.results, first.task),
+                                 "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)}
+                                                   for log in logs]})
+    return ImportedFile(str(out), "items", meta["task"], first.output_type, len(items),
+                        {metric: float(items[metric].mean()) for metric in metrics}, tuple(meta.get("subtasks", ())))
 
 
 def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: Path, arm: str, seed: int,
                  model: dict) -> tuple[ImportedFile, tuple[str, ...]]:
     """The subtasks' items as one file: doc_id `<subtask>/<doc_id>`, a `subtask` column, the metrics they share."""
-    scored = [(log, log.scores()) for log in logs]
-    shared = [metric for metric in scored[0][1].metrics if all(metric in s.metrics for _, s in scored)]
+    scores = [log.scores() for log in logs]
+    shared = [metric for metric in scores[0].metrics if all(metric in s.metrics for s in scores)]
     if not shared:
         raise InputError(f"{results.path}: the subtasks of group {group} ({', '.join(log.task for log in logs)}) share "
                          "no metric; import their logs one by one")
-    warnings = [note for _, scores in scored for note in scores.warnings]
-    dropped = sorted({metric for _, s in scored for metric in s.metrics} - set(shared))
+    warnings = [note for s in scores for note in s.warnings]
+    dropped = sorted({metric for s in scores for metric in s.metrics} - set(shared))
     if dropped:
         warnings.append(f"group {group}: metrics {', '.join(dropped)} are not logged by every subtask; left out")
     frames = []
-    for log, scores in scored:
-        frame = scores.items[["doc_id", *shared, *[c for c in HASH_COLUMNS if c in scores.items.columns]]].copy()
+    for log, s in zip(logs, scores):
+        frame = s.items[["doc_id", *shared, *[c for c in HASH_COLUMNS if c in s.items.columns]]].copy()
         frame.insert(1, "subtask", log.task)
         frame["doc_id"] = log.task + "/" + frame["doc_id"]
         frames.append(frame)
     for metric in shared:
-        key = metric if "," in metric else f"{metric},{scored[0][1].filters[0]}"
-        results.check_group(group, key, [(float(s.items[metric].mean()), len(s.items)) for _, s in scored])
-    items = pd.concat(frames, ignore_index=True)
-    meta = {"arm": arm, "seed": seed, "task": group, **scored[0][0].meta(), **model,
+        key = metric if "," in metric else f"{metric},{scores[0].filters[0]}"
+        results.check_group(group, key, [(float(s.items[metric].mean()), len(s.items)) for s in scores])
+    meta = {"arm": arm, "seed": seed, "task": group, **logs[0].meta(), **model,
             "subtasks": [log.task for log in logs],
-            "n_shot": scored[0][0].meta()["n_shot"] if results.n_shot(group) is None else results.n_shot(group),
-            "task_config_sha256": canonical_sha256({log.task: results.config_sha256(log.task) for log in logs}),
-            "filters": list(scored[0][1].filters), "metrics": shared,
-            "higher_is_better": _directions(shared, results, logs[0].task),
-            "lm_eval_files": [{"path": str(log.path), "sha256": file_sha256(log.path)} for log in logs]}
-    write_item_file(out / f"{group}.parquet", items, meta)
-    imported = ImportedFile(str(out / f"{group}.parquet"), "items", group, scored[0][0].output_type, len(items),
-                            {metric: float(items[metric].mean()) for metric in shared},
-                            tuple(log.task for log in logs))
-    return imported, tuple(warnings)
+            "task_config_sha256": canonical_sha256({log.task: results.config_sha256(log.task) for log in logs})}
+    if results.n_shot(group) is not None:
+        meta["n_shot"] = results.n_shot(group)
+    return (_write_items(out / f"{group}.parquet", logs, pd.concat(frames, ignore_index=True), shared,
+                         scores[0].filters, meta), tuple(warnings))
 
 
 __all__ = ["ImportedFile", "LmEvalImport", "LossSums", "TaskLog", "import_lm_eval"]

@@ -63,9 +63,7 @@ def read_curve_file(path: str | Path) -> pd.DataFrame:
 def read_curve_inputs(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Read curve files (directories are searched for `curve.csv`) into one validated table. A file named twice
     (itself and through its directory) counts once; a run's step recorded by two files is an error naming both.
-
-    Each row carries `RUN_RECORD_COLUMNS` from the run.json beside its file, when there is one; a curve row of
-    another arm, rate or seed than that run.json's is an error naming both files."""
+    Each row carries the run.json beside its file (`with_run_record`)."""
     files: list[Path] = []
     for given in paths:
         path = Path(given)

@@ -19,7 +19,7 @@ JOB_FILE_NAME = "job.json"
 RECORD_SEAL = "record_sha256"
 RESTORE_RECORD = ("restore an intact copy, or move the run directory away and train the run again (a record "
                   "edited by hand is refused too)")
-# job.json is sealed the same way under this key (a record written before it was sealed is read as it is).
+# job.json is sealed the same way under this key.
 JOB_SEAL = "sha256"
 RESTORE_JOB = ("restore an intact copy, or move it away: the run then counts as never submitted, so check the "
                "scheduler (squeue) for its job before submitting it again")
@@ -36,8 +36,7 @@ def read_run_record(run_dir: str | Path) -> dict | None:
 
 
 def read_sealed_record(path: str | Path) -> dict:
-    """A run.json as written, checked against the SHA-256 it records (a record written before run.json was sealed
-    has none and is read as it is); the seal itself is left out."""
+    """A run.json as written, checked against its seal (`read_sealed_json`), the seal left out."""
     return read_sealed_json(path, RECORD_SEAL, RESTORE_RECORD)
 
 

@@ -6,8 +6,7 @@ Each line of such a log is one document: under the metrics `word_perplexity`, `b
 text summed over the model's tokens, with the document's word or UTF-8 byte count. Here loss_sum = −log-likelihood
 (nats), n_bytes = the byte count and n_targets = the word count (`target_unit` "word"), or the byte count when a
 log holds no word count (`target_unit` "byte"). The harness conditions each document on the BOS token alone and
-scores the whole text (`scoring` "bos"). Samples of other task types hold no per-document likelihood of a text:
-they are item scores (`gatedv_stats.io.lmeval.items`).
+scores the whole text (`scoring` "bos").
 """
 
 from __future__ import annotations
