@@ -162,11 +162,6 @@ class LedgerHistory:
     def kept(self) -> int:
         return sum(entry.keep for entry in self.entries)
 
-    @property
-    def dependent(self) -> tuple[LedgerEntry, ...]:
-        """The rows whose reference shares runs with an earlier row's."""
-        return tuple(entry for entry in self.entries if entry.row.get("shared_reference"))
-
     def running_best(self) -> tuple[LedgerEntry | None, ...]:
         """The running best after each decided entry (None before the first keep): a kept candidate replaces it
         when it was compared with the current best (it beat it), or with something unrelated to it; against the
@@ -232,14 +227,17 @@ class LedgerHistory:
                          + [f"note, {note}" for note in self.notes()])
 
 
-def check_settings(where: str, chosen: OnlineProcedure, procedure: str | None, alpha: float | None) -> None:
-    """A procedure or α asked for that is not the ledger's: refused (they are fixed when the ledger is created)."""
+def checked_procedure(where: str, settings: dict, procedure: str | None, alpha: float | None) -> OnlineProcedure:
+    """The procedure of a ledger's `settings`; a procedure or α asked for that is not the ledger's is refused (they
+    are fixed when the ledger is created)."""
+    chosen = OnlineProcedure.from_dict(settings["procedure"])
     if procedure is not None and procedure != chosen.procedure:
         raise ParameterError("procedure", f"{where} was created with {chosen.procedure} at α = {chosen.alpha:g}; its "
                              f"procedure is fixed for its whole history (start a new ledger for {procedure})")
     if alpha is not None and not math.isclose(alpha, chosen.alpha, rel_tol=1e-12):
         raise ParameterError("alpha", f"{where} was created with α = {chosen.alpha:g} ({chosen.procedure}); α is "
                              f"fixed for its whole history (start a new ledger for α = {alpha:g})")
+    return chosen
 
 
 def ledger_procedure(path: str | os.PathLike[str], procedure: str | None = None,
@@ -248,17 +246,12 @@ def ledger_procedure(path: str | os.PathLike[str], procedure: str | None = None,
     default LOND, at `alpha`, default 0.05); a `procedure` or `alpha` other than an existing ledger's is refused."""
     requested = online_procedure(procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if alpha is None else alpha)
     settings = ledger_settings(path)
-    if settings is None:
-        return requested
-    chosen = OnlineProcedure.from_dict(settings["procedure"])
-    check_settings(os.fspath(path), chosen, procedure, alpha)
-    return chosen
+    return requested if settings is None else checked_procedure(os.fspath(path), settings, procedure, alpha)
 
 
 def read_history(path: str | os.PathLike[str], *, procedure: str | None = None,
                  alpha: float | None = None) -> LedgerHistory:
     """The ledger at `path`, its chain checked; a `procedure` or `alpha` other than its own is refused."""
     settings, rows = read_ledger(path)
-    chosen = OnlineProcedure.from_dict(settings["procedure"])
-    check_settings(os.fspath(path), chosen, procedure, alpha)
+    chosen = checked_procedure(os.fspath(path), settings, procedure, alpha)
     return LedgerHistory(os.fspath(path), chosen, settings["created"], tuple(LedgerEntry(row) for row in rows))

@@ -28,7 +28,7 @@ from scipy import special
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
 from gatedv_stats.analysis.ledger import LedgerEntry, read_history
-from gatedv_stats.analysis.ledger_entries import LedgerSettings, enter_design, start_sequential
+from gatedv_stats.analysis.ledger_entries import LedgerSettings, e_value_at, enter_design, start_sequential
 from gatedv_stats.analysis.noise_floor import NoiseFloor, paired_inputs
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.core.defaults import DEFAULTS
@@ -41,7 +41,6 @@ from gatedv_stats.io.ledgerfile import ledger_settings
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import sequential as gs
 from gatedv_stats.stats import sequential_t as gst
-from gatedv_stats.stats.e_values import likelihood_ratio_e_value
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 
@@ -374,12 +373,10 @@ def _e_process(design: SequentialDesign, estimate: float, n_pairs: int) -> float
     """Where the design's ledger tests e-values (e-LOND), the e-process over its looks at this one: the likelihood
     ratio at the ledger's smallest effect of interest with the design's planned information (`stats.e_values`),
     which "better" must reach 1/level, so that a "stop: better" is a keep there."""
-    if design.ledger is None or design.ledger.get("sesoi") is None:
+    if design.ledger is None:
         return None
-    sesoi = design.ledger["sesoi"]
-    effect = design.scale.effect_size(sesoi)
     information = design.information[n_pairs - design.first_look]
-    return likelihood_ratio_e_value(estimate, 1.0 / information, effect, design.higher_is_better)
+    return e_value_at(design.ledger.get("sesoi"), estimate, 1.0 / information, design.scale)
 
 
 def _as_z(statistic: float, df: float) -> float:
