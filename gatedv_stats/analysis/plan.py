@@ -11,7 +11,6 @@ on a metric's scale it is a difference in the metric's units, with the items nee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -46,7 +45,8 @@ def plan(paired: Paired, effect: float, *, alpha: float = DEFAULTS.alpha,
     """Seed pairs and units needed to detect `effect` on the pair's scale (a relative ΔP for perplexity, 0.02 =
     2%; a difference in the metric's units for a score, 0.01 = one point of accuracy) at two-sided level `alpha`
     with `power`, from pilot runs of two arms."""
-    return _PLANS[paired.scale.figures](paired, effect, alpha=alpha, power=power)
+    made = _perplexity_plan if paired.scale.figures == "perplexity" else _difference_plan
+    return made(paired, effect, alpha=alpha, power=power)
 
 
 def _perplexity_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> StudyPlan:
@@ -147,10 +147,6 @@ def _difference_plan(paired: Paired, effect: float, *, alpha: float, power: floa
         seeds_required=design.seeds_required(size, alpha, power),
         seeds_required_many_units=design.seeds_required(size, alpha, power, n_docs=10 * paired.n_docs),
         units_required={n_seeds: units_required(design, size, n_seeds, alpha, power) for n_seeds in seeds})
-
-
-_PLANS: dict[str, Callable[..., StudyPlan | DifferencePlan]] = {"perplexity": _perplexity_plan,
-                                                                "scores": _difference_plan}
 
 
 def units_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:

@@ -1,12 +1,10 @@
 """Group-sequential verdicts over seed pairs: one look per completed seed pair, up to the budget K.
 
-`create_design(paired, max_seeds=…)` fixes the design at the first look — K, α, the power, the smallest effect of
-interest, the spending function, the seed variance τ² (a noise floor's; without one the first look's, at 2 seed
-pairs) and the document term c of the first look's fit — and says before it starts when the documents cap the
-information below what the target power needs ("add documents, not seeds"). `look(design, paired)` decides at
-one look and returns the `Look`; `design.with_look(look)` records it, `save_design` writes it (sealed) and
-`load_design` reads it back, refusing a file edited by hand. A driver (a shell loop over `gatedv decide`, or a
-sweep) trains seed pair k + 1 while the last look says "continue":
+`create_design(paired, max_seeds=…)` fixes the design at the first look (`SequentialDesign`) and says before it
+starts when the documents cap the information below what the target power needs ("add documents, not seeds").
+`look(design, paired)` decides at one look and returns the `Look`; `design.with_look(look)` records it,
+`save_design` writes it (sealed) and `load_design` reads it back, refusing a file edited by hand. A driver (a shell
+loop over `gatedv decide`, or a sweep) trains seed pair k + 1 while the last look says "continue":
 
     design = create_design(paired, max_seeds=8, sesoi=0.01, floor=floor)   # or load_design(path)
     result = look(design, paired)          # result.decision, result.stop, result.line
@@ -204,17 +202,16 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
                                                   note=note)
         taken = look(design, paired, allow_mismatch=allow_mismatch)
         repeated = bool(design.looks) and taken is design.looks[-1]
-        entered = ledger_entry_of(design) if design.looks and design.looks[-1].stop else None
-        if not repeated and entered is not None:
-            raise InputError(f"{design.path}: its candidate was entered in ledger {entered.row['design']} when look "
-                             f"{design.looks[-1].index} stopped ({design.looks[-1].decision}); start a new design file "
-                             "to go on")
         if not repeated:
+            entered = ledger_entry_of(design) if design.looks and design.looks[-1].stop else None
+            if entered is not None:
+                raise InputError(f"{design.path}: its candidate was entered in ledger {entered.row['design']} when "
+                                 f"look {design.looks[-1].index} stopped ({design.looks[-1].decision}); start a new "
+                                 "design file to go on")
             design = save_design(path, design.with_look(taken))
-        entered = None
         if taken.stop and design.ledger is not None:
-            entered = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
-        return RecordedLook(design, taken, new, repeated, entered or started)
+            started = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
+        return RecordedLook(design, taken, new, repeated, started)
 
 
 def _design_to_look_at(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
