@@ -351,8 +351,7 @@ def _stopping_look(design: SequentialDesign, paired: Paired) -> Look:
 
 def _open_start(writer: LedgerWriter, step: int, design: SequentialDesign) -> int:
     """The start at `step` of this design, not finished yet."""
-    rows = {row["step"]: row for row in writer.entries}
-    start = rows.get(step)
+    start = next((row for row in writer.entries if row["step"] == step), None)
     if start is None or start.get("kind") != "start" or start["design_sha256"] != design.sha256:
         raise InputError(f"{writer.where}: step {step} is not the start of {design.path or 'the design'} "
                          f"({design.sha256[:12]}); the design names a start its ledger does not hold")

@@ -57,7 +57,8 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     gs.check_design(alpha, power, spending)
     if sesoi is not None:
         sesoi = paired.scale.check_sesoi(sesoi)
-    first = 1 if floor is not None else 2
+    floored = floor is not None
+    first = 1 if floored else 2
     max_seeds = check_at_least("max_seeds", max_seeds, first)
     fit = _fit(with_floor(paired, floor, allow_mismatch), floor, first, max_seeds)
     # τ̂² and its df as the fit uses them: the floor's (pooled with the study's, or the study's where the F test
@@ -65,25 +66,30 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     seed_variance, seed_df = ((fit.v_seed, fit.n_seeds - 1.0) if fit.floor_use is None else
                               (fit.floor_use.seed.variance, fit.floor_use.seed.df))
     document_term, document_high = _document_term(fit, seed_variance)
-    information = tuple(gs.information(n, seed_variance, document_term) for n in range(first, max_seeds + 1))
+    looks = range(first, max_seeds + 1)
+    information = tuple(gs.information(n, seed_variance, document_term) for n in looks)
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
         raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
                          "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
-    fractions = _fractions(information, floor is not None, first, max_seeds, alpha, spending)
+    # the fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
+    # large would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df
+    # makes of it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`).
+    fractions = (tuple(value / information[-1] for value in information) if floored else
+                 tuple(float(value) for value in gst.effective_fractions(looks, alpha / 2.0, spending)))
     level = None if ledger is None else alpha / 2.0
     sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
-                     (document_term, document_high), max_seeds, floor is not None, level)
+                     (document_term, document_high), max_seeds, floored, level)
     return SequentialDesign(
         max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending, first_look=first,
         seed_variance=seed_variance, seed_variance_df=seed_df,
-        seed_variance_source="noise floor" if floor is not None else "first look", document_term=document_term,
+        seed_variance_source="noise floor" if floored else "first look", document_term=document_term,
         document_term_high=document_high,
         information=information, fractions=fractions, **sizing, metric=paired.metric, unit=paired.unit,
         higher_is_better=paired.higher_is_better, log_ratio=paired.scale.log_ratio, proportion=paired.proportion,
         baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
         n_units=paired.n_docs, units_sha256=_units_sha256(paired),
         floor=None if floor is None else {**floor.to_dict(), "path": floor.path, "sha256": floor.sha256},
-        t_boundaries="marginal" if floor is not None else "joint", ledger=ledger)
+        t_boundaries="marginal" if floored else "joint", ledger=ledger)
 
 
 def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
@@ -311,17 +317,6 @@ def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float
     if fit.n_seeds > 1:
         return part, None
     return max(part - seed_variance, 0.0), part
-
-
-def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int, alpha: float,
-               spending: str) -> tuple[float, ...]:
-    """The fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
-    large would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df
-    makes of it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`)."""
-    if floored:
-        return tuple(value / information[-1] for value in information)
-    return tuple(float(value) for value in gst.effective_fractions(range(first, max_seeds + 1), alpha / 2.0,
-                                                                       spending))
 
 
 def _efficacy(design: SequentialDesign, counts: Sequence[int],
