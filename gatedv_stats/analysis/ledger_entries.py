@@ -4,9 +4,8 @@ the level the ledger gives it (`start_sequential`) and a stopped sequential desi
 
 The tests of the stream, in the order they started (`stats.online_fdr`): an entry without a start is a test that
 starts and finishes at its own row; a start row starts a test that its entry, naming the start, finishes. A test's
-level is fixed at its start from the tests finished by then. The value each test brings is its one-sided p-value
-(H0: not better; a stopped design's stage-wise p), or for e-LOND its e-value (`stats.e_values`) at the smallest
-effect of interest the ledger was created with.
+level is fixed at its start from the tests finished by then. The value each test brings is its one-sided p-value,
+or for e-LOND its e-value (`stats.e_values`) at the smallest effect of interest the ledger was created with.
 """
 
 from __future__ import annotations
@@ -18,47 +17,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gatedv_stats.analysis.comparison import Comparison
-from gatedv_stats.analysis.ledger import LedgerEntry, checked_procedure, read_history
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerSettings, checked_procedure, read_history
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
-from gatedv_stats.core.defaults import DEFAULTS
-from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import canonical_sha256, file_sha256
 from gatedv_stats.io.designfiles import read_run_design
 from gatedv_stats.io.ledgerfile import LedgerWriter, ledger_settings, ledger_writer
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.e_values import likelihood_ratio_e_value
 from gatedv_stats.stats.intervals import finite_or_none, log_interval_as_change
-from gatedv_stats.stats.online_fdr import (
-    DEFAULT_PROCEDURE,
-    OnlineDecision,
-    OnlineProcedure,
-    online_decisions,
-    online_procedure,
-)
+from gatedv_stats.stats.online_fdr import OnlineDecision, OnlineProcedure, online_decisions
 from gatedv_stats.stats.scale import Scale
 from gatedv_stats.stats.verdict import one_sided_p
-
-
-@dataclass(frozen=True)
-class LedgerSettings:
-    """What a ledger is created with: the procedure and α (checked against an existing ledger's) and, for e-LOND,
-    the smallest effect of interest its e-values are likelihood ratios at."""
-
-    procedure: str | None = None
-    alpha: float | None = None
-    sesoi: float | None = None
-
-    def requested(self) -> OnlineProcedure:
-        return online_procedure(self.procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if self.alpha is None
-                                else self.alpha)
-
-    def file_settings(self) -> dict:
-        """The settings of a new ledger's file."""
-        chosen = self.requested()
-        if chosen.e_values and self.sesoi is None:
-            raise ParameterError("sesoi", "an e-LOND ledger tests e-values, likelihood ratios at the smallest effect "
-                                 "of interest: give it ({sesoi}) when the ledger is created", leading=False)
-        return {"procedure": chosen.to_dict(), **({"sesoi": self.sesoi} if chosen.e_values else {})}
 
 
 def add_entry(path: str | os.PathLike[str], comparison: Comparison, paired: Paired,

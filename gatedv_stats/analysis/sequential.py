@@ -25,8 +25,8 @@ import numpy as np
 from scipy import special
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
-from gatedv_stats.analysis.ledger import LedgerEntry, read_history
-from gatedv_stats.analysis.ledger_entries import LedgerSettings, e_value_at, enter_design, start_sequential
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerSettings, read_history
+from gatedv_stats.analysis.ledger_entries import e_value_at, enter_design, start_sequential
 from gatedv_stats.analysis.noise_floor import NoiseFloor, paired_inputs
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.core.defaults import DEFAULTS
@@ -71,19 +71,16 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
         raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
                          "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
-    # the fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
-    # large would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df
-    # makes of it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`).
+    # the fractions the looks spend α at: I_k / I_K with a floor; without one, where τ² and c rest on one df, k / K
+    # (c = 0) weighed by what a t on k − 1 df makes of it (`stats.sequential_t.effective_fractions`)
     fractions = (tuple(value / information[-1] for value in information) if floored else
                  tuple(float(value) for value in gst.effective_fractions(looks, alpha / 2.0, spending)))
-    level = None if ledger is None else alpha / 2.0
     sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
-                     (document_term, document_high), max_seeds, floored, level)
+                     (document_term, document_high), max_seeds, floored, None if ledger is None else alpha / 2.0)
     return SequentialDesign(
         max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending, first_look=first,
-        seed_variance=seed_variance, seed_variance_df=seed_df,
-        seed_variance_source="noise floor" if floored else "first look", document_term=document_term,
-        document_term_high=document_high,
+        seed_variance=seed_variance, seed_variance_df=seed_df, document_term=document_term,
+        document_term_high=document_high, seed_variance_source="noise floor" if floored else "first look",
         information=information, fractions=fractions, **sizing, metric=paired.metric, unit=paired.unit,
         higher_is_better=paired.higher_is_better, log_ratio=paired.scale.log_ratio, proportion=paired.proportion,
         baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
