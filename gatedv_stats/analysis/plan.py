@@ -226,9 +226,8 @@ def floor_plan(floor: NoiseFloor, effect: float, *, paired: Paired | None = None
 
     grid = sorted({1, 2, 3, 4, 6, 8, *SEED_GRID})
     needed = next((n for n in range(1, MAX_SEEDS + 1) if power_at(n) >= power), None)
-    factor = None
-    if needed is None:
-        factor = next((f for f in (2, 4, 8, 16, 32, 64) if power_at(SEED_GRID[-1], f) >= power), None)
+    factor = None if needed is not None else next((f for f in (2, 4, 8, 16, 32, 64)
+                                                   if power_at(SEED_GRID[-1], f) >= power), None)
     return FloorPlan(effect=effect, size=size, alpha=alpha, power=power, floor=seed, document_part=document_part,
                      document_df=document_df, pilot=pilot, power_by_seeds={n: power_at(n) for n in grid},
                      seeds_required=needed, documents_factor=factor)
