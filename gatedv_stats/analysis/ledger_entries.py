@@ -171,7 +171,7 @@ class _Stream:
         stream = cls(procedure, tuple(test[2] for test in tests), running, tuple(test[0] for test in tests))
         by_step = {row["step"]: row for row in rows}
         for test, decision in zip(tests, stream.decisions()):
-            started, finished = by_step[test[0]], by_step.get(test[1]) if test[1] is not None else None
+            started, finished = by_step[test[0]], by_step.get(test[1])
             if not math.isclose(started["level"], decision.level, rel_tol=1e-9, abs_tol=1e-15) or (
                     finished is not None and finished["decision"] != ("keep" if decision.keep else "discard")):
                 raise InputError(f"{where}: entry {(finished or started)['step']}'s recorded level or decision "

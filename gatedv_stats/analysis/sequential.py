@@ -127,16 +127,14 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
                          and e_value is None else (None, None))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.estimate, se=fit.se,
                 df=df, information=design.information[n_pairs - design.first_look], observed_information=fit.se ** -2,
-                fraction=fractions[-1], efficacy=float(efficacy[-1]),
+                fraction=fractions[-1], efficacy=float(efficacy[-1]), decision=decided.decision,
                 futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
                 futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
                 beta_spent=None if beta_spent is None else float(beta_spent[-1]), interval=decided.interval,
-                decision=decided.decision, direction=decided.direction,
-                seed_variance_from="study" if fit.floor_use is None else
+                direction=decided.direction, seed_variance_from="study" if fit.floor_use is None else
                 {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study"),
-                line="", inputs=paired_inputs(paired),
-                notes=paired.notes + _look_notes(design, fit), design_sha256=design.sha256, p_value=p_value,
-                median_unbiased=unbiased, e_value=e_value)
+                line="", inputs=paired_inputs(paired), notes=paired.notes + _look_notes(design, fit),
+                design_sha256=design.sha256, p_value=p_value, median_unbiased=unbiased, e_value=e_value)
     return _with_line(made, design)
 
 
