@@ -196,11 +196,10 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
     that "stop: better" is a keep."""
     check_design_path(path)
     with output_lock(path):  # two looks at once (two shells, or two sweeps) take turns: the second finds the first's
-        design, new, started = _design_to_look_at(path, paired, max_seeds=max_seeds, alpha=alpha, power=power,
-                                                  sesoi=sesoi, spending=spending, floor=floor,
-                                                  allow_mismatch=allow_mismatch, ledger=ledger,
-                                                  new_ledger=new_ledger or LedgerSettings(alpha=alpha),
-                                                  note=note)
+        design, new, entry = _design_to_look_at(path, paired, max_seeds=max_seeds, alpha=alpha, power=power,
+                                                sesoi=sesoi, spending=spending, floor=floor,
+                                                allow_mismatch=allow_mismatch, ledger=ledger,
+                                                new_ledger=new_ledger or LedgerSettings(alpha=alpha), note=note)
         taken = look(design, paired, allow_mismatch=allow_mismatch)
         repeated = bool(design.looks) and taken is design.looks[-1]
         if not repeated:
@@ -211,8 +210,8 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
                                  "design file to go on")
             design = save_design(path, design.with_look(taken))
         if taken.stop and design.ledger is not None:
-            started = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
-        return RecordedLook(design, taken, new, repeated, started)
+            entry = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
+        return RecordedLook(design, taken, new, repeated, entry)
 
 
 def _design_to_look_at(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
