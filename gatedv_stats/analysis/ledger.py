@@ -6,8 +6,8 @@ one-sided p-value (H0: the candidate is not better; a fixed-sample comparison's 
 sequential design's stage-wise p), the level the procedure gave it (`stats.online_fdr`), keep or discard and the
 wealth left. A candidate decided by a sequential design over seed pairs may be started first: its level is fixed
 then (a "start" row) and used when it stops (its entry names the start). This module reads and shows the history
-(`analysis.ledger_entries` writes it); the file (`io.ledgerfile`) fixes the procedure and α at creation and chains
-the rows by hash.
+(`analysis.ledger_entries` writes it); the file (`io.ledgerfile`) fixes the procedure and α at creation
+(`LedgerSettings`) and chains the rows by hash.
 """
 
 from __future__ import annotations
@@ -162,11 +162,6 @@ class LedgerHistory:
     def kept(self) -> int:
         return sum(entry.keep for entry in self.entries)
 
-    @property
-    def dependent(self) -> tuple[LedgerEntry, ...]:
-        """The rows whose reference shares runs with an earlier row's."""
-        return tuple(entry for entry in self.entries if entry.row.get("shared_reference"))
-
     def running_best(self) -> tuple[LedgerEntry | None, ...]:
         """The running best after each decided entry (None before the first keep): a kept candidate replaces it
         when it was compared with the current best (it beat it), or with something unrelated to it; against the
@@ -232,33 +227,53 @@ class LedgerHistory:
                          + [f"note, {note}" for note in self.notes()])
 
 
-def check_settings(where: str, chosen: OnlineProcedure, procedure: str | None, alpha: float | None) -> None:
-    """A procedure or α asked for that is not the ledger's: refused (they are fixed when the ledger is created)."""
+@dataclass(frozen=True)
+class LedgerSettings:
+    """What a ledger is created with: the procedure and α (checked against an existing ledger's) and, for e-LOND,
+    the smallest effect of interest its e-values are likelihood ratios at."""
+
+    procedure: str | None = None
+    alpha: float | None = None
+    sesoi: float | None = None
+
+    def requested(self) -> OnlineProcedure:
+        return online_procedure(self.procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if self.alpha is None
+                                else self.alpha)
+
+    def file_settings(self) -> dict:
+        """The settings of a new ledger's file."""
+        chosen = self.requested()
+        if chosen.e_values and self.sesoi is None:
+            raise ParameterError("sesoi", "an e-LOND ledger tests e-values, likelihood ratios at the smallest effect "
+                                 "of interest: give it ({sesoi}) when the ledger is created", leading=False)
+        return {"procedure": chosen.to_dict(), **({"sesoi": self.sesoi} if chosen.e_values else {})}
+
+
+def checked_procedure(where: str, settings: dict, procedure: str | None, alpha: float | None) -> OnlineProcedure:
+    """The procedure of a ledger's `settings`; a procedure or α asked for that is not the ledger's is refused (they
+    are fixed when the ledger is created)."""
+    chosen = OnlineProcedure.from_dict(settings["procedure"])
     if procedure is not None and procedure != chosen.procedure:
         raise ParameterError("procedure", f"{where} was created with {chosen.procedure} at α = {chosen.alpha:g}; its "
                              f"procedure is fixed for its whole history (start a new ledger for {procedure})")
     if alpha is not None and not math.isclose(alpha, chosen.alpha, rel_tol=1e-12):
         raise ParameterError("alpha", f"{where} was created with α = {chosen.alpha:g} ({chosen.procedure}); α is "
                              f"fixed for its whole history (start a new ledger for α = {alpha:g})")
+    return chosen
 
 
 def ledger_procedure(path: str | os.PathLike[str], procedure: str | None = None,
                      alpha: float | None = None) -> OnlineProcedure:
     """The procedure of the ledger at `path`, or the one a new ledger there would be created with (`procedure`,
     default LOND, at `alpha`, default 0.05); a `procedure` or `alpha` other than an existing ledger's is refused."""
-    requested = online_procedure(procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if alpha is None else alpha)
+    requested = LedgerSettings(procedure, alpha).requested()
     settings = ledger_settings(path)
-    if settings is None:
-        return requested
-    chosen = OnlineProcedure.from_dict(settings["procedure"])
-    check_settings(os.fspath(path), chosen, procedure, alpha)
-    return chosen
+    return requested if settings is None else checked_procedure(os.fspath(path), settings, procedure, alpha)
 
 
 def read_history(path: str | os.PathLike[str], *, procedure: str | None = None,
                  alpha: float | None = None) -> LedgerHistory:
     """The ledger at `path`, its chain checked; a `procedure` or `alpha` other than its own is refused."""
     settings, rows = read_ledger(path)
-    chosen = OnlineProcedure.from_dict(settings["procedure"])
-    check_settings(os.fspath(path), chosen, procedure, alpha)
+    chosen = checked_procedure(os.fspath(path), settings, procedure, alpha)
     return LedgerHistory(os.fspath(path), chosen, settings["created"], tuple(LedgerEntry(row) for row in rows))

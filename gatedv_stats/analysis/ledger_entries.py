@@ -4,9 +4,8 @@ the level the ledger gives it (`start_sequential`) and a stopped sequential desi
 
 The tests of the stream, in the order they started (`stats.online_fdr`): an entry without a start is a test that
 starts and finishes at its own row; a start row starts a test that its entry, naming the start, finishes. A test's
-level is fixed at its start from the tests finished by then. The value each test brings is its one-sided p-value
-(H0: not better; a stopped design's stage-wise p), or for e-LOND its e-value (`stats.e_values`) at the smallest
-effect of interest the ledger was created with.
+level is fixed at its start from the tests finished by then. The value each test brings is its one-sided p-value,
+or for e-LOND its e-value (`stats.e_values`) at the smallest effect of interest the ledger was created with.
 """
 
 from __future__ import annotations
@@ -18,47 +17,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gatedv_stats.analysis.comparison import Comparison
-from gatedv_stats.analysis.ledger import LedgerEntry, check_settings
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerSettings, checked_procedure, read_history
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
-from gatedv_stats.core.defaults import DEFAULTS
-from gatedv_stats.core.errors import InputError, ParameterError
+from gatedv_stats.core.errors import InputError
 from gatedv_stats.core.files import canonical_sha256, file_sha256
 from gatedv_stats.io.designfiles import read_run_design
-from gatedv_stats.io.ledgerfile import LedgerWriter, ledger_settings, ledger_writer, read_ledger
+from gatedv_stats.io.ledgerfile import LedgerWriter, ledger_settings, ledger_writer
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.e_values import likelihood_ratio_e_value
 from gatedv_stats.stats.intervals import finite_or_none, log_interval_as_change
-from gatedv_stats.stats.online_fdr import (
-    DEFAULT_PROCEDURE,
-    OnlineDecision,
-    OnlineProcedure,
-    online_decisions,
-    online_procedure,
-)
+from gatedv_stats.stats.online_fdr import OnlineDecision, OnlineProcedure, online_decisions
 from gatedv_stats.stats.scale import Scale
 from gatedv_stats.stats.verdict import one_sided_p
-
-
-@dataclass(frozen=True)
-class LedgerSettings:
-    """What a ledger is created with: the procedure and α (checked against an existing ledger's) and, for e-LOND,
-    the smallest effect of interest its e-values are likelihood ratios at."""
-
-    procedure: str | None = None
-    alpha: float | None = None
-    sesoi: float | None = None
-
-    def requested(self) -> OnlineProcedure:
-        return online_procedure(self.procedure or DEFAULT_PROCEDURE, DEFAULTS.alpha if self.alpha is None
-                                else self.alpha)
-
-    def file_settings(self) -> dict:
-        """The settings of a new ledger's file."""
-        chosen = self.requested()
-        if chosen.e_values and self.sesoi is None:
-            raise ParameterError("sesoi", "an e-LOND ledger tests e-values, likelihood ratios at the smallest effect "
-                                 "of interest: give it ({sesoi}) when the ledger is created", leading=False)
-        return {"procedure": chosen.to_dict(), **({"sesoi": self.sesoi} if chosen.e_values else {})}
 
 
 def add_entry(path: str | os.PathLike[str], comparison: Comparison, paired: Paired,
@@ -81,7 +51,7 @@ def add_entry(path: str | os.PathLike[str], comparison: Comparison, paired: Pair
 
     def entry(writer: LedgerWriter, stream: _Stream) -> dict:
         _refuse_twice(writer, content)
-        e_value = _e_value(writer, fit.estimate, fit.se ** 2, paired.scale)
+        e_value = e_value_at(writer.settings.get("sesoi"), fit.estimate, fit.se ** 2, paired.scale)
         return stream.decided(content, e_value, None)
 
     return _write(path, settings, entry)
@@ -98,14 +68,14 @@ def start_sequential(path: str | os.PathLike[str], paired: Paired, settings: Led
     def start(writer: LedgerWriter, stream: _Stream) -> dict:
         content = {**_pair_content(paired), "kind": "start", "note": note}
         _refuse_twice(writer, content)
-        level = stream.next_level()
+        opened = stream.opened()
         link = {"path": os.path.abspath(writer.where), "genesis": canonical_sha256(writer.settings),
-                "step": len(writer.entries) + 1, "level": level, "alpha": stream.procedure.alpha,
+                "step": len(writer.entries) + 1, "level": opened.level, "alpha": stream.procedure.alpha,
                 "procedure": stream.procedure.procedure, "sesoi": writer.settings.get("sesoi")}
-        design = make_design(level, link)
+        design = make_design(opened.level, link)
         made.append(design)
         return {**content, "design": design.path, "design_sha256": design.sha256, **_procedure_columns(stream),
-                "level": level, "decision": "running", "wealth": stream.wealth_after_start()}
+                "level": opened.level, "decision": "running", "wealth": opened.wealth}
 
     entry = _write(path, settings, start)
     return made[0], entry
@@ -137,7 +107,8 @@ def enter_design(path: str | os.PathLike[str], design: SequentialDesign, paired:
             start = _open_start(writer, link["step"], design)
         else:
             _refuse_twice(writer, content)
-        e_value = _e_value(writer, look.estimate, 1.0 / information, design.scale)  # the e-process at the stop
+        # the e-process at the stop
+        e_value = e_value_at(writer.settings.get("sesoi"), look.estimate, 1.0 / information, design.scale)
         return stream.decided(content, e_value, start)
 
     return _write(path, settings, entry)
@@ -148,12 +119,11 @@ def next_ledger_level(path: str | os.PathLike[str], settings: LedgerSettings = L
     the procedure's description with the step, for a plan made at it."""
     if ledger_settings(path) is None:
         chosen = settings.requested()
-        return _Stream(chosen, (), (), ()).next_level(), f"{chosen.describe()}, step 1 of a new ledger"
-    stored, rows = read_ledger(path)
-    chosen = OnlineProcedure.from_dict(stored["procedure"])
-    check_settings(os.fspath(path), chosen, settings.procedure, settings.alpha)
-    return (_Stream.replayed(os.fspath(path), rows, chosen).next_level(),
-            f"{chosen.describe()}, step {len(rows) + 1}")
+        return _Stream(chosen, (), (), ()).opened().level, f"{chosen.describe()}, step 1 of a new ledger"
+    history = read_history(path, procedure=settings.procedure, alpha=settings.alpha)
+    rows = [entry.row for entry in history.entries]
+    return (_Stream.replayed(history.path, rows, history.procedure).opened().level,
+            f"{history.procedure.describe()}, step {len(rows) + 1}")
 
 
 def withdraw_design(design: SequentialDesign, reason: str) -> LedgerEntry:
@@ -201,7 +171,7 @@ class _Stream:
         stream = cls(procedure, tuple(test[2] for test in tests), running, tuple(test[0] for test in tests))
         by_step = {row["step"]: row for row in rows}
         for test, decision in zip(tests, stream.decisions()):
-            started, finished = by_step[test[0]], by_step.get(test[1]) if test[1] is not None else None
+            started, finished = by_step[test[0]], by_step.get(test[1])
             if not math.isclose(started["level"], decision.level, rel_tol=1e-9, abs_tol=1e-15) or (
                     finished is not None and finished["decision"] != ("keep" if decision.keep else "discard")):
                 raise InputError(f"{where}: entry {(finished or started)['step']}'s recorded level or decision "
@@ -214,26 +184,19 @@ class _Stream:
         return online_decisions(self.values if values is None else values, self.procedure,
                                 self.running if running is None else running)
 
-    def _pending(self) -> frozenset[int]:
-        return frozenset(t for t, value in enumerate(self.values) if value is None)
-
-    def next_level(self) -> float:
-        """The level of a test that starts now."""
-        return self.decisions([*self.values, None], [*self.running, self._pending()])[-1].level
-
-    def wealth_after_start(self) -> float:
-        return self.decisions([*self.values, None], [*self.running, self._pending()])[-1].wealth
+    def opened(self, value: float | None = None) -> OnlineDecision:
+        """The decision on a test that starts now (with its `value`, or running): its level, the wealth after it."""
+        pending = frozenset(t for t, earlier in enumerate(self.values) if earlier is None)
+        return self.decisions([*self.values, value], [*self.running, pending])[-1]
 
     def decided(self, content: dict, e_value: float | None, start: int | None) -> dict:
         """The entry's row: a new test that starts and finishes now, or the test started at step `start`."""
         value = e_value if self.procedure.e_values else content["p_value"]
         if start is None:
-            decision = self.decisions([*self.values, value], [*self.running, self._pending()])[-1]
+            decision = self.opened(value)
         else:
             t = self.starts.index(start)
-            values = list(self.values)
-            values[t] = value
-            decision = self.decisions(values)[t]
+            decision = self.decisions([*self.values[:t], value, *self.values[t + 1:]])[t]
         return {**content, "e_value": e_value, "start_step": start, **_procedure_columns(self),
                 "level": decision.level, "decision": "keep" if decision.keep else "discard",
                 "wealth": decision.wealth, "kind": None}
@@ -243,8 +206,7 @@ def _write(path: str | os.PathLike[str], settings: LedgerSettings,
            build: Callable[[LedgerWriter, _Stream], dict]) -> LedgerEntry:
     """One row built inside the ledger's write transaction, from the history replayed and checked."""
     with ledger_writer(path, settings.file_settings()) as writer:
-        chosen = OnlineProcedure.from_dict(writer.settings["procedure"])
-        check_settings(writer.where, chosen, settings.procedure, settings.alpha)
+        chosen = checked_procedure(writer.where, writer.settings, settings.procedure, settings.alpha)
         row = build(writer, _Stream.replayed(writer.where, writer.entries, chosen))
         if row["scale"]["log_ratio"] and row.get("estimate") is not None:  # the estimate and interval as ΔP too
             change = log_interval_as_change(row["low"], row["high"])
@@ -270,10 +232,9 @@ def _value_of(row: dict, procedure: OnlineProcedure) -> float:
     return float(value)
 
 
-def _e_value(writer: LedgerWriter, estimate: float, variance: float, scale: Scale) -> float | None:
-    """The entry's e-value where the ledger tests e-values: the likelihood ratio of the (naive) estimate at the
-    ledger's smallest effect of interest, on the entry's scale (log(1 + X) for a relative ΔP X)."""
-    sesoi = writer.settings.get("sesoi")
+def e_value_at(sesoi: float | None, estimate: float, variance: float, scale: Scale) -> float | None:
+    """The e-value where a ledger tests e-values: the likelihood ratio of the (naive) estimate at the ledger's
+    smallest effect of interest `sesoi`, on the entry's scale (log(1 + X) for a relative ΔP X); None without one."""
     if sesoi is None:
         return None
     return likelihood_ratio_e_value(estimate, variance, scale.effect_size(sesoi), scale.higher_is_better)
@@ -360,8 +321,7 @@ def _stopping_look(design: SequentialDesign, paired: Paired) -> Look:
 
 def _open_start(writer: LedgerWriter, step: int, design: SequentialDesign) -> int:
     """The start at `step` of this design, not finished yet."""
-    rows = {row["step"]: row for row in writer.entries}
-    start = rows.get(step)
+    start = next((row for row in writer.entries if row["step"] == step), None)
     if start is None or start.get("kind") != "start" or start["design_sha256"] != design.sha256:
         raise InputError(f"{writer.where}: step {step} is not the start of {design.path or 'the design'} "
                          f"({design.sha256[:12]}); the design names a start its ledger does not hold")

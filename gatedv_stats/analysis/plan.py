@@ -11,7 +11,6 @@ on a metric's scale it is a difference in the metric's units, with the items nee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -46,7 +45,8 @@ def plan(paired: Paired, effect: float, *, alpha: float = DEFAULTS.alpha,
     """Seed pairs and units needed to detect `effect` on the pair's scale (a relative ΔP for perplexity, 0.02 =
     2%; a difference in the metric's units for a score, 0.01 = one point of accuracy) at two-sided level `alpha`
     with `power`, from pilot runs of two arms."""
-    return _PLANS[paired.scale.figures](paired, effect, alpha=alpha, power=power)
+    made = _perplexity_plan if paired.scale.figures == "perplexity" else _difference_plan
+    return made(paired, effect, alpha=alpha, power=power)
 
 
 def _perplexity_plan(paired: Paired, effect: float, *, alpha: float, power: float) -> StudyPlan:
@@ -149,10 +149,6 @@ def _difference_plan(paired: Paired, effect: float, *, alpha: float, power: floa
         units_required={n_seeds: units_required(design, size, n_seeds, alpha, power) for n_seeds in seeds})
 
 
-_PLANS: dict[str, Callable[..., StudyPlan | DifferencePlan]] = {"perplexity": _perplexity_plan,
-                                                                "scores": _difference_plan}
-
-
 def units_required(design: Design, effect: float, n_seeds: int, alpha: float, power: float) -> int | None:
     """Smallest N ≥ 2 units whose design with `n_seeds` seed pairs has the power, or None where MAX_UNITS lack it."""
     def enough(n_units: int) -> bool:
@@ -230,9 +226,8 @@ def floor_plan(floor: NoiseFloor, effect: float, *, paired: Paired | None = None
 
     grid = sorted({1, 2, 3, 4, 6, 8, *SEED_GRID})
     needed = next((n for n in range(1, MAX_SEEDS + 1) if power_at(n) >= power), None)
-    factor = None
-    if needed is None:
-        factor = next((f for f in (2, 4, 8, 16, 32, 64) if power_at(SEED_GRID[-1], f) >= power), None)
+    factor = None if needed is not None else next((f for f in (2, 4, 8, 16, 32, 64)
+                                                   if power_at(SEED_GRID[-1], f) >= power), None)
     return FloorPlan(effect=effect, size=size, alpha=alpha, power=power, floor=seed, document_part=document_part,
                      document_df=document_df, pilot=pilot, power_by_seeds={n: power_at(n) for n in grid},
                      seeds_required=needed, documents_factor=factor)

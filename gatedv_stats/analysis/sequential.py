@@ -1,12 +1,10 @@
 """Group-sequential verdicts over seed pairs: one look per completed seed pair, up to the budget K.
 
-`create_design(paired, max_seeds=…)` fixes the design at the first look — K, α, the power, the smallest effect of
-interest, the spending function, the seed variance τ² (a noise floor's; without one the first look's, at 2 seed
-pairs) and the document term c of the first look's fit — and says before it starts when the documents cap the
-information below what the target power needs ("add documents, not seeds"). `look(design, paired)` decides at
-one look and returns the `Look`; `design.with_look(look)` records it, `save_design` writes it (sealed) and
-`load_design` reads it back, refusing a file edited by hand. A driver (a shell loop over `gatedv decide`, or a
-sweep) trains seed pair k + 1 while the last look says "continue":
+`create_design(paired, max_seeds=…)` fixes the design at the first look (`SequentialDesign`) and says before it
+starts when the documents cap the information below what the target power needs ("add documents, not seeds").
+`look(design, paired)` decides at one look and returns the `Look`; `design.with_look(look)` records it,
+`save_design` writes it (sealed) and `load_design` reads it back, refusing a file edited by hand. A driver (a shell
+loop over `gatedv decide`, or a sweep) trains seed pair k + 1 while the last look says "continue":
 
     design = create_design(paired, max_seeds=8, sesoi=0.01, floor=floor)   # or load_design(path)
     result = look(design, paired)          # result.decision, result.stop, result.line
@@ -27,8 +25,8 @@ import numpy as np
 from scipy import special
 
 from gatedv_stats.analysis.compare import seed_document_fit, with_floor
-from gatedv_stats.analysis.ledger import LedgerEntry, read_history
-from gatedv_stats.analysis.ledger_entries import LedgerSettings, enter_design, start_sequential
+from gatedv_stats.analysis.ledger import LedgerEntry, LedgerSettings, read_history
+from gatedv_stats.analysis.ledger_entries import e_value_at, enter_design, start_sequential
 from gatedv_stats.analysis.noise_floor import NoiseFloor, paired_inputs
 from gatedv_stats.analysis.sequential_design import Look, SequentialDesign
 from gatedv_stats.core.defaults import DEFAULTS
@@ -41,7 +39,6 @@ from gatedv_stats.io.ledgerfile import ledger_settings
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats import sequential as gs
 from gatedv_stats.stats import sequential_t as gst
-from gatedv_stats.stats.e_values import likelihood_ratio_e_value
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 
@@ -60,7 +57,8 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     gs.check_design(alpha, power, spending)
     if sesoi is not None:
         sesoi = paired.scale.check_sesoi(sesoi)
-    first = 1 if floor is not None else 2
+    floored = floor is not None
+    first = 1 if floored else 2
     max_seeds = check_at_least("max_seeds", max_seeds, first)
     fit = _fit(with_floor(paired, floor, allow_mismatch), floor, first, max_seeds)
     # τ̂² and its df as the fit uses them: the floor's (pooled with the study's, or the study's where the F test
@@ -68,25 +66,27 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     seed_variance, seed_df = ((fit.v_seed, fit.n_seeds - 1.0) if fit.floor_use is None else
                               (fit.floor_use.seed.variance, fit.floor_use.seed.df))
     document_term, document_high = _document_term(fit, seed_variance)
-    information = tuple(gs.information(n, seed_variance, document_term) for n in range(first, max_seeds + 1))
+    looks = range(first, max_seeds + 1)
+    information = tuple(gs.information(n, seed_variance, document_term) for n in looks)
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
         raise InputError("sequential design: the first look's seed pairs agree, so there is no seed variance to plan "
                          "the looks with; train another seed pair, or give a noise floor (gatedv noise-floor)")
-    fractions = _fractions(information, floor is not None, first, max_seeds, alpha, spending)
-    level = None if ledger is None else alpha / 2.0
+    # the fractions the looks spend α at: I_k / I_K with a floor; without one, where τ² and c rest on one df, k / K
+    # (c = 0) weighed by what a t on k − 1 df makes of it (`stats.sequential_t.effective_fractions`)
+    fractions = (tuple(value / information[-1] for value in information) if floored else
+                 tuple(float(value) for value in gst.effective_fractions(looks, alpha / 2.0, spending)))
     sizing = _sizing(information, fractions, alpha, power, sesoi, spending, paired, seed_variance,
-                     (document_term, document_high), max_seeds, floor is not None, level)
+                     (document_term, document_high), max_seeds, floored, None if ledger is None else alpha / 2.0)
     return SequentialDesign(
         max_seeds=max_seeds, alpha=alpha, power=power, sesoi=sesoi, spending=spending, first_look=first,
-        seed_variance=seed_variance, seed_variance_df=seed_df,
-        seed_variance_source="noise floor" if floor is not None else "first look", document_term=document_term,
-        document_term_high=document_high,
+        seed_variance=seed_variance, seed_variance_df=seed_df, document_term=document_term,
+        document_term_high=document_high, seed_variance_source="noise floor" if floored else "first look",
         information=information, fractions=fractions, **sizing, metric=paired.metric, unit=paired.unit,
         higher_is_better=paired.higher_is_better, log_ratio=paired.scale.log_ratio, proportion=paired.proportion,
         baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, task=paired.task, setup=dict(paired.setup),
         n_units=paired.n_docs, units_sha256=_units_sha256(paired),
         floor=None if floor is None else {**floor.to_dict(), "path": floor.path, "sha256": floor.sha256},
-        t_boundaries="marginal" if floor is not None else "joint", ledger=ledger)
+        t_boundaries="marginal" if floored else "joint", ledger=ledger)
 
 
 def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
@@ -127,16 +127,14 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
                          and e_value is None else (None, None))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.estimate, se=fit.se,
                 df=df, information=design.information[n_pairs - design.first_look], observed_information=fit.se ** -2,
-                fraction=fractions[-1], efficacy=float(efficacy[-1]),
+                fraction=fractions[-1], efficacy=float(efficacy[-1]), decision=decided.decision,
                 futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
                 futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
                 beta_spent=None if beta_spent is None else float(beta_spent[-1]), interval=decided.interval,
-                decision=decided.decision, direction=decided.direction,
-                seed_variance_from="study" if fit.floor_use is None else
+                direction=decided.direction, seed_variance_from="study" if fit.floor_use is None else
                 {"floor": "noise floor", "pooled": "pooled"}.get(fit.floor_use.how, "study"),
-                line="", inputs=paired_inputs(paired),
-                notes=paired.notes + _look_notes(design, fit), design_sha256=design.sha256, p_value=p_value,
-                median_unbiased=unbiased, e_value=e_value)
+                line="", inputs=paired_inputs(paired), notes=paired.notes + _look_notes(design, fit),
+                design_sha256=design.sha256, p_value=p_value, median_unbiased=unbiased, e_value=e_value)
     return _with_line(made, design)
 
 
@@ -198,24 +196,22 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
     that "stop: better" is a keep."""
     check_design_path(path)
     with output_lock(path):  # two looks at once (two shells, or two sweeps) take turns: the second finds the first's
-        design, new, started = _design_to_look_at(path, paired, max_seeds=max_seeds, alpha=alpha, power=power,
-                                                  sesoi=sesoi, spending=spending, floor=floor,
-                                                  allow_mismatch=allow_mismatch, ledger=ledger,
-                                                  new_ledger=new_ledger or LedgerSettings(alpha=alpha),
-                                                  note=note)
+        design, new, entry = _design_to_look_at(path, paired, max_seeds=max_seeds, alpha=alpha, power=power,
+                                                sesoi=sesoi, spending=spending, floor=floor,
+                                                allow_mismatch=allow_mismatch, ledger=ledger,
+                                                new_ledger=new_ledger or LedgerSettings(alpha=alpha), note=note)
         taken = look(design, paired, allow_mismatch=allow_mismatch)
         repeated = bool(design.looks) and taken is design.looks[-1]
-        entered = ledger_entry_of(design) if design.looks and design.looks[-1].stop else None
-        if not repeated and entered is not None:
-            raise InputError(f"{design.path}: its candidate was entered in ledger {entered.row['design']} when look "
-                             f"{design.looks[-1].index} stopped ({design.looks[-1].decision}); start a new design file "
-                             "to go on")
         if not repeated:
+            entered = ledger_entry_of(design) if design.looks and design.looks[-1].stop else None
+            if entered is not None:
+                raise InputError(f"{design.path}: its candidate was entered in ledger {entered.row['design']} when "
+                                 f"look {design.looks[-1].index} stopped ({design.looks[-1].decision}); start a new "
+                                 "design file to go on")
             design = save_design(path, design.with_look(taken))
-        entered = None
         if taken.stop and design.ledger is not None:
-            entered = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
-        return RecordedLook(design, taken, new, repeated, entered or started)
+            entry = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
+        return RecordedLook(design, taken, new, repeated, entry)
 
 
 def _design_to_look_at(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
@@ -317,17 +313,6 @@ def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float
     return max(part - seed_variance, 0.0), part
 
 
-def _fractions(information: tuple[float, ...], floored: bool, first: int, max_seeds: int, alpha: float,
-               spending: str) -> tuple[float, ...]:
-    """The fractions the looks spend α at: I_k / I_K with a floor. Without one τ² and c rest on one df, and a c too
-    large would make the looks seem more correlated than they are: k / K (c = 0), weighed by what a t on k − 1 df
-    makes of it, so that looks where hardly a t crosses spend little (`stats.sequential_t.effective_fractions`)."""
-    if floored:
-        return tuple(value / information[-1] for value in information)
-    return tuple(float(value) for value in gst.effective_fractions(range(first, max_seeds + 1), alpha / 2.0,
-                                                                       spending))
-
-
 def _efficacy(design: SequentialDesign, counts: Sequence[int],
               fractions: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """The looks' z boundaries and the cumulative α spent: with a noise floor by the recursion (read marginally on
@@ -374,12 +359,10 @@ def _e_process(design: SequentialDesign, estimate: float, n_pairs: int) -> float
     """Where the design's ledger tests e-values (e-LOND), the e-process over its looks at this one: the likelihood
     ratio at the ledger's smallest effect of interest with the design's planned information (`stats.e_values`),
     which "better" must reach 1/level, so that a "stop: better" is a keep there."""
-    if design.ledger is None or design.ledger.get("sesoi") is None:
+    if design.ledger is None:
         return None
-    sesoi = design.ledger["sesoi"]
-    effect = design.scale.effect_size(sesoi)
     information = design.information[n_pairs - design.first_look]
-    return likelihood_ratio_e_value(estimate, 1.0 / information, effect, design.higher_is_better)
+    return e_value_at(design.ledger.get("sesoi"), estimate, 1.0 / information, design.scale)
 
 
 def _as_z(statistic: float, df: float) -> float:

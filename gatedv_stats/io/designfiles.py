@@ -53,8 +53,7 @@ def read_design_file(path: str | os.PathLike[str]) -> dict:
                          f"{DESIGN_FORMAT!r}); gatedv decide writes one on its first look")
     check_seal(content, "sha256", where, RESTART, required=True)
     design, looks = content.get("design"), content.get("looks")
-    if not isinstance(design, dict) or not isinstance(looks, list) or not all(isinstance(look, dict)
-                                                                              for look in looks):
+    if not (isinstance(design, dict) and isinstance(looks, list) and all(isinstance(look, dict) for look in looks)):
         raise InputError(f"{where}: a design file holds a 'design' object and a list of 'looks'")
     if content.get("design_sha256") != canonical_sha256(design):
         raise InputError(f"{where}: the design does not match its design_sha256")

@@ -57,6 +57,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("e_value", "real"), ("shared_reference", "json"),
 )
 KINDS = dict(COLUMNS)
+_TYPES = {name: "TEXT" if kind == "json" else kind.upper() for name, kind in COLUMNS}  # SQLite's: JSON as text
 _LATER = frozenset(name for name, _ in COLUMNS[COLUMNS.index(("kind", "text")):])
 _WRITTEN_HERE = ("step", "time", "prev_hash", "hash")  # what `append` adds to an entry's content
 _CREATING = threading.Lock()  # the threads of this process that create a ledger take turns
@@ -102,11 +103,8 @@ class LedgerWriter:
 @contextlib.contextmanager
 def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[LedgerWriter]:
     """The ledger at `path` (created with `settings` when it does not exist yet), in one write transaction: every
-    entry appended inside the `with` block is committed together at its end, nothing if it raises.
-
-    A new ledger is written whole under a scratch name beside it and linked into place once its first transaction
-    has committed, under the output lock that every creator of it takes: no writer ever sees a ledger half created,
-    and one whose first transaction fails leaves nothing behind."""
+    entry appended inside the `with` block is committed together at its end, nothing if it raises. A new ledger is
+    created under the output lock that every creator of it takes: no writer ever sees one half created."""
     check_output_file(path, "ledger")
     where = os.fspath(path)
     if not Path(where).exists():
@@ -246,17 +244,15 @@ def _columns(connection: sqlite3.Connection, where: str) -> list[str]:
 def _add_later_columns(connection: sqlite3.Connection, where: str) -> None:
     """A ledger written before the later columns gets them (empty in its earlier entries)."""
     present = set(_columns(connection, where))
-    for name, kind in COLUMNS:
+    for name, kind in _TYPES.items():
         if name not in present:
-            _execute(connection, where, f"ALTER TABLE entries ADD COLUMN {name} "
-                     f"{'TEXT' if kind == 'json' else kind.upper()}")
+            _execute(connection, where, f"ALTER TABLE entries ADD COLUMN {name} {kind}")
 
 
 def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> dict:
     ledger = {**settings, "format": LEDGER_FORMAT,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    types = {name: "TEXT" if kind == "json" else kind.upper() for name, kind in COLUMNS}  # JSON stored as text
-    columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'step' else kind}" for name, kind in types.items())
+    columns = ", ".join(f"{name} {'INTEGER PRIMARY KEY' if name == 'step' else kind}" for name, kind in _TYPES.items())
     _execute(connection, where, "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     _execute(connection, where, f"CREATE TABLE entries ({columns})")
     values = {"ledger": ledger, "genesis": canonical_sha256(ledger), "head": {"entries": 0, "hash": None}}
