@@ -31,7 +31,8 @@ def build_report(analysis: ExperimentAnalysis, ledger: LedgerHistory | None = No
     subtitle = (f"{len(runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
     sections = [
-        verdicts_section(analysis), setup_section(analysis), lr_selection_section(analysis), comparison_section(analysis),
+        verdicts_section(analysis), setup_section(analysis), lr_selection_section(analysis),
+        comparison_section(analysis),
         *([] if analysis.tasks is None else [tasks_section(analysis)]),  # only when the inputs hold item scores
         ablation_section(analysis), learning_rates_section(analysis), inference_swap_section(analysis),
         cost_section(analysis), curves_section(analysis), reviewer_section(analysis),

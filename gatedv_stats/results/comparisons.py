@@ -74,8 +74,7 @@ class ComparisonResult(Result):
         sesoi = None if comparison.verdict is None else comparison.verdict.sesoi
         return [verdicts_table(reference, level, sesoi, (RowGroup(None, (verdicts,)),),
                                (comparison.verdict_explanation,)),
-                comparison_table("comparison", fmt.eval_set_name(self.paired.eval_set), reference, level,
-                                 comparison.bootstrap.n_resamples, comparison.bootstrap.rng_seed,
+                comparison_table("comparison", fmt.eval_set_name(self.paired.eval_set), reference, comparison.bootstrap,
                                  (RowGroup(None, (comparison_row(comparison.variant_arm, comparison,
                                                                  comparison.verdict_text),)),))]
 

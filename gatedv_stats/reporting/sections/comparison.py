@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from gatedv_stats.analysis.comparison import Comparison
-from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
+from gatedv_stats.analysis.experiment import AnalysisSettings, ExperimentAnalysis, GroupAnalysis
 from gatedv_stats.core.formatting import (
     eval_set_name,
     format_count,
@@ -26,6 +26,7 @@ from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE, ppl_text
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
 from gatedv_stats.stats.metrics import arm_summary, document_differences
+from gatedv_stats.stats.resampling import BootstrapResult
 
 KEY, TITLE = "comparison", "Paired comparison"
 
@@ -51,8 +52,7 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
         if not row_groups:
             continue
         name, key = eval_set_name(eval_set), slug(eval_set)
-        tables.append(comparison_table(f"comparison-{key}", name, reference, settings.confidence_level,
-                                       settings.n_resamples, settings.rng_seed, tuple(row_groups)))
+        tables.append(comparison_table(f"comparison-{key}", name, reference, settings, tuple(row_groups)))
         differences, seeds = comparison_charts(name, charted)
         figures += [
             Figure(f"doc-differences-{key}", f"Per-document differences, {name}",
@@ -97,16 +97,18 @@ def pair_label(variant: str, reference: str, lr: float | None) -> str:
     return f"{variant} vs {reference}, LR {format_lr(lr)}"
 
 
-def comparison_table(key: str, name: str, reference: str, confidence_level: float, n_resamples: int, rng_seed: int,
+def comparison_table(key: str, name: str, reference: str, bootstrap: AnalysisSettings | BootstrapResult,
                      row_groups: tuple[RowGroup, ...]) -> Table:
-    """The paired-comparison table of the evaluation set `name`, of rows from `comparison_row`."""
-    level = format_level(confidence_level)
+    """The paired-comparison table of the evaluation set `name`, of rows from `comparison_row`; `bootstrap`: the
+    document bootstrap's level, resamples and seed."""
+    level = format_level(bootstrap.confidence_level)
     return Table(
         key,
         f"Paired comparison on the {name}: P̄ ± SD over seeds, ΔP = P̄ variant / P̄ "
         f"{reference} − 1, improved pairs, mean NLL difference D with its {level} interval when seeds and "
         f"documents are sampled (the verdict's) and with the paper's {level} document-bootstrap interval, which "
-        f"holds the trained models fixed (B = {n_resamples:,}, seed {rng_seed}), and documents won.",
+        f"holds the trained models fixed (B = {bootstrap.n_resamples:,}, seed {bootstrap.rng_seed}), and documents "
+        "won.",
         ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "Verdict", "D",
          f"{level} interval, seeds and documents", f"{level} interval, models fixed", "Documents won"),
         "lrrrrlrrrr", row_groups)
