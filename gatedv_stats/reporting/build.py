@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from gatedv_stats import __version__
@@ -24,20 +23,6 @@ from gatedv_stats.reporting.sections.setup import setup_section
 from gatedv_stats.reporting.sections.tasks import tasks_section
 from gatedv_stats.reporting.sections.verdicts import verdicts_section
 
-SECTION_BUILDERS: tuple[Callable[[ExperimentAnalysis], Section], ...] = (
-    verdicts_section,
-    setup_section,
-    lr_selection_section,
-    comparison_section,
-    ablation_section,
-    learning_rates_section,
-    inference_swap_section,
-    cost_section,
-    curves_section,
-    reviewer_section,
-    provenance_section,
-)
-
 
 def build_report(analysis: ExperimentAnalysis, ledger: LedgerHistory | None = None) -> ReportData:
     """Every section's plain data, in report order; with a research `ledger`, its section before the provenance."""
@@ -45,13 +30,15 @@ def build_report(analysis: ExperimentAnalysis, ledger: LedgerHistory | None = No
     arms = sorted({run.arm for run in runs}, key=natural_key)
     subtitle = (f"{len(runs)} evaluated runs of {len(arms)} arms ({', '.join(arms)}); reference arm: "
                 f"{analysis.reference or 'none'}; written by gatedv-stats {__version__}.")
-    sections = []
-    for builder in SECTION_BUILDERS:
-        if builder is provenance_section and ledger is not None:  # only when asked for (gatedv report --ledger)
-            sections.append(ledger_section(ledger))
-        sections.append(builder(analysis))
-        if builder is comparison_section and analysis.tasks is not None:  # only when the inputs hold item scores
-            sections.append(tasks_section(analysis))
+    sections = [
+        verdicts_section(analysis), setup_section(analysis), lr_selection_section(analysis),
+        comparison_section(analysis),
+        *([] if analysis.tasks is None else [tasks_section(analysis)]),  # only when the inputs hold item scores
+        ablation_section(analysis), learning_rates_section(analysis), inference_swap_section(analysis),
+        cost_section(analysis), curves_section(analysis), reviewer_section(analysis),
+        *([] if ledger is None else [ledger_section(ledger)]),  # only when asked for (gatedv report --ledger)
+        provenance_section(analysis),
+    ]
     return ReportData(title="Paired comparison report", subtitle=subtitle, version=__version__,
                       reference=analysis.reference, sections=_with_unique_keys(sections))
 

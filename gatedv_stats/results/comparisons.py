@@ -21,16 +21,10 @@ from gatedv_stats.core import formatting as fmt
 from gatedv_stats.io.runfiles import SkippedFile
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.reporting.model import RowGroup, Table
-from gatedv_stats.reporting.sections.comparison import (
-    comparison_charts,
-    comparison_row,
-    comparison_table,
-    per_seed_rows,
-)
+from gatedv_stats.reporting.sections.comparison import comparison_charts, comparison_row, comparison_table
 from gatedv_stats.reporting.sections.tasks import forest_chart, scores_table
 from gatedv_stats.reporting.sections.verdicts import verdict_row, verdicts_table
 from gatedv_stats.results.base import Result, plan_quantities, planned_at, quantities_table
-from gatedv_stats.stats.metrics import arm_summary, document_differences
 from gatedv_stats.stats.planning import StudyPlan
 
 
@@ -80,8 +74,7 @@ class ComparisonResult(Result):
         sesoi = None if comparison.verdict is None else comparison.verdict.sesoi
         return [verdicts_table(reference, level, sesoi, (RowGroup(None, (verdicts,)),),
                                (comparison.verdict_explanation,)),
-                comparison_table("comparison", fmt.eval_set_name(self.paired.eval_set), reference, level,
-                                 comparison.bootstrap.n_resamples, comparison.bootstrap.rng_seed,
+                comparison_table("comparison", fmt.eval_set_name(self.paired.eval_set), reference, comparison.bootstrap,
                                  (RowGroup(None, (comparison_row(comparison.variant_arm, comparison,
                                                                  comparison.verdict_text),)),))]
 
@@ -288,16 +281,10 @@ def _plot(pairs: Sequence[Paired], comparisons: ArmsComparison | Comparison) -> 
         return alt.vconcat(forest_chart(_as_arms(comparisons)))
     sets = isinstance(comparisons, ArmsComparison)
     names = {pair.eval_set for pair in pairs}
-    diffs, per_seed = [], []
-    for pair in pairs:
-        where = f", {pair.eval_set}" if sets and pair.eval_set is not None else ""
-        label = f"{pair.variant_arm} vs {pair.baseline_arm}{where}"
-        diffs.append(pd.DataFrame({"comparison": label,
-                                   "diff": document_differences(pair.baseline, pair.variant) / pair.n_units}))
-        per_seed += per_seed_rows(label, arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units),
-                                  arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units))
+    labelled = [(f"{pair.variant_arm} vs {pair.baseline_arm}"
+                 + (f", {pair.eval_set}" if sets and pair.eval_set is not None else ""), pair) for pair in pairs]
     name = fmt.eval_set_name(names.pop()) if len(names) == 1 else "every evaluation set"
-    return alt.vconcat(*comparison_charts(name, diffs, per_seed))
+    return alt.vconcat(*comparison_charts(name, labelled))
 
 
 def _as_arms(comparisons: ArmsComparison | Comparison) -> ArmsComparison:

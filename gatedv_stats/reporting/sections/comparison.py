@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from gatedv_stats.analysis.comparison import Comparison
-from gatedv_stats.analysis.experiment import ExperimentAnalysis, GroupAnalysis
+from gatedv_stats.analysis.experiment import AnalysisSettings, ExperimentAnalysis, GroupAnalysis
 from gatedv_stats.core.formatting import (
     eval_set_name,
     format_count,
@@ -20,11 +20,13 @@ from gatedv_stats.core.formatting import (
     format_pairs,
     format_percent,
 )
+from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.pairing.selection import natural_key
 from gatedv_stats.reporting import plots
 from gatedv_stats.reporting.cells import MISSING, NO_REFERENCE, ppl_text
 from gatedv_stats.reporting.model import Cell, Figure, RowGroup, Section, Table, omitted, row, slug
-from gatedv_stats.stats.metrics import ArmSummary
+from gatedv_stats.stats.metrics import arm_summary, document_differences
+from gatedv_stats.stats.resampling import BootstrapResult
 
 KEY, TITLE = "comparison", "Paired comparison"
 
@@ -35,16 +37,14 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
     reference, settings = analysis.reference, analysis.settings
     tables, figures, notes = [], [], []
     for eval_set, groups in analysis.by_eval_set():
-        row_groups, diffs, per_seed = [], [], []
-        compared = _compared_arms(groups)
+        row_groups, charted = [], []
         for group in groups:
-            notes += _left_out(group, reference, compared)
+            notes += _left_out(group, reference, groups)
             for pair in group.pairs:
                 label = pair_label(pair.variant, reference, group.group.lr)
                 notes += [f"{eval_set_name(eval_set)}, {label}: {warning}" for warning in
                           pair.analysis.comparison.warnings]
-                diffs.append(pd.DataFrame({"comparison": label, "diff": pair.per_token_differences()}))
-                per_seed += per_seed_rows(label, pair.analysis.comparison.baseline, pair.analysis.comparison.variant)
+                charted.append((label, pair.paired))
             if group.pairs:
                 row_groups.append(RowGroup(group.group.label, tuple(
                     comparison_row(pair.variant, pair.analysis.comparison, decided)
@@ -52,9 +52,8 @@ def comparison_section(analysis: ExperimentAnalysis) -> Section:
         if not row_groups:
             continue
         name, key = eval_set_name(eval_set), slug(eval_set)
-        tables.append(comparison_table(f"comparison-{key}", name, reference, settings.confidence_level,
-                                       settings.n_resamples, settings.rng_seed, tuple(row_groups)))
-        differences, seeds = comparison_charts(name, diffs, per_seed)
+        tables.append(comparison_table(f"comparison-{key}", name, reference, settings, tuple(row_groups)))
+        differences, seeds = comparison_charts(name, charted)
         figures += [
             Figure(f"doc-differences-{key}", f"Per-document differences, {name}",
                    f"Per-document NLL difference per target (variant − {reference}, averaged over seeds) on the "
@@ -76,20 +75,16 @@ def left_out_notes(analysis: ExperimentAnalysis) -> list[str]:
     if analysis.reference is None:
         return [NO_REFERENCE]
     return [note for _, groups in analysis.by_eval_set() for group in groups
-            for note in _left_out(group, analysis.reference, _compared_arms(groups))]
+            for note in _left_out(group, analysis.reference, groups)]
 
 
-def _compared_arms(groups: list[GroupAnalysis]) -> set[str]:
-    """The arms compared with the reference at some learning rate of one evaluation set."""
-    return {pair.variant for group in groups for pair in group.pairs}
-
-
-def _left_out(group: GroupAnalysis, reference: str, compared: set[str]) -> list[str]:
-    """Why comparisons of this group are left out; an arm compared at no learning rate of its set is named too
-    (runs pair within one evaluation set and learning rate)."""
+def _left_out(group: GroupAnalysis, reference: str, groups: list[GroupAnalysis]) -> list[str]:
+    """Why comparisons of this group (one of its evaluation set's `groups`) are left out; an arm compared with the
+    reference at no learning rate of its set is named too (runs pair within one evaluation set and learning rate)."""
     if group.holds_reference and group.mixed:
         return [f"{group.group.label}: left out because {group.mixed}."]
     if reference not in group.group.arms:
+        compared = {pair.variant for other in groups for pair in other.pairs}
         return [f"{eval_set_name(group.group.eval_set)}, {arm} at LR {format_lr(group.group.lr)}: left out because "
                 f"the reference arm {reference!r} has no runs at this learning rate on this set (compare them with "
                 "gatedv bootstrap, which pairs any two arms)."
@@ -102,16 +97,18 @@ def pair_label(variant: str, reference: str, lr: float | None) -> str:
     return f"{variant} vs {reference}, LR {format_lr(lr)}"
 
 
-def comparison_table(key: str, name: str, reference: str, confidence_level: float, n_resamples: int, rng_seed: int,
+def comparison_table(key: str, name: str, reference: str, bootstrap: AnalysisSettings | BootstrapResult,
                      row_groups: tuple[RowGroup, ...]) -> Table:
-    """The paired-comparison table of the evaluation set `name`, of rows from `comparison_row`."""
-    level = format_level(confidence_level)
+    """The paired-comparison table of the evaluation set `name`, of rows from `comparison_row`; `bootstrap`: the
+    document bootstrap's level, resamples and seed."""
+    level = format_level(bootstrap.confidence_level)
     return Table(
         key,
         f"Paired comparison on the {name}: P̄ ± SD over seeds, ΔP = P̄ variant / P̄ "
         f"{reference} − 1, improved pairs, mean NLL difference D with its {level} interval when seeds and "
         f"documents are sampled (the verdict's) and with the paper's {level} document-bootstrap interval, which "
-        f"holds the trained models fixed (B = {n_resamples:,}, seed {rng_seed}), and documents won.",
+        f"holds the trained models fixed (B = {bootstrap.n_resamples:,}, seed {bootstrap.rng_seed}), and documents "
+        "won.",
         ("Variant", f"{reference} PPL", "Variant PPL", "ΔP", "Improved pairs", "Verdict", "D",
          f"{level} interval, seeds and documents", f"{level} interval, models fixed", "Documents won"),
         "lrrrrlrrrr", row_groups)
@@ -133,17 +130,16 @@ def comparison_row(variant: str, result: Comparison, decided: str) -> tuple[Cell
     )
 
 
-def per_seed_rows(label: str, reference: ArmSummary, variant: ArmSummary) -> list[dict]:
-    """Each seed's PPL of both arms, the paired-seed figure's rows."""
-    return [
+def comparison_charts(name: str, compared: list[tuple[str, Paired]]) -> tuple[alt.FacetChart, ...]:
+    """The figures of the labelled comparisons on the evaluation set `name` (Altair charts): per-document
+    differences (variant − reference, per target) and per-seed paired PPL."""
+    diffs = pd.concat([pd.DataFrame({"comparison": label, "diff": document_differences(pair.baseline, pair.variant)
+                                     / pair.n_units}) for label, pair in compared], ignore_index=True)
+    per_seed = pd.DataFrame([
         {"comparison": label, "role": role, "arm": summary.arm, "seed": int(seed), "ppl": float(ppl)}
-        for role, summary in (("reference", reference), ("variant", variant))
-        for seed, ppl in zip(summary.seeds, summary.ppl)
-    ]
-
-
-def comparison_charts(name: str, diffs: list[pd.DataFrame], per_seed: list[dict]) -> tuple[alt.FacetChart, ...]:
-    """The figures of the comparisons on the evaluation set `name` (Altair charts): per-document differences
-    (frames of comparison, diff) and per-seed paired PPL (rows of `per_seed_rows`)."""
-    return (plots.doc_difference_chart(pd.concat(diffs, ignore_index=True), title=f"Per-document differences ({name})"),
-            plots.paired_seed_chart(pd.DataFrame(per_seed), title=f"Per-seed paired PPL ({name})"))
+        for label, pair in compared
+        for role, summary in (("reference", arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units)),
+                              ("variant", arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units)))
+        for seed, ppl in zip(summary.seeds, summary.ppl)])
+    return (plots.doc_difference_chart(diffs, title=f"Per-document differences ({name})"),
+            plots.paired_seed_chart(per_seed, title=f"Per-seed paired PPL ({name})"))

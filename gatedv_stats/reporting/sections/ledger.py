@@ -72,14 +72,13 @@ def ledger_table(history: LedgerHistory, step: int | None = None) -> Table:
     best_of = dict(zip((entry.row["step"] for entry in history.decided), history.running_best()))
     entries = [entry for entry in (*history.decided, *history.running) if step in (None, entry.row["step"])]
     rows = []
-    for entry in entries:
+    for entry in sorted(entries, key=lambda entry: int(entry.row["step"])):
         best = best_of.get(entry.row["step"])
         rows.append(row(str(entry.row["step"]), entry.row["candidate"], entry.row["reference"], entry.estimate_text(),
                         entry.p_text(), f"{entry.row['level']:.3g}", Cell(entry.row["decision"], bold=entry.keep),
                         f"{entry.row['wealth']:.4g}",
                         MISSING if best is None else f"{best.row['candidate']} (step {best.row['step']}): "
                                                      f"{best.estimate_text()} vs {best.row['reference']}"))
-    rows.sort(key=lambda cells: int(cells[0].text))
     notes = tuple(f"Step {entry.row['step']}: {entry.row['note']}" for entry in entries if entry.row["note"])
     notes += tuple(f"{note[0].upper()}{note[1:]}." for note in history.notes(step))
     levels = [entry.row["confidence_level"] for entry in history.decided if entry.row["p_source"] != "stage-wise"]

@@ -111,21 +111,16 @@ def _statistics_row(pair: PairResult):
 
 
 def _adjusted_rows(pairs: tuple[PairResult, ...], adjusted: AdjustedPValues) -> tuple:
+    """Per variant each test's raw p-value with its Holm and BH adjustments ("—" where the test or its family's
+    adjustment is missing)."""
     rows = []
     for k, pair in enumerate(pairs):
         seed_document, seed_level = pair.analysis.comparison.seed_document, pair.analysis.seed_level
-        rows.append(row(pair.variant,
-                        *_family_cells(None if seed_document is None else seed_document.p_value, adjusted.seed_document,
-                                       k),
-                        *_family_cells(None if seed_level is None else seed_level.t_interval.p_value, adjusted.t, k),
-                        *_family_cells(pair.analysis.permutation.p_value, adjusted.permutation, k)))
+        cells = [pair.variant]
+        for raw, family in ((None if seed_document is None else seed_document.p_value, adjusted.seed_document),
+                            (None if seed_level is None else seed_level.t_interval.p_value, adjusted.t),
+                            (pair.analysis.permutation.p_value, adjusted.permutation)):
+            cells += ([MISSING] * 3 if raw is None else [f"{raw:.3g}", MISSING, MISSING] if family is None else
+                      [f"{raw:.3g}", f"{family['holm'][k]:.3g}", f"{family['bh'][k]:.3g}"])
+        rows.append(row(*cells))
     return tuple(rows)
-
-
-def _family_cells(raw: float | None, adjusted: dict | None, k: int) -> list[str]:
-    """A raw p-value with its Holm and BH adjustments ("—" where the test or its family's adjustment is missing)."""
-    if raw is None:
-        return [MISSING] * 3
-    if adjusted is None:
-        return [f"{raw:.3g}", MISSING, MISSING]
-    return [f"{raw:.3g}", f"{adjusted['holm'][k]:.3g}", f"{adjusted['bh'][k]:.3g}"]

@@ -28,9 +28,8 @@ def setup_section(analysis: ExperimentAnalysis) -> Section:
         rows.append(row(
             arm,
             *(_joined(entry[key], str) for key in ("knobs", "size")),
-            _config_pair(config, "n_layers", "d_model"),
-            _config_pair(config, "n_heads", "head_dim"),
-            *(_config_text(config, key) for key in ("d_ff", "vocab_size")),
+            *(_config_text(config, *keys) for keys in (("n_layers", "d_model"), ("n_heads", "head_dim"), ("d_ff",),
+                                                       ("vocab_size",))),
             *(_joined(entry[key], format_count) for key in ("parameters", "updates", "warmup", "batch", "exposures")),
             _joined(entry["lr"], format_lr),
             _seed_text(entry["seed"]),
@@ -83,18 +82,17 @@ def _knobs_text(knobs) -> str | None:
     return ", ".join(f"{name}={value}" for name, value in sorted(knobs.items()))
 
 
-def _config_text(config: dict, key: str) -> str:
-    value = config.get(key)
-    if key == "head_dim" and value is None and config.get("d_model") and config.get("n_heads"):
-        value = config["d_model"] // config["n_heads"]
-    if value is None:
-        return MISSING
-    return format_count(value) if isinstance(value, (int, float)) else str(value)
-
-
-def _config_pair(config: dict, first: str, second: str) -> str:
-    left, right = _config_text(config, first), _config_text(config, second)
-    return MISSING if left == right == MISSING else f"{left} / {right}"
+def _config_text(config: dict, *keys: str) -> str:
+    """The model config's values of `keys` joined by " / " ("12 / 384"), '—' for one not recorded (alone when none
+    is)."""
+    texts = []
+    for key in keys:
+        value = config.get(key)
+        if key == "head_dim" and value is None and config.get("d_model") and config.get("n_heads"):
+            value = config["d_model"] // config["n_heads"]
+        texts.append(MISSING if value is None else format_count(value) if isinstance(value, (int, float)) else
+                     str(value))
+    return MISSING if set(texts) == {MISSING} else " / ".join(texts)
 
 
 def _joined(values: set, fmt: Callable) -> str:

@@ -17,20 +17,15 @@ HOLM = (" Where several variants share the reference within a group, each verdic
 def verdicts_section(analysis: ExperimentAnalysis) -> Section:
     if analysis.reference is None:
         return omitted(KEY, TITLE, NO_REFERENCE)
-    row_groups, notes, adjusted = [], [], False
-    for _, groups in analysis.by_eval_set():
-        for group in groups:
-            rows = []
-            for k, (pair, decided) in enumerate(zip(group.pairs, group.verdicts)):
-                comparison, fit = pair.analysis.comparison, pair.analysis.comparison.seed_document
-                rows.append(verdict_row(pair.variant, decided, comparison.delta_p,
-                                        None if fit is None else fit.delta_p_interval, comparison.n_pairs,
-                                        comparison.unit))
-                notes.append(f"{pair.variant} vs {analysis.reference}, {group.group.label}: "
-                             f"{comparison.verdict_explanation}{_holm_note(group, k)}")
-            adjusted = adjusted or group.adjusted is not None
-            if rows:
-                row_groups.append(RowGroup(group.group.label, tuple(rows)))
+    groups = [group for _, groups in analysis.by_eval_set() for group in groups if group.pairs]
+    row_groups = tuple(RowGroup(group.group.label, tuple(
+        verdict_row(pair.variant, decided, pair.analysis.comparison.delta_p,
+                    None if (fit := pair.analysis.comparison.seed_document) is None else fit.delta_p_interval,
+                    pair.analysis.comparison.n_pairs, pair.analysis.comparison.unit)
+        for pair, decided in zip(group.pairs, group.verdicts))) for group in groups)
+    notes = tuple(f"{pair.variant} vs {analysis.reference}, {group.group.label}: "
+                  f"{pair.analysis.comparison.verdict_explanation}{_holm_note(group, k)}"
+                  for group in groups for k, pair in enumerate(group.pairs))
     if not row_groups:
         return omitted(KEY, TITLE, f"No verdict: every comparison with the reference arm {analysis.reference!r} was "
                                    "left out (the paired comparison below says why)." if left_out_notes(analysis) else
@@ -38,7 +33,7 @@ def verdicts_section(analysis: ExperimentAnalysis) -> Section:
                                    "arm" + (" in loss files; the scores' verdicts are in their section below."
                                             if analysis.tasks else ", so there is no verdict to give."))
     table = verdicts_table(analysis.reference, analysis.settings.confidence_level, analysis.settings.sesoi,
-                           tuple(row_groups), tuple(notes), adjusted)
+                           row_groups, notes, any(group.adjusted is not None for group in groups))
     return Section(KEY, TITLE, tables=(table,))
 
 
