@@ -51,9 +51,8 @@ def comparison_of(paired: Paired, fit: SeedDocumentResult | None, decided: Verdi
     return Comparison(baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, scale=paired.scale,
                       unit=paired.unit, seeds=tuple(int(seed) for seed in paired.seeds), n_units=paired.n_docs,
                       estimate=type(figures).estimate(paired), confidence_level=confidence_level, seed_document=fit,
-                      verdict=decided, cluster=cluster,
-                      pairing_notes=paired.notes, sources=paired.sources, figures=figures, eval_set=paired.eval_set,
-                      task=paired.task)
+                      verdict=decided, cluster=cluster, pairing_notes=paired.notes, sources=paired.sources,
+                      figures=figures, eval_set=paired.eval_set, task=paired.task)
 
 
 def with_floor(paired: Paired, floor: NoiseFloor | None, allow_mismatch: Sequence[str]) -> Paired:
