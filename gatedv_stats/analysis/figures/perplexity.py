@@ -103,7 +103,8 @@ class PerplexityFigures:
                 "delta_p": None if fit is None or fit.log_ratio_se is None else (1.0 + self.delta_p) * fit.log_ratio_se,
                 "nll_diff_mean_models_fixed": self.bootstrap.standard_error,
                 "win_rate": math.sqrt(win * (1.0 - win) / self.win.n_docs),
-                "baseline_ppl_mean": _mean_se(self.baseline), "variant_ppl_mean": _mean_se(self.variant)},
+                **{f"{side}_ppl_mean": None if arm.n_seeds < 2 else float(arm.ppl_sd / math.sqrt(arm.n_seeds))
+                   for side, arm in (("baseline", self.baseline), ("variant", self.variant))}},  # SD / sqrt(S)
             "nll_diff_ci_kind": MODELS_FIXED, "nll_diff_seed_document_ci_kind": SEEDS_AND_DOCUMENTS,
             "confidence_level": self.bootstrap.confidence_level, "cluster": comparison.cluster,
             "n_clusters": None if fit is None else fit.n_clusters,
@@ -196,11 +197,6 @@ def variance_components(fit: SeedDocumentResult | None, noun: str) -> dict | Non
         return None
     return {"seed": fit.seed_var, noun: fit.doc_var, "interaction": fit.interaction_var,
             "truncated": list(fit.truncated), f"{noun}_pooled": fit.doc_pooled, f"{noun}_pretest_p": fit.doc_pretest_p}
-
-
-def _mean_se(summary: ArmSummary) -> float | None:
-    """SE of P̄ over seeds: SD / sqrt(S); None with one seed."""
-    return None if summary.n_seeds < 2 else float(summary.ppl_sd / math.sqrt(summary.n_seeds))
 
 
 def resampled_units(paired: Paired, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
