@@ -221,8 +221,7 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     ('better', True)
     """
     settings = _settings(metric, higher_is_better, n_resamples=n_resamples, rng_seed=rng_seed, method=method,
-                         eval_set=eval_set, unit=unit, n_targets=n_targets, confidence_level=confidence_level,
-                         cluster=cluster, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
+                         eval_set=eval_set, unit=unit, n_targets=n_targets, confidence_level=confidence_level)
     pairs = pairs_of(data, baseline, variant, baseline_arm, variant_arm, metric, higher_is_better, allow_unpaired,
                      allow_mismatch, skipped, eval_set=eval_set, n_targets=n_targets, unit=unit)
     shared: dict[str, Any] = {"sesoi": sesoi, "cluster": cluster, "floor": floor_of(noise_floor),
@@ -370,8 +369,7 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
     """
     check_open_unit("alpha", alpha)
     settings = _settings(metric, higher_is_better, n_permutations=n_permutations, rng_seed=rng_seed,
-                         eval_set=eval_set, unit=unit, reference=reference, confidence_level=1.0 - alpha,
-                         cluster=cluster, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
+                         eval_set=eval_set, unit=unit, reference=reference, confidence_level=1.0 - alpha)
     runs, scale = runs_of(data, metric, higher_is_better, skipped)
     runs = select_runs(runs, eval_set=eval_set)
     chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
@@ -692,14 +690,14 @@ def floor_of(noise_floor: Floor | None) -> NoiseFloor | None:
     return NoiseFloor.from_dict(read_floor_file(noise_floor))
 
 
-def _settings(metric: str | None, higher_is_better: bool | None, used: Sequence[str] = (), *,
-              allow_mismatch: Sequence[str] = (), **choices: object) -> AnalysisSettings:
-    """The settings of a call, checked once; an option the kind of runs `metric` says has no use for (but the
-    `used` ones) is refused."""
+def _settings(metric: str | None, higher_is_better: bool | None, used: Sequence[str] = (),
+              **choices: object) -> AnalysisSettings:
+    """The settings of a call, checked once (the resampling's, the confidence level); an option the kind of runs
+    `metric` says has no use for (but the `used` ones) is refused."""
     refuse_unused(schemas_for(metric, higher_is_better), used, **choices)
     known = {name: value for name, value in choices.items() if name in AnalysisSettings.__dataclass_fields__
              and value is not None}
-    return AnalysisSettings(allow_mismatch=tuple(allow_mismatch), **known)  # type: ignore[arg-type]
+    return AnalysisSettings(**known)  # type: ignore[arg-type]
 
 
 def _or(value: int | None, default: int) -> int:
