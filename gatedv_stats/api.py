@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -221,18 +221,16 @@ def compare(data: Inputs | Paired | None = None, *, baseline: Side | None = None
     ('better', True)
     """
     settings = _settings(metric, higher_is_better, n_resamples=n_resamples, rng_seed=rng_seed, method=method,
-                         eval_set=eval_set, unit=unit, n_targets=n_targets, confidence_level=confidence_level,
-                         cluster=cluster, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
+                         eval_set=eval_set, unit=unit, n_targets=n_targets, confidence_level=confidence_level)
     pairs = pairs_of(data, baseline, variant, baseline_arm, variant_arm, metric, higher_is_better, allow_unpaired,
                      allow_mismatch, skipped, eval_set=eval_set, n_targets=n_targets, unit=unit)
-    floor = floor_of(noise_floor)
+    shared: dict[str, Any] = {"sesoi": sesoi, "cluster": cluster, "floor": floor_of(noise_floor),
+                              "allow_mismatch": allow_mismatch}
     if len(pairs) > 1:  # the tasks of a suite
-        result: object = compare_arms(pairs, alpha=1.0 - confidence_level, sesoi=sesoi, cluster=cluster, floor=floor,
-                                      allow_mismatch=allow_mismatch)
+        result: object = compare_arms(pairs, alpha=1.0 - confidence_level, **shared)
     else:
         result = compare_pair(pairs[0], n_resamples=settings.n_resamples, confidence_level=confidence_level,
-                              rng_seed=settings.rng_seed, method=method or "percentile", cluster=cluster, sesoi=sesoi,
-                              floor=floor, allow_mismatch=allow_mismatch, progress=progress)
+                              rng_seed=settings.rng_seed, method=method or "percentile", progress=progress, **shared)
     return result_of(result, pairs, skipped_once(skipped))
 
 
@@ -304,17 +302,16 @@ def analyze(data: Inputs | Paired | None = None, *, baseline: Side | None = None
                          cluster=cluster, eval_set=eval_set, unit=unit, n_targets=n_targets)
     pairs = pairs_of(data, baseline, variant, baseline_arm, variant_arm, metric, higher_is_better, allow_unpaired,
                      allow_mismatch, skipped, eval_set=eval_set, n_targets=n_targets, unit=unit)
-    floor = floor_of(noise_floor)
+    shared: dict[str, Any] = {"sesoi": sesoi, "cluster": cluster, "floor": floor_of(noise_floor),
+                              "allow_mismatch": allow_mismatch}
     if len(pairs) > 1:  # the tasks of a suite: each comparison's statistics are its own
         if by:
             raise ParameterError("by", "breaks one comparison down, and the scores hold several tasks ("
                                  f"{', '.join(str(paired.task) for paired in pairs)}): give the files of one task")
-        return result_of(compare_arms(pairs, alpha=1.0 - confidence_level, sesoi=sesoi, cluster=cluster, floor=floor,
-                                      allow_mismatch=allow_mismatch), pairs, skipped_once(skipped))
+        return result_of(compare_arms(pairs, alpha=1.0 - confidence_level, **shared), pairs, skipped_once(skipped))
     result = analyze_pair(pairs[0], n_resamples=settings.n_resamples, confidence_level=confidence_level,
                           rng_seed=settings.rng_seed, n_permutations=_or(n_permutations, DEFAULTS.n_permutations),
-                          by=tuple(by or ()), bins=_or(bins, 4), min_docs=_or(min_docs, 5), cluster=cluster,
-                          sesoi=sesoi, floor=floor, allow_mismatch=allow_mismatch, progress=progress)
+                          by=tuple(by or ()), bins=_or(bins, 4), min_docs=_or(min_docs, 5), progress=progress, **shared)
     return result_of(result, pairs[0], skipped_once(skipped))
 
 
@@ -372,8 +369,7 @@ def arms(data: Inputs, *, reference: str | None = None, metric: str | None = Non
     """
     check_open_unit("alpha", alpha)
     settings = _settings(metric, higher_is_better, n_permutations=n_permutations, rng_seed=rng_seed,
-                         eval_set=eval_set, unit=unit, reference=reference, confidence_level=1.0 - alpha,
-                         cluster=cluster, allow_unpaired=allow_unpaired, allow_mismatch=allow_mismatch)
+                         eval_set=eval_set, unit=unit, reference=reference, confidence_level=1.0 - alpha)
     runs, scale = runs_of(data, metric, higher_is_better, skipped)
     runs = select_runs(runs, eval_set=eval_set)
     chosen = settings.reference or choose_reference({run.arm for run in runs}, None)
@@ -694,14 +690,14 @@ def floor_of(noise_floor: Floor | None) -> NoiseFloor | None:
     return NoiseFloor.from_dict(read_floor_file(noise_floor))
 
 
-def _settings(metric: str | None, higher_is_better: bool | None, used: Sequence[str] = (), *,
-              allow_mismatch: Sequence[str] = (), **choices: object) -> AnalysisSettings:
-    """The settings of a call, checked once; an option the kind of runs `metric` says has no use for (but the
-    `used` ones) is refused."""
+def _settings(metric: str | None, higher_is_better: bool | None, used: Sequence[str] = (),
+              **choices: object) -> AnalysisSettings:
+    """The settings of a call, checked once (the resampling's, the confidence level); an option the kind of runs
+    `metric` says has no use for (but the `used` ones) is refused."""
     refuse_unused(schemas_for(metric, higher_is_better), used, **choices)
     known = {name: value for name, value in choices.items() if name in AnalysisSettings.__dataclass_fields__
              and value is not None}
-    return AnalysisSettings(allow_mismatch=tuple(allow_mismatch), **known)  # type: ignore[arg-type]
+    return AnalysisSettings(**known)  # type: ignore[arg-type]
 
 
 def _or(value: int | None, default: int) -> int:

@@ -56,7 +56,10 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
     adjusted: list[dict] = [{} for _ in pairs]
     verdicts: list[Verdict | None] = [None] * len(pairs)
     notes = []
-    for family in _families(pairs, kind.WITHIN_FAMILY):
+    # the comparisons adjusted together: those of each evaluation set where the scale adjusts within them, else all
+    families = [pair.eval_set if kind.WITHIN_FAMILY else None for pair in pairs]
+    for value in dict.fromkeys(families):
+        family = [k for k, of in enumerate(families) if of == value]
         for test, name in kind.TESTS.items():
             found = adjust_if_all([tests[k][test] for k in family])
             if found is None:
@@ -74,15 +77,6 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
                           n_resamples=n_permutations, rng_seed=rng_seed,
                           notes=tuple(dict.fromkeys(notes + more + warnings)), warnings=tuple(warnings),
                           macro=tuple(macro))
-
-
-def _families(pairs: Sequence[Paired], within: bool) -> list[list[int]]:
-    """The comparisons adjusted together: those of each family value (an evaluation set) where the scale adjusts
-    within them, else all of them."""
-    if not within:
-        return [list(range(len(pairs)))]
-    values = list(dict.fromkeys(pair.eval_set for pair in pairs))
-    return [[k for k, pair in enumerate(pairs) if pair.eval_set == value] for value in values]
 
 
 def _label(pair: Paired) -> str:

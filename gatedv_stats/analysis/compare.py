@@ -24,15 +24,8 @@ def compare(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
             method: str = "percentile", cluster: str | None = None, sesoi: float | None = None,
             floor: NoiseFloor | None = None, allow_mismatch: Sequence[str] = (),
             progress: bool | None = False) -> Comparison:
-    """The comparison of `paired.variant` against `paired.baseline`.
-
-    `cluster`: a unit column (a document's domain, an item's subtask) whose values group the units into the
-    sampled clusters. `sesoi`: the smallest effect of interest on the pair's scale (a relative ΔP for perplexity,
-    a difference in the metric's units for a score), which lets the verdict say "equivalent". `n_resamples`,
-    `rng_seed` and `method` set the document bootstrap of the perplexity figures (models fixed). `floor`: the
-    setup's noise floor, whose seed variance the interval takes (one seed pair) or pools with the study's own; a
-    floor of another setup is refused unless the differing field is in `allow_mismatch`.
-    """
+    """The comparison of `paired.variant` against `paired.baseline`, the options as in `gatedv_stats.api.compare`
+    (`floor`: its `noise_floor`, the floor itself)."""
     if sesoi is not None:
         paired.scale.check_sesoi(sesoi)  # refused even where there is no interval to test it with
     paired = with_floor(paired, floor, allow_mismatch)
@@ -51,9 +44,8 @@ def comparison_of(paired: Paired, fit: SeedDocumentResult | None, decided: Verdi
     return Comparison(baseline_arm=paired.baseline_arm, variant_arm=paired.variant_arm, scale=paired.scale,
                       unit=paired.unit, seeds=tuple(int(seed) for seed in paired.seeds), n_units=paired.n_docs,
                       estimate=type(figures).estimate(paired), confidence_level=confidence_level, seed_document=fit,
-                      verdict=decided, cluster=cluster,
-                      pairing_notes=paired.notes, sources=paired.sources, figures=figures, eval_set=paired.eval_set,
-                      task=paired.task)
+                      verdict=decided, cluster=cluster, pairing_notes=paired.notes, sources=paired.sources,
+                      figures=figures, eval_set=paired.eval_set, task=paired.task)
 
 
 def with_floor(paired: Paired, floor: NoiseFloor | None, allow_mismatch: Sequence[str]) -> Paired:

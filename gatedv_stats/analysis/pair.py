@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -124,20 +124,11 @@ def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,
                                  log_scale=paired.scale.log_ratio, estimate_name=paired.scale.estimate_name,
                                  noun=paired.noun) for column in by)
     differences, units_n = resampled_units(paired, paired.labels(cluster))
-    analysis = PairAnalysis(comparison=comparison,
-                            permutation=sign_flip_test(differences, units_n, n_permutations=n_permutations,
-                                                       rng_seed=rng_seed, progress=progress), breakdowns=breakdowns)
+    permutation = sign_flip_test(differences, units_n, n_permutations=n_permutations, rng_seed=rng_seed,
+                                 progress=progress)
     if paired.scale.figures != "perplexity":  # a score's comparison holds its own: the seed permutation test, McNemar
-        return analysis
-    return _perplexity_reviewer(analysis, paired, differences, units_n, n_resamples=n_resamples,
-                                confidence_level=confidence_level, rng_seed=rng_seed, progress=progress)
-
-
-def _perplexity_reviewer(analysis: PairAnalysis, paired: Paired, differences: np.ndarray, units_n: np.ndarray, *,
-                         n_resamples: int, confidence_level: float, rng_seed: int,
-                         progress: bool | None) -> PairAnalysis:
-    """The reviewer statistics of loss files beside the sign-flip test: BCa, the seed level and bits per byte."""
-    comparison = analysis.comparison
+        return PairAnalysis(comparison=comparison, permutation=permutation, breakdowns=breakdowns)
+    # the reviewer statistics of loss files beside the sign-flip test: BCa, the seed level and bits per byte
     notes = []
     try:
         bca = interval_from_distribution(differences, units_n, comparison.bootstrap.bootstrap_distribution,
@@ -156,8 +147,8 @@ def _perplexity_reviewer(analysis: PairAnalysis, paired: Paired, differences: np
                                           rng_seed=rng_seed, progress=progress)
         except InputError as error:  # e.g. identical arms: no spread over seeds, every pair tied
             notes.append(f"no seed-level statistics: {error}")
-    return replace(analysis, notes=tuple(notes), bca_interval=bca, seed_level=seed_level,
-                   bits_per_byte=_bits_per_byte(paired, comparison))
+    return PairAnalysis(comparison=comparison, permutation=permutation, breakdowns=breakdowns, notes=tuple(notes),
+                        bca_interval=bca, seed_level=seed_level, bits_per_byte=_bits_per_byte(paired, comparison))
 
 
 def unit_column(paired: Paired, column: str) -> np.ndarray:

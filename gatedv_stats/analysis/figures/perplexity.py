@@ -80,23 +80,10 @@ class PerplexityFigures:
                             "zero width")
         return tuple(warnings) + tuple(test.warning() for test in self.group_effects if test.flagged)
 
-    def standard_errors(self, comparison: Comparison) -> dict:
-        """A standard error for every point estimate (None where undefined)."""
-        fit = comparison.seed_document
-        p = self.win.win_rate
-        return {
-            "nll_diff_mean": None if fit is None else fit.se,
-            "delta_p": None if fit is None or fit.log_ratio_se is None else (1.0 + self.delta_p) * fit.log_ratio_se,
-            "nll_diff_mean_models_fixed": self.bootstrap.standard_error,
-            "win_rate": math.sqrt(p * (1.0 - p) / self.win.n_docs),
-            "baseline_ppl_mean": _mean_se(self.baseline),
-            "variant_ppl_mean": _mean_se(self.variant),
-        }
-
     def to_dict(self, comparison: Comparison) -> dict:
         """The `gatedv bootstrap --json` object; `delta_p` and `win_rate` are fractions. `nll_diff_ci` is the
         paper's models-fixed interval; the headline is `verdict` with `nll_diff_seed_document_ci`."""
-        fit, bits, d = comparison.seed_document, 1.0 / math.log(2.0), comparison.estimate
+        fit, bits, d, win = comparison.seed_document, 1.0 / math.log(2.0), comparison.estimate, self.win.win_rate
         return {
             "baseline": self.baseline.to_dict(), "variant": self.variant.to_dict(), "delta_p": self.delta_p,
             "improved_pairs": self.improved_pairs, "n_pairs": comparison.n_pairs, "nll_diff_mean": d,
@@ -111,7 +98,13 @@ class PerplexityFigures:
             list(fit.delta_p_interval),
             "noise_floor": None if fit is None or fit.floor_use is None else fit.floor_use.to_dict(),
             "variance_components": variance_components(fit, "document"),
-            "standard_errors": self.standard_errors(comparison),
+            "standard_errors": {  # one for every point estimate (None where undefined)
+                "nll_diff_mean": None if fit is None else fit.se,
+                "delta_p": None if fit is None or fit.log_ratio_se is None else (1.0 + self.delta_p) * fit.log_ratio_se,
+                "nll_diff_mean_models_fixed": self.bootstrap.standard_error,
+                "win_rate": math.sqrt(win * (1.0 - win) / self.win.n_docs),
+                **{f"{side}_ppl_mean": None if arm.n_seeds < 2 else float(arm.ppl_sd / math.sqrt(arm.n_seeds))
+                   for side, arm in (("baseline", self.baseline), ("variant", self.variant))}},  # SD / sqrt(S)
             "nll_diff_ci_kind": MODELS_FIXED, "nll_diff_seed_document_ci_kind": SEEDS_AND_DOCUMENTS,
             "confidence_level": self.bootstrap.confidence_level, "cluster": comparison.cluster,
             "n_clusters": None if fit is None else fit.n_clusters,
@@ -204,11 +197,6 @@ def variance_components(fit: SeedDocumentResult | None, noun: str) -> dict | Non
         return None
     return {"seed": fit.seed_var, noun: fit.doc_var, "interaction": fit.interaction_var,
             "truncated": list(fit.truncated), f"{noun}_pooled": fit.doc_pooled, f"{noun}_pretest_p": fit.doc_pretest_p}
-
-
-def _mean_se(summary: ArmSummary) -> float | None:
-    """SE of P̄ over seeds: SD / sqrt(S); None with one seed."""
-    return None if summary.n_seeds < 2 else float(summary.ppl_sd / math.sqrt(summary.n_seeds))
 
 
 def resampled_units(paired: Paired, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

@@ -55,10 +55,9 @@ class ArmTest:
 
     def leading(self) -> dict:
         """The columns every metric's table starts with."""
-        nan, ci = float("nan"), self.nll_diff_seed_document_ci
-        return {"estimate": self.nll_diff_mean, "low": nan if ci is None else ci[0],
-                "high": nan if ci is None else ci[1],
-                "p_value": nan if self.seed_document_p_value is None else self.seed_document_p_value,
+        nan, p = float("nan"), self.seed_document_p_value
+        low, high = self.nll_diff_seed_document_ci or (nan, nan)
+        return {"estimate": self.nll_diff_mean, "low": low, "high": high, "p_value": nan if p is None else p,
                 "verdict": self.verdict}
 
     def columns(self) -> dict:
