@@ -27,9 +27,7 @@ def check_table(frame: pd.DataFrame, source: str, row_names: Sequence[str] | Non
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InputError(f"{source}: missing column {column!r}{hint}; its {listed} are "
                              f"{', '.join(map(str, frame.columns))}")
-    if row_names is not None:
-        return row_names.__getitem__
-    return lambda row: f"{source}: row {row + 1}"
+    return (lambda row: f"{source}: row {row + 1}") if row_names is None else row_names.__getitem__
 
 
 def check_doc_ids(doc_id: pd.Series, source: str, where: Callable[[int], str]) -> pd.Series:
@@ -77,12 +75,10 @@ def integer_column(series: pd.Series, column: str, source: str, where: Callable[
 def text_columns(frame: pd.DataFrame, out: pd.DataFrame, where: Callable[[int], str], what: str) -> pd.DataFrame:
     """`out` with every column of `frame` it lacks added as text (grouping columns, hashes), none missing; `what`
     names a unit in the error ("item")."""
-    for column in frame.columns:
-        if column in out.columns:
-            continue
-        text = frame[column]
-        fail_rows(is_blank(text), where, f"{column} is missing (where the column is given, every {what} needs one)")
-        out[str(column)] = text.astype(str).to_numpy(dtype=object)
+    for column in [column for column in frame.columns if column not in out.columns]:
+        fail_rows(is_blank(frame[column]), where, f"{column} is missing (where the column is given, every {what} "
+                  "needs one)")
+        out[str(column)] = frame[column].astype(str).to_numpy(dtype=object)
     return out
 
 

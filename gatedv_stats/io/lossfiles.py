@@ -63,14 +63,10 @@ def _check_docs(frame: pd.DataFrame, meta: dict, source: str) -> tuple[pd.DataFr
     return validate_docs(frame, source), meta
 
 
-def _has_loss_column(path: Path) -> bool:
-    """Whether a file found in a directory is a loss file; a readable file without `loss_sum` (an evaluation
-    set, a curve) is not. Reads only the schema or the header line."""
-    return "loss_sum" in column_names(path)
-
-
-LOSS = RunSchema("loss", "loss file", ("arm", "seed"), META_KEYS, _check_docs, _has_loss_column,
-                 "loss files (*.parquet / *.csv with a loss_sum column)")
+# A file found in a directory is a loss file when it has a `loss_sum` column (read from its schema or header line
+# only); a readable file without one (an evaluation set, a curve) is not.
+LOSS = RunSchema("loss", "loss file", ("arm", "seed"), META_KEYS, _check_docs,
+                 lambda path: "loss_sum" in column_names(path), "loss files (*.parquet / *.csv with a loss_sum column)")
 
 
 def read_loss_file(path: str | Path, *, arm: str | None = None, seed: int | None = None) -> Run:

@@ -70,8 +70,8 @@ class Scale:
         return self.unit_hashes + self.provenance
 
     def family_prefix(self, value: object) -> str:
-        """What starts a message about one family's comparison ("task hellaswag: ")."""
-        return ""
+        """What starts a message about one family's comparison of a suite ("task hellaswag: ")."""
+        return f"{self.family} {value}: " if self.suite else ""
 
     def unit_of(self, metas: Sequence[dict], unit: str, allow_mismatch: Sequence[str]) -> str:
         """What the comparison is per (what the weights count), from the runs' metadata and the unit asked for."""
@@ -170,9 +170,7 @@ class Scale:
         """D as the scale prints an estimate: "+1.20 points"."""
         return fmt.format_difference(difference, self.proportion)
 
-    def format_d(self, difference: float) -> str:
-        """D itself, as a figure prints it."""
-        return fmt.format_difference(difference, self.proportion)
+    format_d = format_estimate  # D itself, as a figure prints it
 
     def format_size(self, difference: float, unit: str) -> str:
         """|D| with its unit: "1.23 points"."""
@@ -393,9 +391,6 @@ class MetricScale(Scale):
     provenance: ClassVar[tuple[str, ...]] = ("task_config_sha256", "n_shot")
     setup: ClassVar[tuple[str, ...]] = ("task", "n_shot", "task_config_sha256")
     suite: ClassVar[bool] = True
-
-    def family_prefix(self, value: object) -> str:
-        return f"task {value}: "
 
 
 @dataclass(frozen=True)
