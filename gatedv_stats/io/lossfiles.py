@@ -35,9 +35,8 @@ MAX_TARGET_NLL = 300.0
 
 
 def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] | None = None) -> pd.DataFrame:
-    """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes].
-
-    An error in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
+    """The per-document columns checked and normalised: doc_id, n_targets, loss_sum[, domain, n_bytes]; an error
+    in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
     where = check_table(frame, source, row_names, REQUIRED_COLUMNS, "per-document columns")
     doc_id = check_doc_ids(frame["doc_id"], source, where)
     loss_sum = numeric_column(frame["loss_sum"], "loss_sum", source, where, finite=True)
@@ -70,10 +69,8 @@ LOSS = RunSchema("loss", "loss file", ("arm", "seed"), META_KEYS, _check_docs,
 
 
 def read_loss_file(path: str | Path, *, arm: str | None = None, seed: int | None = None) -> Run:
-    """Read one run from a Parquet or CSV loss file.
-
-    `arm` and `seed` supply metadata the file lacks; a file recording a different value is an error.
-    """
+    """Read one run from a Parquet or CSV loss file; `arm` and `seed` supply metadata the file lacks (a file
+    recording a different value is an error)."""
     runs = file_runs(path, LOSS, arm=arm, seed=seed)
     if len(runs) > 1:
         listed = ", ".join(f"({run.arm}, {run.seed})" for run in runs[:5])
