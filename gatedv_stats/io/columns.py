@@ -48,11 +48,8 @@ def numeric_column(series: pd.Series, column: str, source: str, where: Callable[
     if pd.api.types.is_bool_dtype(series.dtype):
         raise InputError(f"{source}: {column} holds booleans, not numbers")
     values = pd.to_numeric(series, errors="coerce")
-    not_numeric = values.isna().to_numpy() & ~is_blank(series)
-    if not_numeric.any():
-        row = int(np.flatnonzero(not_numeric)[0])
-        raise InputError(f"{where(row)}: {column} {series.iloc[row]!r} is not a number"
-                         f"{_more(int(not_numeric.sum()))}")
+    fail_rows(values.isna().to_numpy() & ~is_blank(series), where,
+              lambda row: f"{column} {series.iloc[row]!r} is not a number")
     numbers = values.to_numpy(dtype=np.float64)
     if finite:
         fail_rows(np.isnan(numbers), where, f"{column} is missing or NaN")
@@ -97,13 +94,12 @@ def is_blank(series: pd.Series) -> np.ndarray:
     return blank
 
 
-def fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str, values: np.ndarray | None = None) -> None:
-    """An error naming the first row where `bad` holds (and how many more), with its value when given."""
+def fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str | Callable[[int], str],
+              values: np.ndarray | None = None) -> None:
+    """An error naming the first row where `bad` holds (and how many more), with its value when given; `what` is
+    wrong there, or says it from the row."""
     if bad.any():
-        row = int(np.flatnonzero(bad)[0])
+        row, count = int(np.flatnonzero(bad)[0]), int(bad.sum())
         shown = f" ({values[row].item()!r})" if values is not None else ""
-        raise InputError(f"{where(row)}: {what}{shown}{_more(int(bad.sum()))}")
-
-
-def _more(count: int) -> str:
-    return f" (and {count - 1} more rows)" if count > 1 else ""
+        more = f" (and {count - 1} more rows)" if count > 1 else ""
+        raise InputError(f"{where(row)}: {what(row) if callable(what) else what}{shown}{more}")
