@@ -47,10 +47,9 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
               "per target (beyond, the perplexities overflow the statistics in float64)", loss_sum)
     out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
     if "domain" in frame.columns:
-        domain = frame["domain"]
-        fail_rows(domain.isna().to_numpy(), where, "domain is missing (where the column is given, every document "
-                  "needs one)")
-        out["domain"] = domain.astype(str).to_numpy(dtype=object)
+        fail_rows(frame["domain"].isna().to_numpy(), where, "domain is missing (where the column is given, every "
+                  "document needs one)")
+        out["domain"] = frame["domain"].astype(str).to_numpy(dtype=object)
     if "n_bytes" in frame.columns:
         out["n_bytes"] = integer_column(frame["n_bytes"], "n_bytes", source, where, minimum=0)
     return out
