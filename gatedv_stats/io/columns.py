@@ -27,9 +27,7 @@ def check_table(frame: pd.DataFrame, source: str, row_names: Sequence[str] | Non
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InputError(f"{source}: missing column {column!r}{hint}; its {listed} are "
                              f"{', '.join(map(str, frame.columns))}")
-    if row_names is not None:
-        return row_names.__getitem__
-    return lambda row: f"{source}: row {row + 1}"
+    return (lambda row: f"{source}: row {row + 1}") if row_names is None else row_names.__getitem__
 
 
 def check_doc_ids(doc_id: pd.Series, source: str, where: Callable[[int], str]) -> pd.Series:
@@ -50,11 +48,8 @@ def numeric_column(series: pd.Series, column: str, source: str, where: Callable[
     if pd.api.types.is_bool_dtype(series.dtype):
         raise InputError(f"{source}: {column} holds booleans, not numbers")
     values = pd.to_numeric(series, errors="coerce")
-    not_numeric = values.isna().to_numpy() & ~is_blank(series)
-    if not_numeric.any():
-        row = int(np.flatnonzero(not_numeric)[0])
-        raise InputError(f"{where(row)}: {column} {series.iloc[row]!r} is not a number"
-                         f"{_more(int(not_numeric.sum()))}")
+    fail_rows(values.isna().to_numpy() & ~is_blank(series), where,
+              lambda row: f"{column} {series.iloc[row]!r} is not a number")
     numbers = values.to_numpy(dtype=np.float64)
     if finite:
         fail_rows(np.isnan(numbers), where, f"{column} is missing or NaN")
@@ -77,12 +72,10 @@ def integer_column(series: pd.Series, column: str, source: str, where: Callable[
 def text_columns(frame: pd.DataFrame, out: pd.DataFrame, where: Callable[[int], str], what: str) -> pd.DataFrame:
     """`out` with every column of `frame` it lacks added as text (grouping columns, hashes), none missing; `what`
     names a unit in the error ("item")."""
-    for column in frame.columns:
-        if column in out.columns:
-            continue
-        text = frame[column]
-        fail_rows(is_blank(text), where, f"{column} is missing (where the column is given, every {what} needs one)")
-        out[str(column)] = text.astype(str).to_numpy(dtype=object)
+    for column in [column for column in frame.columns if column not in out.columns]:
+        fail_rows(is_blank(frame[column]), where, f"{column} is missing (where the column is given, every {what} "
+                  "needs one)")
+        out[str(column)] = frame[column].astype(str).to_numpy(dtype=object)
     return out
 
 
@@ -101,13 +94,12 @@ def is_blank(series: pd.Series) -> np.ndarray:
     return blank
 
 
-def fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str, values: np.ndarray | None = None) -> None:
-    """An error naming the first row where `bad` holds (and how many more), with its value when given."""
+def fail_rows(bad: np.ndarray, where: Callable[[int], str], what: str | Callable[[int], str],
+              values: np.ndarray | None = None) -> None:
+    """An error naming the first row where `bad` holds (and how many more), with its value when given; `what` is
+    wrong there, or says it from the row."""
     if bad.any():
-        row = int(np.flatnonzero(bad)[0])
+        row, count = int(np.flatnonzero(bad)[0]), int(bad.sum())
         shown = f" ({values[row].item()!r})" if values is not None else ""
-        raise InputError(f"{where(row)}: {what}{shown}{_more(int(bad.sum()))}")
-
-
-def _more(count: int) -> str:
-    return f" (and {count - 1} more rows)" if count > 1 else ""
+        more = f" (and {count - 1} more rows)" if count > 1 else ""
+        raise InputError(f"{where(row)}: {what(row) if callable(what) else what}{shown}{more}")

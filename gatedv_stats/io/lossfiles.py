@@ -35,9 +35,8 @@ MAX_TARGET_NLL = 300.0
 
 
 def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] | None = None) -> pd.DataFrame:
-    """Check and normalise the per-document columns; returns doc_id, n_targets, loss_sum[, domain, n_bytes].
-
-    An error in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
+    """The per-document columns checked and normalised: doc_id, n_targets, loss_sum[, domain, n_bytes]; an error
+    in one row names it `<source>: row <n>`, or `row_names[i]` when given (where the row came from)."""
     where = check_table(frame, source, row_names, REQUIRED_COLUMNS, "per-document columns")
     doc_id = check_doc_ids(frame["doc_id"], source, where)
     loss_sum = numeric_column(frame["loss_sum"], "loss_sum", source, where, finite=True)
@@ -48,10 +47,9 @@ def validate_docs(frame: pd.DataFrame, source: str, *, row_names: Sequence[str] 
               "per target (beyond, the perplexities overflow the statistics in float64)", loss_sum)
     out = pd.DataFrame({"doc_id": doc_id.to_numpy(dtype=object), "n_targets": n_targets, "loss_sum": loss_sum})
     if "domain" in frame.columns:
-        domain = frame["domain"]
-        fail_rows(domain.isna().to_numpy(), where, "domain is missing (where the column is given, every document "
-                  "needs one)")
-        out["domain"] = domain.astype(str).to_numpy(dtype=object)
+        fail_rows(frame["domain"].isna().to_numpy(), where, "domain is missing (where the column is given, every "
+                  "document needs one)")
+        out["domain"] = frame["domain"].astype(str).to_numpy(dtype=object)
     if "n_bytes" in frame.columns:
         out["n_bytes"] = integer_column(frame["n_bytes"], "n_bytes", source, where, minimum=0)
     return out
@@ -63,21 +61,15 @@ def _check_docs(frame: pd.DataFrame, meta: dict, source: str) -> tuple[pd.DataFr
     return validate_docs(frame, source), meta
 
 
-def _has_loss_column(path: Path) -> bool:
-    """Whether a file found in a directory is a loss file; a readable file without `loss_sum` (an evaluation
-    set, a curve) is not. Reads only the schema or the header line."""
-    return "loss_sum" in column_names(path)
-
-
-LOSS = RunSchema("loss", "loss file", ("arm", "seed"), META_KEYS, _check_docs, _has_loss_column,
-                 "loss files (*.parquet / *.csv with a loss_sum column)")
+# A file found in a directory is a loss file when it has a `loss_sum` column (read from its schema or header line
+# only); a readable file without one (an evaluation set, a curve) is not.
+LOSS = RunSchema("loss", "loss file", ("arm", "seed"), META_KEYS, _check_docs,
+                 lambda path: "loss_sum" in column_names(path), "loss files (*.parquet / *.csv with a loss_sum column)")
 
 
 def read_loss_file(path: str | Path, *, arm: str | None = None, seed: int | None = None) -> Run:
-    """Read one run from a Parquet or CSV loss file.
-
-    `arm` and `seed` supply metadata the file lacks; a file recording a different value is an error.
-    """
+    """Read one run from a Parquet or CSV loss file; `arm` and `seed` supply metadata the file lacks (a file
+    recording a different value is an error)."""
     runs = file_runs(path, LOSS, arm=arm, seed=seed)
     if len(runs) > 1:
         listed = ", ".join(f"({run.arm}, {run.seed})" for run in runs[:5])

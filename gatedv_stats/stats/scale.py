@@ -54,6 +54,7 @@ class Scale:
     estimate_name: ClassVar[str] = "difference"  # what D is called in the JSON: "nll_diff_mean", "difference"
     figures: ClassVar[str] = "scores"  # which figures surround the verdict: "perplexity", "scores"
     weight_name: ClassVar[str | None] = None  # the unit column D is weighted by (per target), where there is one
+    value_column: ClassVar[str | None] = None  # the unit column D is of, where it is not the metric's
     duplicate_hint: ClassVar[str] = ""  # what to do about a seed given twice
     suite: ClassVar[bool] = False  # two arms are compared on every family both hold (a suite of tasks), not one
     # the options of a comparison this scale has no use for, refused rather than ignored
@@ -70,31 +71,37 @@ class Scale:
         return self.unit_hashes + self.provenance
 
     def family_prefix(self, value: object) -> str:
-        """What starts a message about one family's comparison ("task hellaswag: ")."""
-        return ""
+        """What starts a message about one family's comparison of a suite ("task hellaswag: ")."""
+        return f"{self.family} {value}: " if self.suite else ""
 
     def unit_of(self, metas: Sequence[dict], unit: str, allow_mismatch: Sequence[str]) -> str:
         """What the comparison is per (what the weights count), from the runs' metadata and the unit asked for."""
         return self.noun
 
     def provenance_of(self, unit: str) -> tuple[str, ...]:
-        """The run fields compared when pairing per `unit`."""
-        return self.provenance
+        """The run fields compared when pairing per `unit`: per byte, different tokenizers are the point of the
+        comparison."""
+        return tuple(name for name in self.provenance if unit != "byte" or name != "tokenizer_sha256")
 
     def unit_notes(self, metas: Sequence[dict], unit: str) -> tuple[str, ...]:
         """What the pairing says about the runs compared per `unit`."""
+        if unit == "byte" and len(_tokenizers(metas)) > 1:
+            return ("the arms' tokenizers differ: compared per byte of the same text (bits per byte)",)
         return ()
 
     def refuse(self, name: str, carrying: Sequence[tuple[str, object]], text: str) -> None:
         """A more specific error than a differing field's, from the (arm, value) of the runs that record it."""
 
     def setup_value(self, meta: dict, name: str) -> object:
-        """A setup field of a run, from its metadata."""
+        """A setup field of a run, from its metadata (`size`: the model's sizes, from its config)."""
+        if name == "size":
+            config = meta.get("config")
+            return {key: config[key] for key in MODEL_SIZES if key in config} if isinstance(config, dict) else None
         return meta.get(name)
 
     def values(self, units: pd.DataFrame) -> np.ndarray:
-        """The (N,) values of D of a run's units: the metric's column."""
-        return units[self.metric].to_numpy(dtype=np.float64)
+        """The (N,) values of D of a run's units: the metric's column, or the scale's `value_column`."""
+        return units[self.value_column or self.metric].to_numpy(dtype=np.float64)
 
     def run_mean(self, units: pd.DataFrame, unit: str) -> float:
         """One run's mean over its units, weighted as D weighs them."""
@@ -111,7 +118,9 @@ class Scale:
                 first[columns].iloc[rows[0]].reset_index(drop=True))
 
     def bound(self, metas: Sequence[dict], sources: Sequence[str]) -> Scale:
-        """The scale of these runs: the direction every run records for the metric."""
+        """The scale of these runs: the direction every run records for the metric (a loss's is known)."""
+        if self.log_ratio:
+            return self
         directions: dict[bool, str] = {}
         for meta, source in zip(metas, sources):
             if self.metric not in meta.get("metrics", ()):
@@ -123,8 +132,9 @@ class Scale:
         return replace(self, higher_is_better=next(iter(directions)))
 
     def of_values(self, values: np.ndarray) -> Scale:
-        """The scale of the paired values: whether every score lies in [0, 1] (differences then shown in points)."""
-        return replace(self, proportion=bool(np.all((values >= 0.0) & (values <= 1.0))))
+        """The scale of the paired values: whether every score lies in [0, 1] (differences then shown in points);
+        loss sums are none."""
+        return self if self.log_ratio else replace(self, proportion=bool(np.all((values >= 0.0) & (values <= 1.0))))
 
     # --- reading a difference ---
 
@@ -170,9 +180,7 @@ class Scale:
         """D as the scale prints an estimate: "+1.20 points"."""
         return fmt.format_difference(difference, self.proportion)
 
-    def format_d(self, difference: float) -> str:
-        """D itself, as a figure prints it."""
-        return fmt.format_difference(difference, self.proportion)
+    format_d = format_estimate  # D itself, as a figure prints it
 
     def format_size(self, difference: float, unit: str) -> str:
         """|D| with its unit: "1.23 points"."""
@@ -204,6 +212,7 @@ class PerplexityScale(Scale):
     estimate_name: ClassVar[str] = "nll_diff_mean"
     figures: ClassVar[str] = "perplexity"
     weight_name: ClassVar[str | None] = "n_targets"
+    value_column: ClassVar[str | None] = "loss_sum"
     unused_options: ClassVar[tuple[str, ...]] = ()
     duplicate_hint: ClassVar[str] = " (select one evaluation set)"
 
@@ -226,15 +235,6 @@ class PerplexityScale(Scale):
             return target_units.pop()
         return unit
 
-    def provenance_of(self, unit: str) -> tuple[str, ...]:
-        """Per byte, different tokenizers are the point of the comparison."""
-        return tuple(name for name in self.provenance if unit != "byte" or name != "tokenizer_sha256")
-
-    def unit_notes(self, metas: Sequence[dict], unit: str) -> tuple[str, ...]:
-        if unit == "byte" and len(_tokenizers(metas)) > 1:
-            return ("the arms' tokenizers differ: compared per byte of the same text (bits per byte)",)
-        return ()
-
     def refuse(self, name: str, carrying: Sequence[tuple[str, object]], text: str) -> None:
         """An arm evaluated on several sets: the inputs mix them, and the user chooses one."""
         if name == "eval_set" and len({(arm, str(value)) for arm, value in carrying}) > len(
@@ -242,15 +242,6 @@ class PerplexityScale(Scale):
             sets = ", ".join(sorted({str(value) for _, value in carrying}))
             raise ParameterError("eval_set", f"{text}; the inputs hold several evaluation sets: choose one with "
                                  f"{{eval_set}} ({sets})", leading=False)
-
-    def setup_value(self, meta: dict, name: str) -> object:
-        if name == "size":
-            config = meta.get("config")
-            return {key: config[key] for key in MODEL_SIZES if key in config} if isinstance(config, dict) else None
-        return meta.get(name)
-
-    def values(self, units: pd.DataFrame) -> np.ndarray:
-        return units["loss_sum"].to_numpy(dtype=np.float64)
 
     def run_mean(self, units: pd.DataFrame, unit: str) -> float:
         """The run's loss per target (or per byte)."""
@@ -275,12 +266,6 @@ class PerplexityScale(Scale):
                              "needs the bytes of every document's target text")
         return (denominator.astype(np.int64),
                 pd.DataFrame({column: values for column, values in per_document.items() if values is not None}))
-
-    def bound(self, metas: Sequence[dict], sources: Sequence[str]) -> Scale:
-        return self
-
-    def of_values(self, values: np.ndarray) -> Scale:
-        return self
 
     def check_sesoi(self, sesoi: float) -> float:
         """A relative ΔP in (0, 1)."""
@@ -393,9 +378,6 @@ class MetricScale(Scale):
     provenance: ClassVar[tuple[str, ...]] = ("task_config_sha256", "n_shot")
     setup: ClassVar[tuple[str, ...]] = ("task", "n_shot", "task_config_sha256")
     suite: ClassVar[bool] = True
-
-    def family_prefix(self, value: object) -> str:
-        return f"task {value}: "
 
 
 @dataclass(frozen=True)

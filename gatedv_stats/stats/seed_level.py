@@ -108,9 +108,7 @@ class SignTest:
 
     def to_dict(self) -> dict:
         """The published JSON keys (the alternative is named by the key the test is published under)."""
-        data = {**asdict(self), "notes": list(self.notes)}
-        del data["alternative"]
-        return data
+        return {key: value for key, value in asdict(self).items() if key != "alternative"} | {"notes": list(self.notes)}
 
     def summary(self) -> str:
         lines = [f"seed sign test: {self.improved} of {self.n_pairs} untied pairs improved"
