@@ -20,7 +20,8 @@ import numpy as np
 from gatedv_stats.analysis.arms import compare_arms
 from gatedv_stats.analysis.compare import compare as compare_pair
 from gatedv_stats.analysis.experiment import AnalysisSettings
-from gatedv_stats.analysis.ledger_entries import LedgerSettings, next_ledger_level
+from gatedv_stats.analysis.ledger import LedgerSettings
+from gatedv_stats.analysis.ledger_entries import next_ledger_level
 from gatedv_stats.analysis.noise_floor import NoiseFloor, floor_from_runs, floor_from_studies
 from gatedv_stats.analysis.pair import analyze as analyze_pair
 from gatedv_stats.analysis.plan import floor_plan

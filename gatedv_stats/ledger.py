@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from gatedv_stats.analysis.ledger import LedgerEntry, LedgerHistory, dependence_note, ledger_procedure, read_history
-from gatedv_stats.analysis.ledger_entries import LedgerSettings, add_entry, enter_design
+from gatedv_stats.analysis.ledger import (
+    LedgerEntry,
+    LedgerHistory,
+    LedgerSettings,
+    dependence_note,
+    ledger_procedure,
+    read_history,
+)
+from gatedv_stats.analysis.ledger_entries import add_entry, enter_design
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.analysis.sequential import check_same_study, load_design
 from gatedv_stats.api import Floor, compare

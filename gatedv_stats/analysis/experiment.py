@@ -48,7 +48,7 @@ from gatedv_stats.pairing.selection import (
     native_act,
     other_arms,
 )
-from gatedv_stats.stats.metrics import ArmSummary, document_differences, paired_delta, perplexity, sample_sd, token_nll
+from gatedv_stats.stats.metrics import ArmSummary, paired_delta, perplexity, sample_sd, token_nll
 from gatedv_stats.stats.multiple import adjust_p_values
 from gatedv_stats.stats.scale import SCALES
 
@@ -124,10 +124,6 @@ class PairResult:
     variant: str
     paired: Paired
     analysis: PairAnalysis
-
-    def per_token_differences(self) -> np.ndarray:
-        """d_i / n_i: each document's seed-averaged loss difference per target, or per byte (variant − reference)."""
-        return document_differences(self.paired.baseline, self.paired.variant) / self.paired.n_units
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,8 @@ class FloorPlan:
             lines.append("  document part: assumed 0 (the candidate's effect does not vary over documents); a one-seed "
                          "pilot of the candidate measures it")
         else:
-            lines.append(f"  document part {self.document_part:.4g} ({self.document_df:.1f} df), from {self.pilot}")
+            df = "" if self.document_df is None else f" ({self.document_df:.1f} df)"
+            lines.append(f"  document part {self.document_part:.4g}{df}, from {self.pilot}")
         lines.append("  power by seed pairs: " + ", ".join(f"{seeds}: {value:.2f}"
                                                         for seeds, value in self.power_by_seeds.items()))
         if self.seeds_required is not None:

@@ -283,3 +283,11 @@ def test_the_api_page_renders_every_public_name():
     rendered = _rendered_by_the_api_page()
     missing = [name for name in gv.__all__ if name != "__version__" and id(getattr(gv, name)) not in rendered]
     assert not missing, f"docs/api.md renders no mkdocstrings directive for {missing}"
+
+
+def test_a_plan_from_a_floor_and_a_pilot_whose_document_part_is_zero_reads_as_text(tmp_path: Path) -> None:
+    runs = gv.load(example_study(tmp_path))
+    floor = gv.noise_floor([run for run in runs if run.arm == "baseline"], out=tmp_path / "floor.json")
+    result = gv.plan(runs, effect=0.02, noise_floor=floor)
+    assert result.plan.document_df is None and result.plan.document_part == 0.0
+    assert "  document part 0, from gatedv vs baseline, 3 seed pairs × 60 units" in str(result).splitlines()
