@@ -65,7 +65,13 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
     # refuses the floor), else the study's own spread on S − 1 df
     seed_variance, seed_df = ((fit.v_seed, fit.n_seeds - 1.0) if fit.floor_use is None else
                               (fit.floor_use.seed.variance, fit.floor_use.seed.df))
-    document_term, document_high = _document_term(fit, seed_variance)
+    # c for the design's information, and where one seed pair cannot pin it down, the upper end of its range. From
+    # two seed pairs on, the fit's document part (0 where the pre-test pools it). With one seed pair the units'
+    # spread holds the seed × unit interaction as well, which τ² holds too, so Σw²σ²_doc lies between that spread's
+    # part less τ² and the part itself: the design takes the lower end, since a c too large makes the looks seem
+    # more correlated than they are and the boundaries too low (docs/sequential-seeds.md).
+    part = max(fit.se ** 2 - seed_variance / fit.n_seeds, 0.0)
+    document_term, document_high = (part, None) if fit.n_seeds > 1 else (max(part - seed_variance, 0.0), part)
     looks = range(first, max_seeds + 1)
     information = tuple(gs.information(n, seed_variance, document_term) for n in looks)
     if not seed_variance > 0.0 or (len(information) > 1 and not information[-1] * (1.0 - 1e-9) > information[0]):
@@ -91,7 +97,7 @@ def create_design(paired: Paired, *, max_seeds: int, alpha: float = DEFAULTS.alp
 
 def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[str] = ()) -> Look:
     """The decision at the look `paired` holds (all its seed pairs, a superset of the last look's): the estimate,
-    this look's boundaries from the α (and β) spent at the fractions of the looks taken (`_efficacy`), the repeated
+    this look's boundaries from the α (and β) spent at the fractions of the looks taken, the repeated
     confidence interval and one of better / worse / equivalent / no useful gain / continue / no detectable
     difference (the last only at K). A look at the seed pairs of the last look returns that look as recorded.
     Record it with `design.with_look`."""
@@ -99,14 +105,20 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     floor = None if design.floor is None else NoiseFloor.from_dict(design.floor)
     paired = with_floor(paired, floor, allow_mismatch)
     seeds = tuple(int(seed) for seed in paired.seeds)
-    repeated = _repeated(design, seeds)
-    if repeated is not None:
+    if (repeated := _repeated(design, seeds)) is not None:
         return repeated
     fit = _fit(paired, floor, design.first_look, design.max_seeds)
     n_pairs = fit.n_seeds
     counts = [previous.n_pairs for previous in design.looks] + [n_pairs]
     fractions = [design.fractions[n - design.first_look] for n in counts]
-    efficacy, alpha_spent = _efficacy(design, counts, fractions)
+    # the looks' z boundaries and the cumulative α spent: with a noise floor by the recursion (read marginally on t),
+    # without one calibrated to the joint law of t's that share their seeds (`stats.sequential_t`; a design file
+    # written before that reading keeps the marginal one it started with)
+    if design.t_boundaries == "marginal":
+        efficacy, alpha_spent = gs.efficacy_bounds(fractions, design.alpha / 2.0, design.spending)
+    else:
+        alpha_spent = np.array([gs.spending(value, design.alpha / 2.0, design.spending) for value in fractions])
+        efficacy = gst.joint_t_bounds(counts, alpha_spent)
     futility, beta_spent = None, None
     if design.drift is not None and design.futility_beta:
         futility, beta_spent = gs.futility_bounds(fractions, efficacy, design.drift, design.futility_beta,
@@ -116,7 +128,12 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     # happen to agree, they would overspend α.
     df = fit.df if design.t_boundaries == "marginal" else n_pairs - 1.0
     bounds = None if design.sesoi is None else design.scale.equivalence_bounds(design.sesoi)
-    e_value = _e_process(design, fit.estimate, n_pairs)
+    information = design.information[n_pairs - design.first_look]
+    # where the design's ledger tests e-values (e-LOND), the e-process over its looks at this one: the likelihood
+    # ratio at the ledger's smallest effect of interest with the design's planned information (`stats.e_values`),
+    # which "better" must reach 1/level, so that a "stop: better" is a keep there
+    e_value = None if design.ledger is None else e_value_at(design.ledger.get("sesoi"), fit.estimate,
+                                                            1.0 / information, design.scale)
     level = design.ledger["level"] if design.ledger is not None else None
     decided = gs.decide_look(fit.estimate, fit.se, df, efficacy=float(efficacy[-1]),
                              futility=None if futility is None else float(futility[-1]), final=final,
@@ -126,7 +143,7 @@ def look(design: SequentialDesign, paired: Paired, *, allow_mismatch: Sequence[s
     p_value, unbiased = (_stagewise(design, counts, fractions, decided, df, fit.se) if decided.stop
                          and e_value is None else (None, None))
     made = Look(index=len(design.looks) + 1, n_pairs=n_pairs, seeds=seeds, estimate=fit.estimate, se=fit.se,
-                df=df, information=design.information[n_pairs - design.first_look], observed_information=fit.se ** -2,
+                df=df, information=information, observed_information=fit.se ** -2,
                 fraction=fractions[-1], efficacy=float(efficacy[-1]), decision=decided.decision,
                 futility=None if futility is None or final else float(futility[-1]), critical=decided.critical,
                 futility_critical=decided.futility, statistic=decided.statistic, alpha_spent=float(alpha_spent[-1]),
@@ -301,29 +318,6 @@ def _fit(paired: Paired, floor: NoiseFloor | None, first: int, max_seeds: int) -
     return fit
 
 
-def _document_term(fit: SeedDocumentResult, seed_variance: float) -> tuple[float, float | None]:
-    """c for the design's information, and where one seed pair cannot pin it down, the upper end of its range. From
-    two seed pairs on, the fit's document part (0 where the pre-test pools it). With one seed pair the units'
-    spread holds the seed × unit interaction as well, which τ² holds too, so Σw²σ²_doc lies between that spread's
-    part less τ² and the part itself: the design takes the lower end, since a c too large makes the looks seem more
-    correlated than they are and the boundaries too low (docs/sequential-seeds.md)."""
-    part = max(fit.se ** 2 - seed_variance / fit.n_seeds, 0.0)
-    if fit.n_seeds > 1:
-        return part, None
-    return max(part - seed_variance, 0.0), part
-
-
-def _efficacy(design: SequentialDesign, counts: Sequence[int],
-              fractions: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """The looks' z boundaries and the cumulative α spent: with a noise floor by the recursion (read marginally on
-    t), without one calibrated to the joint law of t's that share their seeds (`stats.sequential_t`; a design file
-    written before that reading keeps the marginal one it started with)."""
-    if design.t_boundaries == "marginal":
-        return gs.efficacy_bounds(fractions, design.alpha / 2.0, design.spending)
-    spent = np.array([gs.spending(value, design.alpha / 2.0, design.spending) for value in fractions])
-    return gst.joint_t_bounds(counts, spent), spent
-
-
 def _stagewise(design: SequentialDesign, counts: Sequence[int], fractions: Sequence[float],
                decided: gs.LookDecision, df: float, se: float) -> tuple[float, float]:
     """At a stop, the stage-wise ordering p-value of H0 "not better" and the median-unbiased estimate of D: on the z
@@ -353,16 +347,6 @@ def _stagewise(design: SequentialDesign, counts: Sequence[int], fractions: Seque
     drift = gst.joint_t_median_unbiased(sizes, spent, k, statistic, crossed)
     return (float(gst.joint_t_stagewise_p(sizes, spent, k, statistic, crossed)),
             sign * drift * se * math.sqrt(counts[-1]))
-
-
-def _e_process(design: SequentialDesign, estimate: float, n_pairs: int) -> float | None:
-    """Where the design's ledger tests e-values (e-LOND), the e-process over its looks at this one: the likelihood
-    ratio at the ledger's smallest effect of interest with the design's planned information (`stats.e_values`),
-    which "better" must reach 1/level, so that a "stop: better" is a keep there."""
-    if design.ledger is None:
-        return None
-    information = design.information[n_pairs - design.first_look]
-    return e_value_at(design.ledger.get("sesoi"), estimate, 1.0 / information, design.scale)
 
 
 def _as_z(statistic: float, df: float) -> float:
@@ -460,25 +444,19 @@ def _repeated(design: SequentialDesign, seeds: tuple[int, ...]) -> Look | None:
 
 
 def _with_line(made: Look, design: SequentialDesign) -> Look:
-    scale = design.scale
-    interval = f"the repeated {100 * (1 - design.alpha):g}% interval {scale.format_interval(made.interval)}"
+    if made.decision == "continue":
+        return replace(made, line=f"continue: train seed pair {made.n_pairs + 1}")
+    interval = f"the repeated {100 * (1 - design.alpha):g}% interval {design.scale.format_interval(made.interval)}"
     where = f"look {made.index}, {made.n_pairs} seed pair{'s' if made.n_pairs > 1 else ''}"
-    crossed = f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}"
+    slight = f"; the variant is slightly {made.direction}" if made.direction else ""
     reasons = {
-        "better": crossed,
-        "worse": crossed,
-        "equivalent": f"{interval} lies within {scale.format_sesoi(design.sesoi or 0.0)}",
+        "equivalent": f"{interval} lies within {design.scale.format_sesoi(design.sesoi or 0.0)}{slight}",
         "no useful gain": (f"futility, non-binding: T {made.statistic:.3g} ≤ {made.futility_critical or 0.0:.3g}; "
                            "going on keeps the error rates"),
         "no detectable difference": f"the last look: {interval} includes 0",
     }
-    if made.decision == "continue":
-        line = f"continue: train seed pair {made.n_pairs + 1}"
-    else:
-        slight = (f"; the variant is slightly {made.direction}" if made.decision == "equivalent" and made.direction
-                  else "")
-        line = f"stop: {made.decision} ({where}: {reasons[made.decision]}{slight})"
-    return replace(made, line=line)
+    crossed = f"{interval} excludes 0; |T| {abs(made.statistic):.3g} ≥ {made.critical:.3g}"  # better or worse
+    return replace(made, line=f"stop: {made.decision} ({where}: {reasons.get(made.decision, crossed)})")
 
 
 def _look_notes(design: SequentialDesign, fit: SeedDocumentResult) -> tuple[str, ...]:
