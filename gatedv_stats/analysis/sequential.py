@@ -266,8 +266,7 @@ def check_ledger_of(design: SequentialDesign, ledger: str | os.PathLike[str] | N
                                  "(gatedv ledger LEDGER add --design), or start a new design file with {ledger}",
                                  leading=False)
         settings = ledger_settings(ledger)
-        genesis = None if settings is None else canonical_sha256(settings)
-        if genesis != link["genesis"]:
+        if (None if settings is None else canonical_sha256(settings)) != link["genesis"]:
             raise ParameterError("ledger", f"{where} runs at the level ledger {link['path']} gave it (step "
                                  f"{link['step']}), not {os.fspath(ledger)}'s")
     if link is not None and alpha is not None and not math.isclose(alpha, link["alpha"], rel_tol=1e-12):
@@ -362,42 +361,38 @@ def _sizing(information: tuple[float, ...], fractions: tuple[float, ...], alpha:
     achieved = gs.power(fractions, efficacy, drift, [*futility[:-1], -math.inf])
     target = (gs.drift_for_power(fractions, efficacy, power) / size) ** 2
     fixed = float(special.ndtr(drift - special.ndtri(1.0 - alpha / 2.0)))
-    notes = _budget_notes(target, information[-1], seed_variance, document_terms, max_seeds, achieved, power, level)
-    if not floored:
-        notes += ("without a noise floor the first looks rest on one or two df: no futility boundary (there it "
-                  "would cost 4–7 points of power at the smallest effect of interest and save few seed pairs); a "
-                  "floor (gatedv noise-floor) lets the looks stop early for no useful gain",)
-    return {"drift": drift, "futility_beta": beta or None, "power_at_sesoi": achieved, "fixed_power_at_sesoi": fixed,
-            "target_information": target, "notes": notes}
-
-
-def _budget_notes(target: float, last: float, seed_variance: float, document_terms: tuple[float, float | None],
-                  max_seeds: int, achieved: float, power: float, level: float | None) -> tuple[str, ...]:
-    """"add documents, not seeds" when the target information exceeds the cap 1/c (or may, where one seed pair
-    leaves c within a range); else, when the budget falls short of it (or always, at a ledger's `level`), what the
-    budget buys and the seed pairs that would reach the target."""
+    # "add documents, not seeds" when the target information exceeds the cap 1/c (or may, where one seed pair leaves
+    # c within a range); else, when the budget falls short of it (or always, at a ledger's `level`), what the budget
+    # buys and the seed pairs that would reach the target
     document_term, high = document_terms
     notes = []
     if target >= gs.information_cap(document_term):
         room = 1.0 / target - seed_variance / max_seeds
         more = (f"; about {math.ceil(document_term / room)}× the documents would, with {max_seeds} seed pairs"
                 if room > 0.0 else "")
-        return (f"add documents, not seeds: the target power {power:g} needs information {target:.4g}, more than "
-                f"these documents allow with any number of seed pairs (1/c = {1.0 / document_term:.4g}){more}",)
-    if high is not None and target >= gs.information_cap(high):
-        notes.append(f"the documents may cap the information below the {target:.4g} the target power {power:g} needs "
-                     f"(1/c lies between {gs.information_cap(high):.4g} and {gs.information_cap(document_term):.4g}: "
-                     "one seed pair cannot tell the document term from the seed × document interaction): if so, add "
-                     "documents, not seeds")
-    room = 1.0 / target - document_term
-    needed = f"about {math.ceil(seed_variance / room)}" if room > 0.0 else "no number of"
-    if level is not None:
-        notes.append(f"at level {level:.3g} a budget of {max_seeds} seed pairs gives power {achieved:.2f} at the "
-                     f"smallest effect of interest; {needed} would give {power:g}")
-    elif target > last:
-        notes.append(f"the budget of {max_seeds} seed pairs gives power {achieved:.2f} at the smallest effect of "
-                     f"interest, below the target {power:g}: {needed} seed pairs would reach it")
-    return tuple(notes)
+        notes.append(f"add documents, not seeds: the target power {power:g} needs information {target:.4g}, more than "
+                     "these documents allow with any number of seed pairs "
+                     f"(1/c = {1.0 / document_term:.4g}){more}")
+    else:
+        if high is not None and target >= gs.information_cap(high):
+            notes.append(f"the documents may cap the information below the {target:.4g} the target power {power:g} "
+                         f"needs (1/c lies between {gs.information_cap(high):.4g} and "
+                         f"{gs.information_cap(document_term):.4g}: one seed pair cannot tell the document term from "
+                         "the seed × document interaction): if so, add documents, not seeds")
+        room = 1.0 / target - document_term
+        needed = f"about {math.ceil(seed_variance / room)}" if room > 0.0 else "no number of"
+        if level is not None:
+            notes.append(f"at level {level:.3g} a budget of {max_seeds} seed pairs gives power {achieved:.2f} at the "
+                         f"smallest effect of interest; {needed} would give {power:g}")
+        elif target > information[-1]:
+            notes.append(f"the budget of {max_seeds} seed pairs gives power {achieved:.2f} at the smallest effect of "
+                         f"interest, below the target {power:g}: {needed} seed pairs would reach it")
+    if not floored:
+        notes.append("without a noise floor the first looks rest on one or two df: no futility boundary (there it "
+                     "would cost 4–7 points of power at the smallest effect of interest and save few seed pairs); a "
+                     "floor (gatedv noise-floor) lets the looks stop early for no useful gain")
+    return {"drift": drift, "futility_beta": beta or None, "power_at_sesoi": achieved, "fixed_power_at_sesoi": fixed,
+            "target_information": target, "notes": tuple(notes)}
 
 
 def check_same_study(design: SequentialDesign, paired: Paired) -> None:

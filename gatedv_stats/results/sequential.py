@@ -130,6 +130,4 @@ class SequentialResult(Result):
 
 
 def _shown(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return "∞" if math.isinf(value) else f"{value:.3g}"
+    return "—" if value is None else "∞" if math.isinf(value) else f"{value:.3g}"
