@@ -67,11 +67,7 @@ def _grid(mean: float, low: float, high: float, r: int) -> tuple[np.ndarray, np.
     i = np.arange(1, 6 * r, dtype=np.float64)
     x = np.where(i < r, -3.0 - 4.0 * np.log(r / i),
                  np.where(i <= 5 * r, -3.0 + 3.0 * (i - r) / (2.0 * r), 3.0 + 4.0 * np.log(r / (6 * r - i)))) + mean
-    y = x[(x > low) & (x < high)]
-    if low > x[0]:
-        y = np.concatenate(([low], y))
-    if high < x[-1]:
-        y = np.concatenate((y, [high]))
+    y = np.concatenate(([low] if low > x[0] else [], x[(x > low) & (x < high)], [high] if high < x[-1] else []))
     if y.size < 2:
         return np.empty(0), np.empty(0)
     z = np.empty(2 * y.size - 1)
@@ -209,8 +205,7 @@ def futility_beta(fractions: Numbers, efficacy: Numbers, drift: float, beta: flo
 
 def power(fractions: Numbers, efficacy: Numbers, drift: float, futility: Numbers | None = None) -> float:
     """P(crossing the efficacy boundary in the direction of `drift`) at that drift (futility obeyed, if given)."""
-    above, _ = crossing_probabilities(fractions, efficacy, futility, drift)
-    return float(above.sum())
+    return float(crossing_probabilities(fractions, efficacy, futility, drift)[0].sum())
 
 
 def drift_for_power(fractions: Numbers, efficacy: Numbers, target: float) -> float:

@@ -88,8 +88,7 @@ def joint_t_stagewise_p(counts: Numbers, spent: Numbers, look: int, statistic: f
     arrays of statistics (and crossings) stopped at the same look."""
     n = _check_counts(counts)
     total = np.asarray(spent, dtype=np.float64)
-    key = (tuple(int(v) for v in n), tuple(float(v) for v in total))
-    crossed_before = _crossed_statistics(*key)[look]
+    crossed_before = _crossed_statistics(tuple(int(v) for v in n), tuple(float(v) for v in total))[look]
     t = np.asarray(statistic, dtype=np.float64)
     overlap = (crossed_before.size - np.searchsorted(crossed_before, t, side="left")) / (2 * T_PATHS)
     tail = np.maximum(special.stdtr(n[look] - 1.0, -t) - overlap, 0.0)
@@ -123,12 +122,11 @@ def joint_t_median_unbiased(counts: Numbers, spent: Numbers, look: int, statisti
 @functools.lru_cache(maxsize=8)
 def _crossed_statistics(counts: tuple[int, ...], spent: tuple[float, ...]) -> tuple[np.ndarray, ...]:
     """For each look, the sorted T_k of the simulated null paths that crossed at an earlier look."""
-    critical = _calibrated_critical(counts, spent)
     crossed = np.zeros(2 * T_PATHS, dtype=bool)
     out = []
-    for k, statistic in enumerate(_null_t_paths(counts)):
+    for statistic, bound in zip(_null_t_paths(counts), _calibrated_critical(counts, spent)):
         out.append(np.sort(statistic[crossed]))
-        crossed |= statistic >= critical[k]
+        crossed |= statistic >= bound
     return tuple(out)
 
 
