@@ -215,7 +215,8 @@ def write_report(inputs: list[Path], out: str | os.PathLike[str] | None, fmt: st
     # a named metric may be a score table's, which only its name tells apart from any other table
     scores = score_schema(settings.metric, settings.higher_is_better) if settings.metric else None
     found = discover_inputs(inputs, skipped=skipped, scores=scores)
-    read = [Path(file.path) for file in (*found.files, *found.skipped)] + ([] if ledger is None else [Path(ledger)])
+    read = [Path(file.path) for file in found.files] + [Path(file.path) for file in found.skipped]
+    read += [] if ledger is None else [Path(ledger)]
     check_not_an_input(out, read + [path.with_name(path.name + ".json") for path in read], "--out")  # + sidecars
     history = None if ledger is None else read_history(ledger)
     analysis = analyze_experiment(found, settings, workers=workers)
