@@ -196,8 +196,7 @@ def ppls_with_moments(mean: float, sd: float, n_seeds: int) -> list[float]:
     if n_seeds == 1:
         return [float(mean)]
     spread = np.linspace(-1.0, 1.0, n_seeds)
-    spread = spread / np.std(spread, ddof=1)
-    return [float(value) for value in mean + sd * spread]
+    return (mean + sd * (spread / np.std(spread, ddof=1))).tolist()
 
 
 # With 20 domains × 50 documents and 5 seeds: a domain effect the documents do not explain (the clustered SE of
@@ -237,20 +236,15 @@ def cluster_calibration(model: CrossedModel, n_seeds: int, n_targets: np.ndarray
     diagnostic and the verdict (from `seed_document_interval`, without and with the domains as clusters)."""
     n = np.asarray(n_targets, dtype=np.float64)
     labels = np.asarray(labels)
-    fired = significant = winners = clustered_winners = 0
+    counts = np.zeros(4)  # note fired, F test significant, winner named without and with the domains as clusters
     for _ in range(n_studies):
         y = simulate_differences(model, n_seeds, n, rng, clusters=labels)[0]
         baseline, variant = loss_sums(y, n, rng)
         test = group_effect_test((variant - baseline) / n, labels, n)
-        fired, significant = fired + test.flagged, significant + (test.p_value < test.level)
-        for clusters in (None, labels):
-            named = verdict(seed_document_interval(baseline, variant, n, clusters=clusters)).verdict
-            if named in ("better", "worse"):
-                winners += clusters is None
-                clustered_winners += clusters is not None
-    return ClusterCalibration(n_studies=n_studies, note_rate=fired / n_studies,
-                              significant_rate=significant / n_studies, winner_rate=winners / n_studies,
-                              clustered_winner_rate=clustered_winners / n_studies)
+        counts += [test.flagged, test.p_value < test.level,
+                   *(verdict(seed_document_interval(baseline, variant, n, clusters=clusters)).verdict
+                     in ("better", "worse") for clusters in (None, labels))]
+    return ClusterCalibration(n_studies, *map(float, counts / n_studies))
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,8 @@ _EXACT_FLOAT = 2**53  # a float beyond it may have lost the seed's last digits
 def paths_under(directory: str | os.PathLike[str]) -> list[Path]:
     """Every path under `directory`, sorted, as `Path.rglob("*")` finds them (linked directories are not entered),
     except that a directory that cannot be listed is an `InputError` naming it instead of passed over."""
-    found = []
-    for root, directories, files in os.walk(directory, onerror=_unlistable):
-        found += [Path(root, name) for name in directories + files]
-    return sorted(found)
+    return sorted(Path(root, name) for root, directories, files in os.walk(directory, onerror=_unlistable)
+                  for name in directories + files)
 
 
 def _unlistable(error: OSError) -> None:

@@ -16,10 +16,8 @@ def _minus(text: str) -> str:
 
 def format_ppl(mean: float, sd: float | None = None) -> str:
     """Mean perplexity ± SD over seeds, 3 decimals with thousands separators: "59.118 ± 0.530"; no SD → "59.118"."""
-    text = f"{mean:,.3f}"
-    if sd is not None and not math.isnan(sd):
-        text += f" ± {sd:,.3f}"
-    return _minus(text)
+    spread = "" if sd is None or math.isnan(sd) else f" ± {sd:,.3f}"
+    return _minus(f"{mean:,.3f}{spread}")
 
 
 def format_delta_p(fraction: float) -> str:
@@ -45,8 +43,7 @@ def format_interval(low: float, high: float) -> str:
 
 def format_delta_p_interval(interval: tuple[float, float]) -> str:
     """An interval of relative changes: "[−2.54%, −1.10%]"."""
-    low, high = interval
-    return f"[{format_delta_p(low)}, {format_delta_p(high)}]"
+    return f"[{', '.join(map(format_delta_p, interval))}]"
 
 
 def format_difference(value: float, proportion: bool, *, signed: bool = True) -> str:
@@ -71,8 +68,7 @@ def format_scores(per_seed: Sequence[float], proportion: bool) -> str:
 
 def format_percent_interval(interval: tuple[float, float], digits: int = 1) -> str:
     """An interval of fractions as percentages: "[58.2%, 70.1%]"."""
-    low, high = interval
-    return f"[{format_percent(low, digits)}, {format_percent(high, digits)}]"
+    return f"[{', '.join(format_percent(value, digits) for value in interval)}]"
 
 
 def format_count(count: float) -> str:

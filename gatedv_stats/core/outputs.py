@@ -8,6 +8,7 @@ file, or when the directory that would receive it is not writable. Writability i
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -69,11 +70,8 @@ def cleaned_on_failure(directory: str | os.PathLike[str]) -> Iterator[Path]:
     """Create `directory` (and its missing parents); when the body fails, remove what it added: the directories
     created here, or else the entries that were not in `directory` before. Entries it rewrote stay."""
     directory = Path(directory)
-    created = None
-    for ancestor in (directory, *directory.parents):
-        if os.path.lexists(ancestor):
-            break
-        created = ancestor
+    missing = list(itertools.takewhile(lambda path: not os.path.lexists(path), (directory, *directory.parents)))
+    created = missing[-1] if missing else None  # the topmost directory created here
     before = set() if created is not None else set(directory.iterdir())
     directory.mkdir(parents=True, exist_ok=True)
     try:

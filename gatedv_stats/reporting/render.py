@@ -33,7 +33,7 @@ from gatedv_stats.reporting.model import ReportData, Table
 from gatedv_stats.reporting.sections.comparison import left_out_notes
 
 FORMATS = {"html": ".html", "md": ".md", "latex": ".tex"}
-_FIGURE_SUFFIX = {"md": ".svg", "latex": ".pdf"}
+_FIGURE_KIND = {"md": "svg", "latex": "pdf"}
 
 
 class Raw(str):
@@ -168,28 +168,23 @@ def render_report(report: ReportData, out: Path, fmt: str) -> Path:
     import vl_convert
 
     folder = out.with_name(out.stem + "_figures")
-    suffix = _FIGURE_SUFFIX[fmt]
-    figure_files = {}  # figure key -> its file beside the report, relative to it
+    kind = _FIGURE_KIND[fmt]
+    # figure key -> its file beside the report, relative to it
+    figure_files = {figure.key: f"{folder.name}/{figure.key}.{kind}" for figure in report.figures}
     for figure in report.figures:
-        name = f"{folder.name}/{figure.key}{suffix}"
-        if fmt == "md":
-            write_text_atomic(out.parent / name, vl_convert.vegalite_to_svg(figure.spec))
-        else:
-            write_bytes_atomic(out.parent / name, vl_convert.vegalite_to_pdf(figure.spec))
-        figure_files[figure.key] = name
+        drawn = getattr(vl_convert, f"vegalite_to_{kind}")(figure.spec)  # SVG text, PDF bytes
+        write_bytes_atomic(out.parent / figure_files[figure.key], drawn.encode("utf-8") if kind == "svg" else drawn)
     write_text_atomic(out, template.render(report=report, figure_files=figure_files))
-    for path in folder.glob(f"*{suffix}"):  # an earlier report's figures that this one no longer shows
-        if f"{folder.name}/{path.name}" not in figure_files.values():
-            path.unlink(missing_ok=True)
+    # an earlier report's figures that this one no longer shows
+    for path in set(folder.glob(f"*.{kind}")) - {out.parent / name for name in figure_files.values()}:
+        path.unlink(missing_ok=True)
     return out
 
 
 def default_output(inputs: list[Path], fmt: str) -> Path:
     """report.<ext> inside the single input directory, else in the current directory."""
-    name = f"report{FORMATS.get(fmt, '')}"
-    if len(inputs) == 1 and Path(inputs[0]).is_dir():
-        return Path(inputs[0]) / name
-    return Path(name)
+    folder = Path(inputs[0]) if len(inputs) == 1 and Path(inputs[0]).is_dir() else Path()
+    return folder / f"report{FORMATS.get(fmt, '')}"
 
 
 def write_report(inputs: list[Path], out: str | os.PathLike[str] | None, fmt: str | None,
@@ -213,8 +208,7 @@ def write_report(inputs: list[Path], out: str | os.PathLike[str] | None, fmt: st
         raise ParameterError("out", f"{out} ends in {out.suffix}, the {named} format's name, but {{fmt}} is {fmt}; "
                              f"name it *{FORMATS[fmt]} or give {{fmt}} {named}", ("fmt",))
     fmt = fmt or named or "html"
-    if out is None:
-        out = default_output(inputs, fmt)
+    out = default_output(inputs, fmt) if out is None else out
     if out.is_dir():
         out = out / f"report{FORMATS[fmt]}"
     check_output_file(out, "--out")

@@ -45,12 +45,8 @@ def ablation_section(analysis: ExperimentAnalysis) -> Section:
 
 
 def _rows(group: GroupAnalysis, reference: str, second: str | None) -> tuple:
-    rows = []
-    for variant in other_arms(group.group.arms, reference):
-        cells = [variant, ppl_text(group.summaries[reference]), ppl_text(group.summaries[variant]),
-                 *delta_cells(group.deltas[(reference, variant)])]
-        if second is not None:
-            present = second in group.group.arms and variant != second
-            cells += delta_cells(group.deltas[(second, variant)]) if present else [MISSING, MISSING]
-        rows.append(row(*cells))
-    return tuple(rows)
+    return tuple(row(variant, ppl_text(group.summaries[reference]), ppl_text(group.summaries[variant]),
+                     *delta_cells(group.deltas[(reference, variant)]),
+                     *([] if second is None else delta_cells(group.deltas[(second, variant)])
+                       if second in group.group.arms and variant != second else [MISSING, MISSING]))
+                 for variant in other_arms(group.group.arms, reference))

@@ -24,20 +24,14 @@ def learning_rates_section(analysis: ExperimentAnalysis) -> Section:
                                    "rates.")
     variants = other_arms({arm for _, groups in row_groups for group in groups for arm in group.group.arms},
                           reference)
-    columns = ["Peak LR", f"{reference} PPL"]
-    for variant in variants:
-        columns += [f"{variant} PPL", f"ΔP {variant}"]
-    out_groups = []
-    for eval_set, groups in row_groups:
-        rows = []
-        for group in groups:
-            cells = [format_lr(group.group.lr), ppl_text(group.summaries[reference])]
-            for variant in variants:
-                cells += ([ppl_text(group.summaries[variant]),
-                           format_delta_p(group.deltas[(reference, variant)].delta_p)]
-                          if variant in group.summaries else [MISSING, MISSING])
-            rows.append(row(*cells))
-        out_groups.append(RowGroup(eval_set_name(eval_set).capitalize(), tuple(rows)))
+    columns = ["Peak LR", f"{reference} PPL", *(name for variant in variants
+                                                for name in (f"{variant} PPL", f"ΔP {variant}"))]
+    out_groups = [RowGroup(eval_set_name(eval_set).capitalize(), tuple(
+        row(format_lr(group.group.lr), ppl_text(group.summaries[reference]),
+            *(cell for variant in variants for cell in (
+                (ppl_text(group.summaries[variant]), format_delta_p(group.deltas[(reference, variant)].delta_p))
+                if variant in group.summaries else (MISSING, MISSING))))
+        for group in groups)) for eval_set, groups in row_groups]
     table = Table(KEY, f"P̄ ± SD over seeds per evaluation set and peak learning rate; ΔP against "
                        f"{reference} at the same rate.",
                   tuple(columns), "l" + "r" * (len(columns) - 1), tuple(out_groups))
