@@ -20,7 +20,7 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import canonical_sha256, file_sha256, files_sha256, weight_files
 from gatedv_stats.core.outputs import check_output_dir, check_output_file, cleaned_on_failure
 from gatedv_stats.core.validation import check_seed
-from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, read_item_file, write_item_file
+from gatedv_stats.io.itemfiles import HASH_COLUMNS, ITEMS, KNOWN_HIGHER_IS_BETTER, write_item_file
 from gatedv_stats.io.lmeval.items import ITEM_TYPES, ItemScores, read_item_scores
 from gatedv_stats.io.lmeval.perplexity import EvalSetLike, read_lm_eval_samples
 from gatedv_stats.io.lmeval.results import HarnessResults, results_beside, samples_hash
@@ -32,7 +32,8 @@ from gatedv_stats.io.lmeval.samples import (
     output_type_of,
     sample_lines,
 )
-from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
+from gatedv_stats.io.lossfiles import LOSS, write_loss_file
+from gatedv_stats.io.runfiles import file_runs, write_run
 
 
 @dataclass(frozen=True)
@@ -198,13 +199,9 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
         imported = _import_logs(inputs, out, arm, seed, id_field, eval_set, model)
     if provenance is not None:  # every file rewritten with it in its metadata, the rows unchanged
         for written in imported.files:
-            path = Path(written.path)
-            if written.kind == "loss":
-                losses = read_loss_file(path)
-                write_loss_file(path, losses.docs, {**losses.meta, **provenance})
-            else:
-                (run,) = read_item_file(path)
-                write_item_file(path, run.units, {**run.meta, **provenance})
+            schema = LOSS if written.kind == "loss" else ITEMS
+            (run,) = file_runs(written.path, schema)
+            write_run(written.path, run.units, {**run.meta, **provenance}, schema)
     return imported
 
 
@@ -342,12 +339,9 @@ def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: 
     dropped = sorted({metric for s in scores for metric in s.metrics} - set(shared))
     if dropped:
         warnings.append(f"group {group}: metrics {', '.join(dropped)} are not logged by every subtask; left out")
-    frames = []
-    for log, s in zip(logs, scores):
-        frame = s.items[["doc_id", *shared, *[c for c in HASH_COLUMNS if c in s.items.columns]]].copy()
-        frame.insert(1, "subtask", log.task)
-        frame["doc_id"] = log.task + "/" + frame["doc_id"]
-        frames.append(frame)
+    frames = [s.items.assign(doc_id=log.task + "/" + s.items["doc_id"], subtask=log.task)
+              [["doc_id", "subtask", *shared, *[c for c in HASH_COLUMNS if c in s.items.columns]]]
+              for log, s in zip(logs, scores)]
     for metric in shared:
         key = metric if "," in metric else f"{metric},{scores[0].filters[0]}"
         results.check_group(group, key, [(float(s.items[metric].mean()), len(s.items)) for s in scores])

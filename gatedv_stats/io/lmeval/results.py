@@ -138,10 +138,8 @@ class HarnessResults:
     def check_mean(self, task: str, key: str, values: list[float], where: str) -> None:
         """An InputError unless the mean of `values` (the harness's sum/len, in log order) equals the reported one."""
         reported = self.reported(task, key)
-        if reported is None:
-            return
         ours = sum(values) / len(values)
-        if ours != reported:
+        if reported is not None and ours != reported:
             raise InputError(f"{where}: the mean {key.split(',')[0]} of the logged items ({ours!r}) differs from "
                              f"the {reported!r} that {self.path} reports for {task} ({key}); the log and the "
                              "results file are not of one run")
@@ -150,11 +148,10 @@ class HarnessResults:
         """The group's reported value against its subtasks' means, weighted by size (Σ(mean·n)/Σn, the harness's
         weight_by_size) or not."""
         reported = self.reported(group, key)
-        if reported is None:
-            return
         ours = sum(mean * n for mean, n in means) / sum(n for _, n in means)
         unweighted = sum(mean for mean, _ in means) / len(means)
-        if not any(math.isclose(value, reported, rel_tol=1e-12, abs_tol=1e-15) for value in (ours, unweighted)):
+        if reported is not None and not any(math.isclose(value, reported, rel_tol=1e-12, abs_tol=1e-15)
+                                            for value in (ours, unweighted)):
             raise InputError(f"{self.path}: group {group} reports {key} {reported!r}, but its subtasks' logged items "
                              f"give {ours!r}")
 
