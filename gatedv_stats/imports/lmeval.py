@@ -24,14 +24,7 @@ from gatedv_stats.io.itemfiles import HASH_COLUMNS, ITEMS, KNOWN_HIGHER_IS_BETTE
 from gatedv_stats.io.lmeval.items import ITEM_TYPES, ItemScores, read_item_scores
 from gatedv_stats.io.lmeval.perplexity import EvalSetLike, read_lm_eval_samples
 from gatedv_stats.io.lmeval.results import HarnessResults, results_beside, samples_hash
-from gatedv_stats.io.lmeval.samples import (
-    KIND_NAMES,
-    ROLLING,
-    SAMPLES_NAME,
-    metrics_text,
-    output_type_of,
-    sample_lines,
-)
+from gatedv_stats.io.lmeval.samples import KIND_NAMES, ROLLING, SAMPLES_NAME, metrics_text, output_type_of, sample_lines
 from gatedv_stats.io.lossfiles import LOSS, write_loss_file
 from gatedv_stats.io.runfiles import file_runs, write_run
 
@@ -211,9 +204,8 @@ def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: 
     item-score file."""
     check_output_file(out, "--out", suffix=".parquet")
     logs = [TaskLog.open(Path(path), id_field=id_field) for path in inputs]
-    kinds = {log.output_type for log in logs}
     model = _model_meta(model_dir, [log.results for log in logs])
-    if kinds == {ROLLING}:
+    if {log.output_type for log in logs} == {ROLLING}:
         task = ", ".join(dict.fromkeys(log.task for log in logs))
         written, warnings = _write_loss_file(inputs, out, task, arm, seed, logs[0].id_field, eval_set, model)
         return LmEvalImport(arm, seed, (written,), all(log.results is not None for log in logs), warnings,

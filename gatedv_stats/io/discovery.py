@@ -14,15 +14,7 @@ from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
 from gatedv_stats.io.itemfiles import ITEMS
 from gatedv_stats.io.lossfiles import LOSS
-from gatedv_stats.io.runfiles import (
-    RUN_FILE_SUFFIXES,
-    Run,
-    RunSchema,
-    SkippedFile,
-    file_runs,
-    read_runs,
-    recognised,
-)
+from gatedv_stats.io.runfiles import RUN_FILE_SUFFIXES, Run, RunSchema, SkippedFile, file_runs, read_runs, recognised
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file
 
 

@@ -67,8 +67,7 @@ class HarnessResults:
 
     def n_shot(self, task: str) -> int | None:
         shots = self.section("n-shot").get(task)
-        if shots is None:
-            shots = (self.config(task) or {}).get("num_fewshot")
+        shots = (self.config(task) or {}).get("num_fewshot") if shots is None else shots
         return shots if isinstance(shots, int) and not isinstance(shots, bool) else None
 
     def higher_is_better(self, task: str) -> dict[str, bool]:
