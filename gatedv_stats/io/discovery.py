@@ -82,11 +82,9 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
              for run in runs}
     files.update({str(path): InputFile(str(path), kind, file_sha256(path))
                   for kind, paths in found.items() if kind != "loss file" for path in paths})
-    curves = (read_curve_inputs(found["curve file"]) if found["curve file"]
-              else pd.DataFrame(columns=list(CURVE_COLUMNS)))
     return ExperimentInputs(
         runs=tuple(runs),
-        curves=curves,
+        curves=read_curve_inputs(found["curve file"]) if found["curve file"] else pd.DataFrame(columns=CURVE_COLUMNS),
         run_infos=tuple(read_run_file(path) for path in found["run file"]),
         bench=tuple(read_bench_result(path) for path in found["bench results"]),
         files=tuple(files.values()),
