@@ -273,9 +273,8 @@ def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]
 
 def _directions(metrics: Sequence[str], results: HarnessResults | None, task: str) -> dict[str, bool]:
     """Which way is better for each metric: the results file's, else the known metrics' (else higher)."""
-    reported = results.higher_is_better(task) if results else {}
-    names = {metric: metric.split(",")[0] for metric in metrics}
-    return {metric: reported.get(name, KNOWN_HIGHER_IS_BETTER.get(name, True)) for metric, name in names.items()}
+    known = {**KNOWN_HIGHER_IS_BETTER, **(results.higher_is_better(task) if results else {})}
+    return {metric: known.get(metric.split(",")[0], True) for metric in metrics}
 
 
 def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, arm: str, seed: int, id_field: str,
