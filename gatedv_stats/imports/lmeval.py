@@ -20,19 +20,13 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.files import canonical_sha256, file_sha256, files_sha256, weight_files
 from gatedv_stats.core.outputs import check_output_dir, check_output_file, cleaned_on_failure
 from gatedv_stats.core.validation import check_seed
-from gatedv_stats.io.itemfiles import HASH_COLUMNS, KNOWN_HIGHER_IS_BETTER, read_item_file, write_item_file
+from gatedv_stats.io.itemfiles import HASH_COLUMNS, ITEMS, KNOWN_HIGHER_IS_BETTER, write_item_file
 from gatedv_stats.io.lmeval.items import ITEM_TYPES, ItemScores, read_item_scores
 from gatedv_stats.io.lmeval.perplexity import EvalSetLike, read_lm_eval_samples
 from gatedv_stats.io.lmeval.results import HarnessResults, results_beside, samples_hash
-from gatedv_stats.io.lmeval.samples import (
-    KIND_NAMES,
-    ROLLING,
-    SAMPLES_NAME,
-    metrics_text,
-    output_type_of,
-    sample_lines,
-)
-from gatedv_stats.io.lossfiles import read_loss_file, write_loss_file
+from gatedv_stats.io.lmeval.samples import KIND_NAMES, ROLLING, SAMPLES_NAME, metrics_text, output_type_of, sample_lines
+from gatedv_stats.io.lossfiles import LOSS, write_loss_file
+from gatedv_stats.io.runfiles import file_runs, write_run
 
 
 @dataclass(frozen=True)
@@ -198,13 +192,9 @@ def import_lm_eval(inputs: Sequence[str | Path], out: str | Path, *, arm: str, s
         imported = _import_logs(inputs, out, arm, seed, id_field, eval_set, model)
     if provenance is not None:  # every file rewritten with it in its metadata, the rows unchanged
         for written in imported.files:
-            path = Path(written.path)
-            if written.kind == "loss":
-                losses = read_loss_file(path)
-                write_loss_file(path, losses.docs, {**losses.meta, **provenance})
-            else:
-                (run,) = read_item_file(path)
-                write_item_file(path, run.units, {**run.meta, **provenance})
+            schema = LOSS if written.kind == "loss" else ITEMS
+            (run,) = file_runs(written.path, schema)
+            write_run(written.path, run.units, {**run.meta, **provenance}, schema)
     return imported
 
 
@@ -214,9 +204,8 @@ def _import_logs(inputs: Sequence[str | Path], out: str | Path, arm: str, seed: 
     item-score file."""
     check_output_file(out, "--out", suffix=".parquet")
     logs = [TaskLog.open(Path(path), id_field=id_field) for path in inputs]
-    kinds = {log.output_type for log in logs}
     model = _model_meta(model_dir, [log.results for log in logs])
-    if kinds == {ROLLING}:
+    if {log.output_type for log in logs} == {ROLLING}:
         task = ", ".join(dict.fromkeys(log.task for log in logs))
         written, warnings = _write_loss_file(inputs, out, task, arm, seed, logs[0].id_field, eval_set, model)
         return LmEvalImport(arm, seed, (written,), all(log.results is not None for log in logs), warnings,
@@ -284,9 +273,8 @@ def _model_meta(model_dir: Path | None, results: Sequence[HarnessResults | None]
 
 def _directions(metrics: Sequence[str], results: HarnessResults | None, task: str) -> dict[str, bool]:
     """Which way is better for each metric: the results file's, else the known metrics' (else higher)."""
-    reported = results.higher_is_better(task) if results else {}
-    names = {metric: metric.split(",")[0] for metric in metrics}
-    return {metric: reported.get(name, KNOWN_HIGHER_IS_BETTER.get(name, True)) for metric, name in names.items()}
+    known = {**KNOWN_HIGHER_IS_BETTER, **(results.higher_is_better(task) if results else {})}
+    return {metric: known.get(metric.split(",")[0], True) for metric in metrics}
 
 
 def _write_loss_file(paths: Sequence[str | Path], out: str | Path, task: str, arm: str, seed: int, id_field: str,
@@ -342,12 +330,9 @@ def _write_group(group: str, logs: list[TaskLog], results: HarnessResults, out: 
     dropped = sorted({metric for s in scores for metric in s.metrics} - set(shared))
     if dropped:
         warnings.append(f"group {group}: metrics {', '.join(dropped)} are not logged by every subtask; left out")
-    frames = []
-    for log, s in zip(logs, scores):
-        frame = s.items[["doc_id", *shared, *[c for c in HASH_COLUMNS if c in s.items.columns]]].copy()
-        frame.insert(1, "subtask", log.task)
-        frame["doc_id"] = log.task + "/" + frame["doc_id"]
-        frames.append(frame)
+    frames = [s.items.assign(doc_id=log.task + "/" + s.items["doc_id"], subtask=log.task)
+              [["doc_id", "subtask", *shared, *[c for c in HASH_COLUMNS if c in s.items.columns]]]
+              for log, s in zip(logs, scores)]
     for metric in shared:
         key = metric if "," in metric else f"{metric},{scores[0].filters[0]}"
         results.check_group(group, key, [(float(s.items[metric].mean()), len(s.items)) for s in scores])

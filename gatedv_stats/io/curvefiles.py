@@ -128,9 +128,7 @@ def validate_curves(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     out = pd.DataFrame({"arm": frame["arm"].astype(str), "seed": frame["seed"].map(seeds).to_numpy(dtype=np.int64)})
     for column, integer in (("lr", False), ("step", True), ("dev_nll", False)):
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values) | (values < 0)
-        if integer:
-            bad |= values != np.round(values)  # NaN and ±inf are bad already
+        bad = ~np.isfinite(values) | (values < 0) | ((values != np.round(values)) & integer)  # a step is whole
         kind = "a non-negative integer" if integer else "a finite non-negative number"
         if column == "dev_nll" and not bad.any():
             bad = values > MAX_TARGET_NLL

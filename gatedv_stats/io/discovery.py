@@ -14,15 +14,7 @@ from gatedv_stats.io.benchfiles import BENCH_GLOB, read_bench_result
 from gatedv_stats.io.curvefiles import CURVE_COLUMNS, CURVE_FILE_NAME, read_curve_inputs
 from gatedv_stats.io.itemfiles import ITEMS
 from gatedv_stats.io.lossfiles import LOSS
-from gatedv_stats.io.runfiles import (
-    RUN_FILE_SUFFIXES,
-    Run,
-    RunSchema,
-    SkippedFile,
-    file_runs,
-    read_runs,
-    recognised,
-)
+from gatedv_stats.io.runfiles import RUN_FILE_SUFFIXES, Run, RunSchema, SkippedFile, file_runs, read_runs, recognised
 from gatedv_stats.io.runrecords import RUN_FILE_NAME, read_run_file
 
 
@@ -90,11 +82,9 @@ def discover_inputs(inputs: list[Path], *, skipped: list[SkippedFile] | None = N
              for run in runs}
     files.update({str(path): InputFile(str(path), kind, file_sha256(path))
                   for kind, paths in found.items() if kind != "loss file" for path in paths})
-    curves = (read_curve_inputs(found["curve file"]) if found["curve file"]
-              else pd.DataFrame(columns=list(CURVE_COLUMNS)))
     return ExperimentInputs(
         runs=tuple(runs),
-        curves=curves,
+        curves=read_curve_inputs(found["curve file"]) if found["curve file"] else pd.DataFrame(columns=CURVE_COLUMNS),
         run_infos=tuple(read_run_file(path) for path in found["run file"]),
         bench=tuple(read_bench_result(path) for path in found["bench results"]),
         files=tuple(files.values()),

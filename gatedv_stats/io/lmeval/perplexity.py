@@ -79,10 +79,9 @@ def read_lm_eval_samples(paths: Sequence[str | Path], *, id_field: str = "id",
             rows.append((*row, where))
         match = SAMPLES_NAME.fullmatch(path.name)
         results = results_beside(path, match["date"] if match else None)
-        doubled = results.doubled_bos() if results else None
         if results is not None and match and (named := results.declared_eval_set(match["task"])):
             declared.add(named)
-        if doubled:
+        if results is not None and (doubled := results.doubled_bos()):
             warnings.append(f"{path}: the harness may have scored a doubled BOS ({doubled}): it conditions each "
                             "document on BOS and the tokenizer prepends another, which is then predicted and "
                             "counted; run lm_eval with --model_args ...,add_bos_token=False")

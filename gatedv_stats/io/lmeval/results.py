@@ -67,8 +67,7 @@ class HarnessResults:
 
     def n_shot(self, task: str) -> int | None:
         shots = self.section("n-shot").get(task)
-        if shots is None:
-            shots = (self.config(task) or {}).get("num_fewshot")
+        shots = (self.config(task) or {}).get("num_fewshot") if shots is None else shots
         return shots if isinstance(shots, int) and not isinstance(shots, bool) else None
 
     def higher_is_better(self, task: str) -> dict[str, bool]:
@@ -138,10 +137,8 @@ class HarnessResults:
     def check_mean(self, task: str, key: str, values: list[float], where: str) -> None:
         """An InputError unless the mean of `values` (the harness's sum/len, in log order) equals the reported one."""
         reported = self.reported(task, key)
-        if reported is None:
-            return
         ours = sum(values) / len(values)
-        if ours != reported:
+        if reported is not None and ours != reported:
             raise InputError(f"{where}: the mean {key.split(',')[0]} of the logged items ({ours!r}) differs from "
                              f"the {reported!r} that {self.path} reports for {task} ({key}); the log and the "
                              "results file are not of one run")
@@ -150,11 +147,10 @@ class HarnessResults:
         """The group's reported value against its subtasks' means, weighted by size (Σ(mean·n)/Σn, the harness's
         weight_by_size) or not."""
         reported = self.reported(group, key)
-        if reported is None:
-            return
         ours = sum(mean * n for mean, n in means) / sum(n for _, n in means)
         unweighted = sum(mean for mean, _ in means) / len(means)
-        if not any(math.isclose(value, reported, rel_tol=1e-12, abs_tol=1e-15) for value in (ours, unweighted)):
+        if reported is not None and not any(math.isclose(value, reported, rel_tol=1e-12, abs_tol=1e-15)
+                                            for value in (ours, unweighted)):
             raise InputError(f"{self.path}: group {group} reports {key} {reported!r}, but its subtasks' logged items "
                              f"give {ours!r}")
 

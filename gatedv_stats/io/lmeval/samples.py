@@ -28,10 +28,7 @@ def sample_lines(path: Path) -> Iterator[tuple[str, dict]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: cannot read the file ({error})") from None
-    for number, line in enumerate(lines, start=1):
-        where = f"{path}:{number}"
-        if not line.strip():
-            continue
+    for where, line in [(f"{path}:{number}", line) for number, line in enumerate(lines, start=1) if line.strip()]:
         try:
             sample = json.loads(line)
         except json.JSONDecodeError as error:
