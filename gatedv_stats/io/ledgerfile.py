@@ -30,9 +30,10 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gatedv_stats.core.errors import InputError, NoSpaceError
 from gatedv_stats.core.files import canonical_sha256
@@ -57,6 +58,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("e_value", "real"), ("shared_reference", "json"),
 )
 KINDS = dict(COLUMNS)
+# How a column's kind gives a value back (a NaN real as null).
+_GIVEN_BACK: dict[str, Callable[[Any], object]] = {
+    "real": lambda value: None if math.isnan(float(value)) else float(value), "integer": int, "text": str,
+    "json": lambda value: json.loads(json.dumps(value, sort_keys=True))}
 _TYPES = {name: "TEXT" if kind == "json" else kind.upper() for name, kind in COLUMNS}  # SQLite's: JSON as text
 _LATER = frozenset(name for name, _ in COLUMNS[COLUMNS.index(("kind", "text")):])
 _WRITTEN_HERE = ("step", "time", "prev_hash", "hash")  # what `append` adds to an entry's content
@@ -297,18 +302,4 @@ def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -
 def _normalised(entry: dict) -> dict:
     """Each value as its column's kind gives it back (2 → 2.0 in a real column, JSON through its text), so that an
     entry hashes the same before it is written and after it is read."""
-    out: dict[str, object] = {}
-    for name, value in entry.items():
-        kind = KINDS[name]
-        if value is None:
-            out[name] = None
-        elif kind == "real":
-            number = float(value)
-            out[name] = None if math.isnan(number) else number
-        elif kind == "integer":
-            out[name] = int(value)
-        elif kind == "json":
-            out[name] = json.loads(json.dumps(value, sort_keys=True))
-        else:
-            out[name] = str(value)
-    return out
+    return {name: None if value is None else _GIVEN_BACK[KINDS[name]](value) for name, value in entry.items()}
