@@ -90,10 +90,9 @@ class LedgerWriter:
         unknown = set(content) - set(KINDS) | set(content) & set(_WRITTEN_HERE)
         if unknown:
             raise ValueError(f"not an entry's content: {sorted(unknown)}")
-        previous = self.entries[-1]["hash"] if self.entries else canonical_sha256(self.settings)
         entry = _normalised({name: None for name in KINDS} | content | {
             "step": len(self.entries) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-            "prev_hash": previous, "hash": None})
+            "prev_hash": self.entries[-1]["hash"] if self.entries else canonical_sha256(self.settings), "hash": None})
         entry["hash"] = entry_hash(entry)
         _execute(self._connection, self.where,
                  f"INSERT INTO entries ({', '.join(KINDS)}) VALUES ({', '.join('?' * len(KINDS))})",
@@ -121,8 +120,10 @@ def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[Ledg
                     with _transaction(scratch, where, settings) as writer:
                         yield writer
                     _link_into_place(scratch, where)
-                finally:
-                    _remove_database(scratch)
+                finally:  # the scratch database and its journal files
+                    for suffix in ("", "-wal", "-shm", "-journal"):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(scratch + suffix)
                 return
     with _transaction(where, where, settings) as writer:
         yield writer
@@ -235,20 +236,9 @@ def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
     return values
 
 
-def _remove_database(database: str) -> None:
-    """An SQLite file and its journal files."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(database + suffix)
-
-
-def _columns(connection: sqlite3.Connection, where: str) -> list[str]:
-    return [row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)")]
-
-
 def _add_later_columns(connection: sqlite3.Connection, where: str) -> None:
     """A ledger written before the later columns gets them (empty in its earlier entries)."""
-    present = set(_columns(connection, where))
+    present = {row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)")}
     for name, kind in _TYPES.items():
         if name not in present:
             _execute(connection, where, f"ALTER TABLE entries ADD COLUMN {name} {kind}")
@@ -270,7 +260,7 @@ def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> d
 def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
     """Every entry in step order, each checked against its hash and the one before it; the first that is not
     what was written is refused by its step."""
-    present = [name for name in _columns(connection, where) if name in KINDS]
+    present = [row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)") if row[1] in KINDS]
     rows = _execute(connection, where, f"SELECT {', '.join(present)} FROM entries ORDER BY step")
     entries, previous = [], stored["genesis"]
     for step, values in enumerate(rows, start=1):

@@ -162,11 +162,10 @@ def online_decisions(values: Iterable[float | None], procedure: OnlineProcedure,
     levels: list[float] = []
     keeps: list[bool | None] = []
     method = procedure.method()
-    asynchronous = False
+    first_overlap = next((t for t, earlier in enumerate(overlaps) if earlier), len(tests))
     for t, value in enumerate(tests):
-        asynchronous = asynchronous or bool(overlaps[t])
-        if asynchronous:  # from the first overlap on, each start replays the procedure over what it knew
-            method = _replayed(tests[:t], levels, keeps, overlaps, procedure)
+        if t >= first_overlap:  # from the first overlap on, each start replays the procedure over what it knew
+            method = _replayed(tests[:t], keeps, overlaps, procedure)
         decided = method.test_one(procedure.running_value if value is None else value)
         levels.append(float(method.last_test_level or 0.0))
         keeps.append(None if value is None else bool(decided))
@@ -212,8 +211,8 @@ def _checked_value(value: float | None, procedure: OnlineProcedure) -> float | N
     return value
 
 
-def _replayed(earlier: list[float | None], levels: list[float], keeps: list[bool | None],
-              overlaps: list[frozenset[int]], procedure: OnlineProcedure) -> AbstractSequentialTest:
+def _replayed(earlier: list[float | None], keeps: list[bool | None], overlaps: list[frozenset[int]],
+              procedure: OnlineProcedure) -> AbstractSequentialTest:
     """The procedure fed the tests before one that starts now (the last of `overlaps`' tests so far + 1): each test
     still running then as the costliest non-keep, each finished one with the decision it got at the level fixed at
     its own start. A replay can give a test that started while others ran a higher level than it had (they have
