@@ -74,8 +74,8 @@ def start_sequential(path: str | os.PathLike[str], paired: Paired, settings: Led
                 "procedure": stream.procedure.procedure, "sesoi": writer.settings.get("sesoi")}
         design = make_design(opened.level, link)
         made.append(design)
-        return {**content, "design": design.path, "design_sha256": design.sha256, **_procedure_columns(stream),
-                "level": opened.level, "decision": "running", "wealth": opened.wealth}
+        return {**content, "design": design.path, "design_sha256": design.sha256, "level": opened.level,
+                "decision": "running", "wealth": opened.wealth}
 
     entry = _write(path, settings, start)
     return made[0], entry
@@ -193,9 +193,8 @@ class _Stream:
             t = self.starts.index(start)
             decision = online_decisions([*self.values[:t], value, *self.values[t + 1:]], self.procedure,
                                         self.running)[t]
-        return {**content, "e_value": e_value, "start_step": start, **_procedure_columns(self),
-                "level": decision.level, "decision": "keep" if decision.keep else "discard",
-                "wealth": decision.wealth, "kind": None}
+        return {**content, "e_value": e_value, "start_step": start, "level": decision.level,
+                "decision": "keep" if decision.keep else "discard", "wealth": decision.wealth, "kind": None}
 
 
 def _write(path: str | os.PathLike[str], settings: LedgerSettings,
@@ -203,7 +202,8 @@ def _write(path: str | os.PathLike[str], settings: LedgerSettings,
     """One row built inside the ledger's write transaction, from the history replayed and checked."""
     with ledger_writer(path, settings.file_settings()) as writer:
         chosen = checked_procedure(writer.where, writer.settings, settings.procedure, settings.alpha)
-        row = build(writer, _Stream.replayed(writer.where, writer.entries, chosen))
+        row = {**build(writer, _Stream.replayed(writer.where, writer.entries, chosen)), "procedure": chosen.procedure,
+               "parameters": chosen.to_dict(), "alpha": chosen.alpha}
         if row["scale"]["log_ratio"] and row.get("estimate") is not None:  # the estimate and interval as ΔP too
             change = log_interval_as_change(row["low"], row["high"])
             row.update(delta_p=math.expm1(row["estimate"]), delta_p_low=finite_or_none(change.low),
@@ -213,11 +213,6 @@ def _write(path: str | os.PathLike[str], settings: LedgerSettings,
         row["shared_reference"] = _shared_reference(writer.entries, row) or None
         row = writer.append(row)
     return LedgerEntry(row)
-
-
-def _procedure_columns(stream: _Stream) -> dict:
-    return {"procedure": stream.procedure.procedure, "parameters": stream.procedure.to_dict(),
-            "alpha": stream.procedure.alpha}
 
 
 def _value_of(row: dict, procedure: OnlineProcedure) -> float:
