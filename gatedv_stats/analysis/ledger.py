@@ -38,12 +38,9 @@ class LedgerEntry:
     row: dict  # every column of io.ledgerfile.COLUMNS
 
     def __getattr__(self, name: str) -> object:
-        if name.startswith("__") or name == "row":
+        if name.startswith("__") or name == "row" or name not in self.row:
             raise AttributeError(name)
-        try:
-            return self.row[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        return self.row[name]
 
     @property
     def keep(self) -> bool:
@@ -91,10 +88,9 @@ class LedgerEntry:
                      f"{row['level']:.3g} fixed for its sequential design {str(row['design_sha256'])[:12]}; "
                      f"{described})", f"  design {row['design']}"]
         else:
-            relation = "≤" if self.keep else ">"
             tested = (f"e = {row['e_value']:.3g} {'≥' if self.keep else '<'} 1/level {1.0 / row['level']:.3g}"
                       if row.get("e_value") is not None else
-                      f"one-sided p = {row['p_value']:.3g} {relation} level {row['level']:.3g}")
+                      f"one-sided p = {row['p_value']:.3g} {'≤' if self.keep else '>'} level {row['level']:.3g}")
             source = "" if row.get("p_source") != "stage-wise" else ", stage-wise"
             started = "" if row.get("start_step") is None else f", started at step {row['start_step']}"
             lines = [f"step {row['step']}: {row['candidate']} vs {row['reference']}{task}: {row['decision']} "

@@ -74,8 +74,8 @@ def start_sequential(path: str | os.PathLike[str], paired: Paired, settings: Led
                 "procedure": stream.procedure.procedure, "sesoi": writer.settings.get("sesoi")}
         design = make_design(opened.level, link)
         made.append(design)
-        return {**content, "design": design.path, "design_sha256": design.sha256, **_procedure_columns(stream),
-                "level": opened.level, "decision": "running", "wealth": opened.wealth}
+        return {**content, "design": design.path, "design_sha256": design.sha256, "level": opened.level,
+                "decision": "running", "wealth": opened.wealth}
 
     entry = _write(path, settings, start)
     return made[0], entry
@@ -170,7 +170,7 @@ class _Stream:
                         for t in range(len(tests)))
         stream = cls(procedure, tuple(test[2] for test in tests), running, tuple(test[0] for test in tests))
         by_step = {row["step"]: row for row in rows}
-        for test, decision in zip(tests, stream.decisions()):
+        for test, decision in zip(tests, online_decisions(stream.values, procedure, running)):
             started, finished = by_step[test[0]], by_step.get(test[1])
             if not math.isclose(started["level"], decision.level, rel_tol=1e-9, abs_tol=1e-15) or (
                     finished is not None and finished["decision"] != ("keep" if decision.keep else "discard")):
@@ -179,15 +179,10 @@ class _Stream:
                                  "version of the procedure?)")
         return stream
 
-    def decisions(self, values: Sequence[float | None] | None = None,
-                  running: Sequence[frozenset[int]] | None = None) -> tuple[OnlineDecision, ...]:
-        return online_decisions(self.values if values is None else values, self.procedure,
-                                self.running if running is None else running)
-
     def opened(self, value: float | None = None) -> OnlineDecision:
         """The decision on a test that starts now (with its `value`, or running): its level, the wealth after it."""
         pending = frozenset(t for t, earlier in enumerate(self.values) if earlier is None)
-        return self.decisions([*self.values, value], [*self.running, pending])[-1]
+        return online_decisions([*self.values, value], self.procedure, [*self.running, pending])[-1]
 
     def decided(self, content: dict, e_value: float | None, start: int | None) -> dict:
         """The entry's row: a new test that starts and finishes now, or the test started at step `start`."""
@@ -196,10 +191,10 @@ class _Stream:
             decision = self.opened(value)
         else:
             t = self.starts.index(start)
-            decision = self.decisions([*self.values[:t], value, *self.values[t + 1:]])[t]
-        return {**content, "e_value": e_value, "start_step": start, **_procedure_columns(self),
-                "level": decision.level, "decision": "keep" if decision.keep else "discard",
-                "wealth": decision.wealth, "kind": None}
+            decision = online_decisions([*self.values[:t], value, *self.values[t + 1:]], self.procedure,
+                                        self.running)[t]
+        return {**content, "e_value": e_value, "start_step": start, "level": decision.level,
+                "decision": "keep" if decision.keep else "discard", "wealth": decision.wealth, "kind": None}
 
 
 def _write(path: str | os.PathLike[str], settings: LedgerSettings,
@@ -207,7 +202,8 @@ def _write(path: str | os.PathLike[str], settings: LedgerSettings,
     """One row built inside the ledger's write transaction, from the history replayed and checked."""
     with ledger_writer(path, settings.file_settings()) as writer:
         chosen = checked_procedure(writer.where, writer.settings, settings.procedure, settings.alpha)
-        row = build(writer, _Stream.replayed(writer.where, writer.entries, chosen))
+        row = {**build(writer, _Stream.replayed(writer.where, writer.entries, chosen)), "procedure": chosen.procedure,
+               "parameters": chosen.to_dict(), "alpha": chosen.alpha}
         if row["scale"]["log_ratio"] and row.get("estimate") is not None:  # the estimate and interval as ΔP too
             change = log_interval_as_change(row["low"], row["high"])
             row.update(delta_p=math.expm1(row["estimate"]), delta_p_low=finite_or_none(change.low),
@@ -217,11 +213,6 @@ def _write(path: str | os.PathLike[str], settings: LedgerSettings,
         row["shared_reference"] = _shared_reference(writer.entries, row) or None
         row = writer.append(row)
     return LedgerEntry(row)
-
-
-def _procedure_columns(stream: _Stream) -> dict:
-    return {"procedure": stream.procedure.procedure, "parameters": stream.procedure.to_dict(),
-            "alpha": stream.procedure.alpha}
 
 
 def _value_of(row: dict, procedure: OnlineProcedure) -> float:

@@ -144,9 +144,8 @@ def _gone(holder: dict) -> bool:
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return False
     try:
-        os.kill(holder["pid"], 0)
+        with contextlib.suppress(PermissionError):  # alive, another user's
+            os.kill(holder["pid"], 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # alive, another user's
-        return False
     return False

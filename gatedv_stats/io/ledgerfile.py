@@ -30,9 +30,10 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gatedv_stats.core.errors import InputError, NoSpaceError
 from gatedv_stats.core.files import canonical_sha256
@@ -57,6 +58,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("e_value", "real"), ("shared_reference", "json"),
 )
 KINDS = dict(COLUMNS)
+# How a column's kind gives a value back (a NaN real as null).
+_GIVEN_BACK: dict[str, Callable[[Any], object]] = {
+    "real": lambda value: None if math.isnan(float(value)) else float(value), "integer": int, "text": str,
+    "json": lambda value: json.loads(json.dumps(value, sort_keys=True))}
 _TYPES = {name: "TEXT" if kind == "json" else kind.upper() for name, kind in COLUMNS}  # SQLite's: JSON as text
 _LATER = frozenset(name for name, _ in COLUMNS[COLUMNS.index(("kind", "text")):])
 _WRITTEN_HERE = ("step", "time", "prev_hash", "hash")  # what `append` adds to an entry's content
@@ -85,10 +90,9 @@ class LedgerWriter:
         unknown = set(content) - set(KINDS) | set(content) & set(_WRITTEN_HERE)
         if unknown:
             raise ValueError(f"not an entry's content: {sorted(unknown)}")
-        previous = self.entries[-1]["hash"] if self.entries else canonical_sha256(self.settings)
         entry = _normalised({name: None for name in KINDS} | content | {
             "step": len(self.entries) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-            "prev_hash": previous, "hash": None})
+            "prev_hash": self.entries[-1]["hash"] if self.entries else canonical_sha256(self.settings), "hash": None})
         entry["hash"] = entry_hash(entry)
         _execute(self._connection, self.where,
                  f"INSERT INTO entries ({', '.join(KINDS)}) VALUES ({', '.join('?' * len(KINDS))})",
@@ -116,8 +120,10 @@ def ledger_writer(path: str | os.PathLike[str], settings: dict) -> Iterator[Ledg
                     with _transaction(scratch, where, settings) as writer:
                         yield writer
                     _link_into_place(scratch, where)
-                finally:
-                    _remove_database(scratch)
+                finally:  # the scratch database and its journal files
+                    for suffix in ("", "-wal", "-shm", "-journal"):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(scratch + suffix)
                 return
     with _transaction(where, where, settings) as writer:
         yield writer
@@ -230,20 +236,9 @@ def _settings(connection: sqlite3.Connection, where: str) -> dict | None:
     return values
 
 
-def _remove_database(database: str) -> None:
-    """An SQLite file and its journal files."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(database + suffix)
-
-
-def _columns(connection: sqlite3.Connection, where: str) -> list[str]:
-    return [row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)")]
-
-
 def _add_later_columns(connection: sqlite3.Connection, where: str) -> None:
     """A ledger written before the later columns gets them (empty in its earlier entries)."""
-    present = set(_columns(connection, where))
+    present = {row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)")}
     for name, kind in _TYPES.items():
         if name not in present:
             _execute(connection, where, f"ALTER TABLE entries ADD COLUMN {name} {kind}")
@@ -265,7 +260,7 @@ def _initialise(connection: sqlite3.Connection, where: str, settings: dict) -> d
 def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -> list[dict]:
     """Every entry in step order, each checked against its hash and the one before it; the first that is not
     what was written is refused by its step."""
-    present = [name for name in _columns(connection, where) if name in KINDS]
+    present = [row[1] for row in _execute(connection, where, "PRAGMA table_info(entries)") if row[1] in KINDS]
     rows = _execute(connection, where, f"SELECT {', '.join(present)} FROM entries ORDER BY step")
     entries, previous = [], stored["genesis"]
     for step, values in enumerate(rows, start=1):
@@ -297,18 +292,4 @@ def _checked_entries(connection: sqlite3.Connection, where: str, stored: dict) -
 def _normalised(entry: dict) -> dict:
     """Each value as its column's kind gives it back (2 → 2.0 in a real column, JSON through its text), so that an
     entry hashes the same before it is written and after it is read."""
-    out: dict[str, object] = {}
-    for name, value in entry.items():
-        kind = KINDS[name]
-        if value is None:
-            out[name] = None
-        elif kind == "real":
-            number = float(value)
-            out[name] = None if math.isnan(number) else number
-        elif kind == "integer":
-            out[name] = int(value)
-        elif kind == "json":
-            out[name] = json.loads(json.dumps(value, sort_keys=True))
-        else:
-            out[name] = str(value)
-    return out
+    return {name: None if value is None else _GIVEN_BACK[KINDS[name]](value) for name, value in entry.items()}

@@ -24,6 +24,5 @@ def likelihood_ratio_e_value(estimate: float, variance: float, effect: float, hi
         raise ParameterError("sesoi", f"the e-value's alternative must be a positive effect, got {effect}")
     if not (variance > 0.0 and math.isfinite(variance)):
         raise ParameterError("variance", f"must be positive and finite, got {variance}")
-    oriented = estimate if higher_is_better else -estimate
-    exponent = (effect * oriented - effect * effect / 2.0) / variance
+    exponent = (effect * (estimate if higher_is_better else -estimate) - effect * effect / 2.0) / variance
     return MAX_E_VALUE if exponent > math.log(MAX_E_VALUE) else math.exp(exponent)

@@ -116,9 +116,7 @@ class OnlineProcedure:
     @property
     def running_value(self) -> float:
         """What a test still running counts as: the costliest value that keeps nothing."""
-        if self.e_values:
-            return 0.0
-        return _given(self.tau) if self.procedure == "addis" else 1.0
+        return 0.0 if self.e_values else _given(self.tau) if self.procedure == "addis" else 1.0
 
     def keeps(self, value: float, level: float) -> bool:
         """p ≤ level, or for e-values e ≥ 1/level."""
@@ -127,12 +125,10 @@ class OnlineProcedure:
     def cost(self, level: float, p_value: float) -> float:
         """The wealth a test at `level` with this p-value uses (LOND, e-LOND, alpha-spending: its β_t, not its
         level)."""
-        if self.procedure == "saffron":
-            return level / (1.0 - _given(self.lambda_)) if p_value > _given(self.lambda_) else 0.0
-        if self.procedure == "addis":
-            lambda_, tau = _given(self.lambda_), _given(self.tau)
-            return level / (tau - lambda_) if lambda_ < p_value <= tau else 0.0
-        return level
+        if self.lambda_ is None:  # no candidate threshold: every test costs its level
+            return level
+        tau = 1.0 if self.tau is None else self.tau  # SAFFRON discards nothing: every p > λ costs
+        return level / (tau - self.lambda_) if self.lambda_ < p_value <= tau else 0.0
 
 
 def online_procedure(procedure: str = DEFAULT_PROCEDURE, alpha: float = DEFAULTS.alpha) -> OnlineProcedure:
@@ -166,11 +162,10 @@ def online_decisions(values: Iterable[float | None], procedure: OnlineProcedure,
     levels: list[float] = []
     keeps: list[bool | None] = []
     method = procedure.method()
-    asynchronous = False
+    first_overlap = next((t for t, earlier in enumerate(overlaps) if earlier), len(tests))
     for t, value in enumerate(tests):
-        asynchronous = asynchronous or bool(overlaps[t])
-        if asynchronous:  # from the first overlap on, each start replays the procedure over what it knew
-            method = _replayed(tests[:t], levels, keeps, overlaps, procedure)
+        if t >= first_overlap:  # from the first overlap on, each start replays the procedure over what it knew
+            method = _replayed(tests[:t], keeps, overlaps, procedure)
         decided = method.test_one(procedure.running_value if value is None else value)
         levels.append(float(method.last_test_level or 0.0))
         keeps.append(None if value is None else bool(decided))
@@ -209,16 +204,15 @@ def _checked_value(value: float | None, procedure: OnlineProcedure) -> float | N
     if value is None:
         return None
     value = float(value)
-    if procedure.e_values:
-        if not (value >= 0.0 and not math.isnan(value)):
-            raise ParameterError("values", f"an e-value must be non-negative, got {value}")
-    elif not (math.isfinite(value) and 0.0 <= value <= 1.0):
+    if procedure.e_values and not value >= 0.0:  # NaN too
+        raise ParameterError("values", f"an e-value must be non-negative, got {value}")
+    if not procedure.e_values and not 0.0 <= value <= 1.0:  # NaN too
         raise ParameterError("p_values", f"a p-value must lie in [0, 1], got {value}")
     return value
 
 
-def _replayed(earlier: list[float | None], levels: list[float], keeps: list[bool | None],
-              overlaps: list[frozenset[int]], procedure: OnlineProcedure) -> AbstractSequentialTest:
+def _replayed(earlier: list[float | None], keeps: list[bool | None], overlaps: list[frozenset[int]],
+              procedure: OnlineProcedure) -> AbstractSequentialTest:
     """The procedure fed the tests before one that starts now (the last of `overlaps`' tests so far + 1): each test
     still running then as the costliest non-keep, each finished one with the decision it got at the level fixed at
     its own start. A replay can give a test that started while others ran a higher level than it had (they have
@@ -228,9 +222,8 @@ def _replayed(earlier: list[float | None], levels: list[float], keeps: list[bool
     method = procedure.method()
     for u, value in enumerate(earlier):
         if u in running or value is None:
-            method.test_one(procedure.running_value)
-            continue
-        if overlaps[u] and not keeps[u]:
+            value = procedure.running_value
+        elif overlaps[u] and not keeps[u]:
             probe = copy.deepcopy(method)  # the level the replay gives u, which it sets before it sees the value
             probe.test_one(procedure.running_value)
             level = float(probe.last_test_level or 0.0)
