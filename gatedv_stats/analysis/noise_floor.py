@@ -128,9 +128,7 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
     ours = {"metric": paired.metric, "unit": paired.unit, **paired.setup}
     theirs = {"metric": floor.metric, "unit": floor.unit, **floor.setup}
     notes = []
-    for name in theirs:
-        if name not in ours or ours[name] == theirs[name]:
-            continue
+    for name in [key for key in theirs if key in ours and ours[key] != theirs[key]]:
         text = f"{where} was measured with {name} {_shown(theirs[name])}, the study has {_shown(ours[name])}"
         if name not in allow_mismatch:
             raise ParameterError("noise_floor", f"{text}: a floor is valid only for its own setup ({{allow_mismatch}} "

@@ -333,17 +333,15 @@ def few_seed_limits(n_seeds: int, confidence_level: float = DEFAULTS.confidence_
     z = stats.norm.ppf(1 - alpha / 2)
     one_sided = 0.5 ** n_seeds
     if one_sided > alpha:
-        sign = (f"sign test: {n_seeds} pairs cannot reach one-sided p ≤ {alpha:g} even if every pair improves "
-                f"(best possible p = {one_sided:.4g})")
+        sign = f"cannot reach one-sided p ≤ {alpha:g} even if every pair improves"
     else:
         failures = max(k for k in range(n_seeds + 1) if stats.binom.cdf(k, n_seeds, 0.5) <= alpha)
-        sign = (f"sign test: {n_seeds} pairs reach one-sided p ≤ {alpha:g} only if at most {failures} "
-                f"fail to improve (best possible p = {one_sided:.4g})")
+        sign = f"reach one-sided p ≤ {alpha:g} only if at most {failures} fail to improve"
     return (
         f"t interval: {n_seeds - 1} degrees of freedom, critical t = {critical:.2f} vs {z:.2f} for many seeds, "
         f"so it is {critical / z:.1f}× wider than a normal interval; its normality assumption cannot be checked "
         f"with {n_seeds} seeds",
-        sign,
+        f"sign test: {n_seeds} pairs {sign} (best possible p = {one_sided:.4g})",
         f"two-level bootstrap: only {math.comb(2 * n_seeds - 1, n_seeds)} distinct seed resamples, and when seed "
         f"variation dominates its {pct} interval covers only about {coverage}% "
         "(it ignores the t correction); read it as a lower bound on the uncertainty",
