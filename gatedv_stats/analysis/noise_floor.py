@@ -140,8 +140,7 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
 def _setup(runs: Sequence[Run], scale: Scale) -> dict:
     """The runs' shared setup; a field the runs record differently means they are not one configuration."""
     for name in scale.setup:
-        values = {_shown(scale.setup_value(run.meta, name)) for run in runs
-                  if scale.setup_value(run.meta, name) not in (None, "")}
+        values = {_shown(value) for run in runs if (value := scale.setup_value(run.meta, name)) not in (None, "")}
         if len(values) > 1:
             raise InputError(f"noise floor: the runs differ in {name} ({', '.join(sorted(values))}); A/A runs are of "
                              "one configuration")

@@ -33,7 +33,6 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least, check_open_unit
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import crossed_moments, interval_df
-from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 _POWER_TOLERANCE = 1e-9
@@ -283,7 +282,7 @@ def variance_components(baseline: np.ndarray, variant: np.ndarray, n_units: np.n
     PPL ratios r_s (token-weighted, as the paired t test uses them) and of the seed-averaged per-token
     document differences d_i / n_i.
     """
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
     if n_seeds < 2 or n_docs < 2:
         raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 documents, "

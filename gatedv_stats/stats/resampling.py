@@ -250,8 +250,7 @@ def interval_from_distribution(d: np.ndarray, n_units: np.ndarray, distribution:
     alpha = (1.0 - confidence_level) / 2.0
     probabilities = (_bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_units, dtype=np.float64),
                                         distribution, alpha) if method == "bca" else (alpha, 1.0 - alpha))
-    low, high = np.quantile(distribution, probabilities)
-    return ConfidenceInterval(float(low), float(high))
+    return ConfidenceInterval(*map(float, np.quantile(distribution, probabilities)))
 
 
 def _bca_probabilities(d: np.ndarray, n: np.ndarray, distribution: np.ndarray, alpha: float) -> tuple[float, float]:

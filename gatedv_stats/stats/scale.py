@@ -359,11 +359,11 @@ def _agreed_column(column: str, units: Sequence[pd.DataFrame], sources: Sequence
 PERPLEXITY = PerplexityScale()
 
 
-@dataclass(frozen=True)
 class MetricScale(Scale):
     """A downstream task's metric: item scores of one task, weighted equally; differences in the metric's units (0.01 =
     one point of accuracy)."""
 
+    # a frozen dataclass by inheritance: its fields and their defaults (acc, higher is better) are the base's
     schema: ClassVar[str] = "items"
     noun: ClassVar[str] = "item"
     files: ClassVar[str] = "item scores"
@@ -376,7 +376,6 @@ class MetricScale(Scale):
     suite: ClassVar[bool] = True
 
 
-@dataclass(frozen=True)
 class ScoreScale(Scale):
     """Any per-document score from any pipeline (a judge model's, pass@k, BLEU, a reward model's): the base's
     reading, as a task's metric with no task; its direction said once by the caller or the file."""

@@ -28,7 +28,6 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
-from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.resampling import resampled_sums
 
@@ -234,7 +233,7 @@ def two_level_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_units: np.n
     Each resample draws S seed pairs and N documents with replacement; per-seed PPLs are recomputed on the
     resampled documents and ΔP = mean PPL_variant / mean PPL_baseline − 1 over the resampled pairs.
     """
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     if baseline.shape[0] < 2:
         raise InputError(f"seed × document bootstrap: needs at least 2 paired seeds, got {baseline.shape[0]}")
     check_n_resamples(n_resamples)
@@ -308,7 +307,7 @@ class SeedUncertainty:
     def summary(self) -> str:
         b, t, s = self.bootstrap, self.t_interval, self.sign_test
         pct = fmt.format_level(b.confidence_level)
-        lines = [
+        return "\n".join([
             f"seed × document bootstrap ({fmt.format_count(b.n_resamples)} resamples, seed {b.rng_seed}): "
             f"ΔP {fmt.format_delta_p(b.delta_p)}, {pct} interval {fmt.format_delta_p_interval(b.confidence_interval)}",
             f"paired t on per-seed log PPL ratios (df {t.df}): mean {fmt.format_nll_diff(t.nll_diff_mean)}, "
@@ -320,8 +319,7 @@ class SeedUncertainty:
             *([] if self.permutation_test is None else [self.permutation_test.summary()]),
             self.sign_test_two_sided.summary(),
             *(f"  note: {line}" for line in self.limits),
-        ]
-        return "\n".join(lines)
+        ])
 
 
 def few_seed_limits(n_seeds: int, confidence_level: float = DEFAULTS.confidence_level) -> tuple[str, ...]:
@@ -354,7 +352,7 @@ def seed_uncertainty(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndar
                      rng_seed: int = DEFAULTS.rng_seed, progress: bool | None = False) -> SeedUncertainty:
     """Two-level bootstrap, paired t interval and sign tests for one paired comparison (≥ 2 seed pairs), from the
     (S, N) loss sums of both arms and the (N,) unit counts; the arms' names label the result and its messages."""
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     n_pairs = baseline.shape[0]
     if n_pairs < 2:
         raise InputError(f"{baseline_arm} vs {variant_arm}: seed-level uncertainty needs at least 2 paired seeds, "
