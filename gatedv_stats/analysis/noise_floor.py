@@ -128,9 +128,7 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
     ours = {"metric": paired.metric, "unit": paired.unit, **paired.setup}
     theirs = {"metric": floor.metric, "unit": floor.unit, **floor.setup}
     notes = []
-    for name in theirs:
-        if name not in ours or ours[name] == theirs[name]:
-            continue
+    for name in [key for key in theirs if key in ours and ours[key] != theirs[key]]:
         text = f"{where} was measured with {name} {_shown(theirs[name])}, the study has {_shown(ours[name])}"
         if name not in allow_mismatch:
             raise ParameterError("noise_floor", f"{text}: a floor is valid only for its own setup ({{allow_mismatch}} "
@@ -142,8 +140,7 @@ def check_floor(floor: NoiseFloor, paired: Paired, allow_mismatch: Sequence[str]
 def _setup(runs: Sequence[Run], scale: Scale) -> dict:
     """The runs' shared setup; a field the runs record differently means they are not one configuration."""
     for name in scale.setup:
-        values = {_shown(scale.setup_value(run.meta, name)) for run in runs
-                  if scale.setup_value(run.meta, name) not in (None, "")}
+        values = {_shown(value) for run in runs if (value := scale.setup_value(run.meta, name)) not in (None, "")}
         if len(values) > 1:
             raise InputError(f"noise floor: the runs differ in {name} ({', '.join(sorted(values))}); A/A runs are of "
                              "one configuration")

@@ -21,13 +21,13 @@ from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.core import formatting as fmt
 from gatedv_stats.core.defaults import DEFAULTS
 from gatedv_stats.core.errors import InputError, ParameterError
-from gatedv_stats.core.validation import check_open_unit
 from gatedv_stats.pairing.paired import Paired
 from gatedv_stats.stats.noise_floor import SeedVariance
 from gatedv_stats.stats.planning import (
     MAX_SEEDS,
     Design,
     StudyPlan,
+    check_alpha_power,
     plan_study,
     seed_document_plan,
     smallest_n,
@@ -90,10 +90,7 @@ class DifferencePlan:
 
     def to_dict(self) -> dict:
         """The plan, its units named by their noun (n_items, item_var, items_required)."""
-        named = {"n_units": f"n_{self.noun}s", "unit_var": f"{self.noun}_var",
-                 "seeds_required_many_units": f"seeds_required_many_{self.noun}s",
-                 "units_required": f"{self.noun}s_required"}
-        content = {named.get(key, key): value for key, value in asdict(self).items() if key != "noun"}
+        content = {key.replace("unit", self.noun): value for key, value in asdict(self).items() if key != "noun"}
         content[f"{self.noun}s_required"] = {str(seeds): units for seeds, units in self.units_required.items()}
         return content
 
@@ -129,8 +126,7 @@ def _difference_plan(paired: Paired, effect: float, *, alpha: float, power: floa
     if not (math.isfinite(effect) and effect != 0.0):
         raise ParameterError("effect", f"a difference to detect must be non-zero, in the metric's units (0.01 = one "
                              f"point of accuracy), got {effect}")
-    check_open_unit("alpha", alpha)
-    check_open_unit("power", power)
+    check_alpha_power(alpha, power, above_alpha=False)
     if paired.n_pairs < 2 or paired.n_docs < 2:
         raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 {paired.noun}s, got "
                          f"{paired.n_pairs} × {paired.n_docs}")
@@ -202,8 +198,7 @@ def floor_plan(floor: NoiseFloor, effect: float, *, paired: Paired | None = None
                power: float = DEFAULTS.power) -> FloorPlan:
     """The seed pairs a candidate needs on this setup: from the floor's τ̂², and the document part of a pilot of the
     candidate (`paired`, one seed pair or more) where given."""
-    check_open_unit("alpha", alpha)
-    check_open_unit("power", power)
+    check_alpha_power(alpha, power, above_alpha=False)
     if not (math.isfinite(effect) and effect != 0.0 and (not floor.scale.log_ratio or effect > -1.0)):
         raise ParameterError("effect", f"must be non-zero (and a relative ΔP above −1 for perplexity), got {effect}")
     size = floor.scale.effect_size(effect)

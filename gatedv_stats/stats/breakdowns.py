@@ -23,7 +23,6 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval
-from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.multiple import holm
 from gatedv_stats.stats.resampling import document_bootstrap
 from gatedv_stats.stats.seed_document import SeedDocumentResult, seed_document_interval
@@ -121,7 +120,7 @@ def breakdown(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndarray, co
     bins). `estimate_name` and `noun` name D and the units in the output."""
     check_at_least("bins", bins, 1)
     check_at_least("min_docs", min_docs, 2)
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     values = np.asarray(values)
     if values.shape != n.shape:
         raise InputError(f"breakdown by {column}: {values.shape} values for {n.shape[0]} {noun}s; give one value "

@@ -188,9 +188,8 @@ def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
     y = np.asarray(y, dtype=np.float64)
     n = np.asarray(n_units, dtype=np.float64)
     sums = cluster_sums(y * n, n, labels)
-    cluster_of = sums.cluster_of
-    share = n / sums.n_units[cluster_of]
-    h = np.bincount(cluster_of, weights=share * share, minlength=sums.labels.size)
+    share = n / sums.n_units[sums.cluster_of]
+    h = np.bincount(sums.cluster_of, weights=share * share, minlength=sums.labels.size)
     means = sums.values / sums.n_units
     w = sums.n_units / sums.n_units.sum()
     if np.all(h == 1.0) or sums.labels.size == 1:
@@ -198,7 +197,7 @@ def clustered_moments(y: np.ndarray, n_units: np.ndarray, labels: np.ndarray,
         # no spread between units to estimate, as with one document
         return crossed_moments(means, w, pooling_level)
     unit_means = means.mean(axis=-2)
-    within = (y.mean(axis=-2) - unit_means[..., cluster_of]) ** 2 @ share  # E = τ² Σ_c (1 − h_c)
+    within = (y.mean(axis=-2) - unit_means[..., sums.cluster_of]) ** 2 @ share  # E = τ² Σ_c (1 − h_c)
     tau2 = within / np.sum(1.0 - h)
     diagonal = form_diagonal(w)
     q_doc = (unit_means - (unit_means @ w)[..., None]) ** 2 @ (w * w)

@@ -56,8 +56,7 @@ def final_curve_points(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
     files, status = run_record["run_file"], run_record["run_status"]
     updates = run_record["run_updates"].to_numpy(dtype=np.float64)
     why = pd.Series(None, index=last.index, dtype=object)
-    steps = last["step"].astype(int)
-    for index, where, recorded_status, final, step in zip(last.index, files, status, updates, steps):
+    for index, where, recorded_status, final, step in zip(last.index, files, status, updates, last["step"].astype(int)):
         if isinstance(recorded_status, str) and recorded_status != "finished":
             of = "" if np.isnan(final) else f" of {int(final)}"
             state = "diverged" if recorded_status == "diverged" else "has not finished"

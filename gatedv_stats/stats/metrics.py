@@ -36,8 +36,7 @@ def paired_arrays(baseline: np.ndarray, variant: np.ndarray,
 
 def token_nll(loss_sums: np.ndarray, n_units: np.ndarray) -> np.ndarray:
     """Token-averaged NLL of each run: Σ_i ℓ_i / Σ_i n_i over the last axis."""
-    loss_sums = np.asarray(loss_sums, dtype=np.float64)
-    return loss_sums.sum(axis=-1) / np.asarray(n_units, dtype=np.float64).sum()
+    return np.asarray(loss_sums, dtype=np.float64).sum(axis=-1) / np.asarray(n_units, dtype=np.float64).sum()
 
 
 def perplexity(nll: np.ndarray | float) -> np.ndarray:

@@ -30,12 +30,8 @@ def adjust_p_values(p_values: Sequence[float]) -> dict[str, list[float]]:
     """Holm and Benjamini–Hochberg adjusted p-values, in the order given."""
     p = np.asarray(p_values, dtype=np.float64)
     order = np.argsort(p)
-    adjusted = {}
-    for key, adjust in ADJUSTMENTS.items():
-        values = np.empty_like(p)
-        values[order] = adjust(p[order])
-        adjusted[key] = [float(value) for value in values]
-    return adjusted
+    inverse = np.argsort(order)  # each p-value's position among the sorted ones
+    return {key: [float(value) for value in adjust(p[order])[inverse]] for key, adjust in ADJUSTMENTS.items()}
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

@@ -33,7 +33,6 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_at_least, check_open_unit
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.crossed import crossed_moments, interval_df
-from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.seed_document import SeedDocumentResult
 
 _POWER_TOLERANCE = 1e-9
@@ -57,7 +56,7 @@ def t_power(noncentrality: float, df: float, alpha: float) -> float:
 
 def detectable_noncentrality(df: float, alpha: float, power: float) -> float:
     """The noncentrality λ at which the two-sided level-α t test with `df` degrees of freedom has `power`."""
-    _check_power_above_alpha(alpha, power)
+    check_alpha_power(alpha, power)
     high = 1.0
     while t_power(high, df, alpha) < power:
         high *= 2.0
@@ -86,7 +85,7 @@ def required_pairs(effect_size: float, *, alpha: float = 0.05, power: float = 0.
     """
     if not effect_size > 0.0:
         raise ParameterError(parameter, f"the standardised effect must be positive, got {effect_size}")
-    _check_power_above_alpha(alpha, power)
+    check_alpha_power(alpha, power)
     pairs = smallest_n(lambda nobs: one_sample_power(effect_size, nobs, alpha) >= power, MAX_PAIRS)
     if pairs is None:
         raise ParameterError(parameter, f"too small to detect: power {power} at alpha {alpha} needs more than "
@@ -108,10 +107,11 @@ def smallest_n(enough: Callable[[int], bool], limit: int) -> int | None:
     return high
 
 
-def _check_power_above_alpha(alpha: float, power: float) -> None:
+def check_alpha_power(alpha: float, power: float, *, above_alpha: bool = True) -> None:
+    """A level and a power, each in (0, 1); the power above the level unless `above_alpha` is False."""
     check_open_unit("alpha", alpha)
     check_open_unit("power", power)
-    if power <= alpha:
+    if above_alpha and power <= alpha:
         raise ParameterError("power", f"{power} must exceed alpha {alpha}: a test has power α at no effect")
 
 
@@ -282,7 +282,7 @@ def variance_components(baseline: np.ndarray, variant: np.ndarray, n_units: np.n
     PPL ratios r_s (token-weighted, as the paired t test uses them) and of the seed-averaged per-token
     document differences d_i / n_i.
     """
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
     if n_seeds < 2 or n_docs < 2:
         raise InputError(f"planning needs a pilot of at least 2 paired seeds and 2 documents, "
@@ -303,8 +303,7 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
     """Paired seeds and documents detecting a relative ΔP of `effect`, and the pilot design's detectable ΔP."""
     if not math.isfinite(effect) or effect <= -1.0 or effect == 0.0:
         raise ParameterError("effect", f"a relative ΔP must be non-zero and greater than −1 (e.g. 0.02), got {effect}")
-    check_open_unit("alpha", alpha)
-    check_open_unit("power", power)
+    check_alpha_power(alpha, power, above_alpha=False)
     log_effect = abs(math.log1p(effect))
     # The pilot's own design rests on the observed variances; the components project to other designs.
     seed_sd = math.sqrt(components.seed_ratio_var)
@@ -313,7 +312,6 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
         which = "across seeds (every seed pair gives the same difference)" if seed_sd == 0.0 else "across documents"
         raise InputError(f"the pilot runs show no variation in the loss difference {which}; planning needs a pilot "
                          "whose differences vary")
-    many_docs_sd = math.sqrt(components.seed_var)
 
     def pairs(sd: float) -> int:
         return required_pairs(log_effect / sd, alpha=alpha, power=power, parameter="effect")
@@ -322,7 +320,7 @@ def plan_study(components: VarianceComponents, effect: float, *, alpha: float = 
         effect=effect, log_effect=log_effect, alpha=alpha, power=power,
         n_seeds=components.n_seeds, n_docs=components.n_docs,
         seeds_required=pairs(seed_sd),
-        seeds_required_many_docs=None if many_docs_sd == 0.0 else pairs(many_docs_sd),
+        seeds_required_many_docs=None if components.seed_var == 0.0 else pairs(math.sqrt(components.seed_var)),
         docs_required=pairs(doc_sd),
         seed_level_mde=math.expm1(detectable_effect_size(components.n_seeds, alpha, power) * seed_sd),
         doc_level_mde=math.expm1(detectable_effect_size(components.n_docs, alpha, power) * doc_sd),

@@ -236,13 +236,12 @@ def document_bootstrap(d: np.ndarray, n_units: np.ndarray, *, n_resamples: int =
     check_seed(rng_seed, "rng_seed")
     if d.ndim != 1 or d.shape != n_units.shape or d.size == 0:
         raise ValueError("d and n_units must be non-empty 1-D arrays of equal length")
-    statistic = ratio_statistic(d, n_units)
     distribution = bootstrap_ratio_distribution(d, n_units, n_resamples=n_resamples, rng_seed=rng_seed,
                                                 progress=progress)
     interval = interval_from_distribution(d, n_units, distribution, confidence_level=confidence_level, method=method)
-    return BootstrapResult(statistic=statistic, confidence_interval=interval, bootstrap_distribution=distribution,
-                           n_resamples=n_resamples, confidence_level=confidence_level, rng_seed=rng_seed,
-                           method=method)
+    return BootstrapResult(statistic=ratio_statistic(d, n_units), confidence_interval=interval,
+                           bootstrap_distribution=distribution, n_resamples=n_resamples,
+                           confidence_level=confidence_level, rng_seed=rng_seed, method=method)
 
 
 def interval_from_distribution(d: np.ndarray, n_units: np.ndarray, distribution: np.ndarray, *,
@@ -251,8 +250,7 @@ def interval_from_distribution(d: np.ndarray, n_units: np.ndarray, distribution:
     alpha = (1.0 - confidence_level) / 2.0
     probabilities = (_bca_probabilities(np.asarray(d, dtype=np.float64), np.asarray(n_units, dtype=np.float64),
                                         distribution, alpha) if method == "bca" else (alpha, 1.0 - alpha))
-    low, high = np.quantile(distribution, probabilities)
-    return ConfidenceInterval(float(low), float(high))
+    return ConfidenceInterval(*map(float, np.quantile(distribution, probabilities)))
 
 
 def _bca_probabilities(d: np.ndarray, n: np.ndarray, distribution: np.ndarray, alpha: float) -> tuple[float, float]:

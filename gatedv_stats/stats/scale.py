@@ -38,8 +38,8 @@ class Scale:
     what its kind of runs declares. The base reads a score table's: documents weighted equally, D a difference in
     the metric's units; a subclass declares what its kind changes."""
 
-    metric: str
-    higher_is_better: bool
+    metric: str = "acc"
+    higher_is_better: bool = True
     log_ratio: bool = False  # D is a difference of log-losses: ΔP = exp(D) − 1, a SESOI is a relative ΔP
     proportion: bool = False  # scores lie in [0, 1] (accuracy): differences are shown in points
 
@@ -252,11 +252,10 @@ class PerplexityScale(Scale):
         """Each document's targets (per byte: its UTF-8 bytes), and its domain and bytes; each must be the same in
         every run that records it."""
         per_byte = unit == "byte"
-        if per_byte:
-            lacking = next((source for frame, source in zip(units, sources) if "n_bytes" not in frame.columns), None)
-            if lacking is not None:
-                raise InputError(f"{lacking}: no n_bytes column; a per-byte comparison needs the UTF-8 bytes of "
-                                 "every document's target text")
+        lacking = [source for frame, source in zip(units, sources) if per_byte and "n_bytes" not in frame.columns]
+        if lacking:
+            raise InputError(f"{lacking[0]}: no n_bytes column; a per-byte comparison needs the UTF-8 bytes of "
+                             "every document's target text")
         columns = ("domain", "n_bytes") if per_byte else ("n_targets", "domain", "n_bytes")
         per_document = {column: _agreed_column(column, units, sources, rows, doc_ids) for column in columns}
         denominator = per_document["n_bytes"] if per_byte else per_document.pop("n_targets")
@@ -360,14 +359,11 @@ def _agreed_column(column: str, units: Sequence[pd.DataFrame], sources: Sequence
 PERPLEXITY = PerplexityScale()
 
 
-@dataclass(frozen=True)
 class MetricScale(Scale):
     """A downstream task's metric: item scores of one task, weighted equally; differences in the metric's units (0.01 =
     one point of accuracy)."""
 
-    metric: str = "acc"
-    higher_is_better: bool = True
-
+    # a frozen dataclass by inheritance: its fields and their defaults (acc, higher is better) are the base's
     schema: ClassVar[str] = "items"
     noun: ClassVar[str] = "item"
     files: ClassVar[str] = "item scores"
@@ -380,13 +376,9 @@ class MetricScale(Scale):
     suite: ClassVar[bool] = True
 
 
-@dataclass(frozen=True)
 class ScoreScale(Scale):
     """Any per-document score from any pipeline (a judge model's, pass@k, BLEU, a reward model's): the base's
     reading, as a task's metric with no task; its direction said once by the caller or the file."""
-
-    metric: str = "acc"
-    higher_is_better: bool = True
 
 
 def scale_from_dict(content: dict) -> Scale:

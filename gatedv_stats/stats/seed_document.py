@@ -26,7 +26,6 @@ from gatedv_stats.stats.crossed import (
     weighted_df,
 )
 from gatedv_stats.stats.intervals import ConfidenceInterval, finite_or_none, log_interval_as_change
-from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.noise_floor import MIN_FLOOR_DF, FloorUse, SeedVariance, use_floor
 
 
@@ -102,7 +101,7 @@ def seed_document_interval(baseline: np.ndarray, variant: np.ndarray, n_units: n
     suffices (`stats.noise_floor.use_floor`).
     """
     confidence_level = check_confidence_level(confidence_level)
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     n_seeds, n_docs = baseline.shape
     if n_seeds < 2 and floor is None:
         raise InputError(f"seed-and-document interval: needs at least 2 paired seeds for an interval that "

@@ -28,7 +28,6 @@ from gatedv_stats.core.errors import InputError, ParameterError
 from gatedv_stats.core.validation import check_confidence_level, check_n_resamples, check_open_unit, check_seed
 from gatedv_stats.stats import metrics
 from gatedv_stats.stats.intervals import ConfidenceInterval, log_interval_as_change
-from gatedv_stats.stats.metrics import paired_arrays
 from gatedv_stats.stats.permutation import sign_flip_test
 from gatedv_stats.stats.resampling import resampled_sums
 
@@ -234,7 +233,7 @@ def two_level_bootstrap(baseline: np.ndarray, variant: np.ndarray, n_units: np.n
     Each resample draws S seed pairs and N documents with replacement; per-seed PPLs are recomputed on the
     resampled documents and ΔP = mean PPL_variant / mean PPL_baseline − 1 over the resampled pairs.
     """
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     if baseline.shape[0] < 2:
         raise InputError(f"seed × document bootstrap: needs at least 2 paired seeds, got {baseline.shape[0]}")
     check_n_resamples(n_resamples)
@@ -308,7 +307,7 @@ class SeedUncertainty:
     def summary(self) -> str:
         b, t, s = self.bootstrap, self.t_interval, self.sign_test
         pct = fmt.format_level(b.confidence_level)
-        lines = [
+        return "\n".join([
             f"seed × document bootstrap ({fmt.format_count(b.n_resamples)} resamples, seed {b.rng_seed}): "
             f"ΔP {fmt.format_delta_p(b.delta_p)}, {pct} interval {fmt.format_delta_p_interval(b.confidence_interval)}",
             f"paired t on per-seed log PPL ratios (df {t.df}): mean {fmt.format_nll_diff(t.nll_diff_mean)}, "
@@ -320,8 +319,7 @@ class SeedUncertainty:
             *([] if self.permutation_test is None else [self.permutation_test.summary()]),
             self.sign_test_two_sided.summary(),
             *(f"  note: {line}" for line in self.limits),
-        ]
-        return "\n".join(lines)
+        ])
 
 
 def few_seed_limits(n_seeds: int, confidence_level: float = DEFAULTS.confidence_level) -> tuple[str, ...]:
@@ -333,17 +331,15 @@ def few_seed_limits(n_seeds: int, confidence_level: float = DEFAULTS.confidence_
     z = stats.norm.ppf(1 - alpha / 2)
     one_sided = 0.5 ** n_seeds
     if one_sided > alpha:
-        sign = (f"sign test: {n_seeds} pairs cannot reach one-sided p ≤ {alpha:g} even if every pair improves "
-                f"(best possible p = {one_sided:.4g})")
+        sign = f"cannot reach one-sided p ≤ {alpha:g} even if every pair improves"
     else:
         failures = max(k for k in range(n_seeds + 1) if stats.binom.cdf(k, n_seeds, 0.5) <= alpha)
-        sign = (f"sign test: {n_seeds} pairs reach one-sided p ≤ {alpha:g} only if at most {failures} "
-                f"fail to improve (best possible p = {one_sided:.4g})")
+        sign = f"reach one-sided p ≤ {alpha:g} only if at most {failures} fail to improve"
     return (
         f"t interval: {n_seeds - 1} degrees of freedom, critical t = {critical:.2f} vs {z:.2f} for many seeds, "
         f"so it is {critical / z:.1f}× wider than a normal interval; its normality assumption cannot be checked "
         f"with {n_seeds} seeds",
-        sign,
+        f"sign test: {n_seeds} pairs {sign} (best possible p = {one_sided:.4g})",
         f"two-level bootstrap: only {math.comb(2 * n_seeds - 1, n_seeds)} distinct seed resamples, and when seed "
         f"variation dominates its {pct} interval covers only about {coverage}% "
         "(it ignores the t correction); read it as a lower bound on the uncertainty",
@@ -356,7 +352,7 @@ def seed_uncertainty(baseline: np.ndarray, variant: np.ndarray, n_units: np.ndar
                      rng_seed: int = DEFAULTS.rng_seed, progress: bool | None = False) -> SeedUncertainty:
     """Two-level bootstrap, paired t interval and sign tests for one paired comparison (≥ 2 seed pairs), from the
     (S, N) loss sums of both arms and the (N,) unit counts; the arms' names label the result and its messages."""
-    baseline, variant, n = paired_arrays(baseline, variant, n_units)
+    baseline, variant, n = metrics.paired_arrays(baseline, variant, n_units)
     n_pairs = baseline.shape[0]
     if n_pairs < 2:
         raise InputError(f"{baseline_arm} vs {variant_arm}: seed-level uncertainty needs at least 2 paired seeds, "
