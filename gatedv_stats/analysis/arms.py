@@ -40,8 +40,7 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     if not pairs:
         raise InputError("no arms to compare")
-    references, scales = {pair.baseline_arm for pair in pairs}, {pair.scale.metric for pair in pairs}
-    if len(references) != 1 or len(scales) != 1:
+    if len({(pair.baseline_arm, pair.scale.metric) for pair in pairs}) != 1:
         raise InputError("the comparisons must share one reference arm and one metric")
     scale = pairs[0].scale
     if sesoi is not None:

@@ -249,13 +249,18 @@ def analyze_pair(paired: Paired, settings: AnalysisSettings,
 
 def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int | None,
                    bar: tqdm) -> list[PairAnalysis]:
-    """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large,
-    else (or when the workers cannot start) in this process."""
+    """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large
+    (`analyze_pair` on fresh interpreters, under this process's floating-point error settings), else (or when the
+    workers cannot start) in this process."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = min(cpus if workers is None else workers, len(pairs))
     if workers >= 2 and sum(paired.baseline.size for paired in pairs) >= PARALLEL_MIN_LOSS_SUMS:
         try:
-            return _analyze_on_workers(pairs, settings, workers, bar)
+            with spawn_pool(workers) as pool:
+                futures = [pool.submit(analyze_pair, paired, settings, np.geterr()) for paired in pairs]
+                for _ in as_completed(futures):
+                    bar.update()
+                return [future.result() for future in futures]
         except BrokenProcessPool as error:
             warnings.warn(f"worker processes could not analyze the comparisons ({error}); analyzing them here")
             bar.reset()
@@ -264,17 +269,6 @@ def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int
         analyses.append(analyze_pair(paired, settings))
         bar.update()
     return analyses
-
-
-def _analyze_on_workers(pairs: list[Paired], settings: AnalysisSettings, workers: int,
-                        bar: tqdm) -> list[PairAnalysis]:
-    """`analyze_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
-    settings."""
-    with spawn_pool(workers) as pool:
-        futures = [pool.submit(analyze_pair, paired, settings, np.geterr()) for paired in pairs]
-        for _ in as_completed(futures):
-            bar.update()
-        return [future.result() for future in futures]
 
 
 def _pair_group(group: EvalGroup, reference: str | None,

@@ -99,8 +99,7 @@ class PairAnalysis:
         reviewer += [test.summary() for test in (self.permutation, self.seed_level, self.bits_per_byte)
                      if test is not None]
         lines = [self.comparison.summary(), "", "reviewer statistics:", *reviewer]
-        for item in self.breakdowns:
-            lines += ["", item.summary()]
+        lines += [text for item in self.breakdowns for text in ("", item.summary())]
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 

@@ -60,8 +60,7 @@ class ComparisonResult(Result):
     def to_frame(self) -> pd.DataFrame:
         """One row: estimate, low, high, p_value, verdict, then the scale's columns (perplexity: the arms, ΔP and D
         with their intervals, PPL, pairs, documents, wins)."""
-        comparison = self.comparison
-        return pd.DataFrame([{**comparison.leading(), **comparison.figures.columns(comparison)}])
+        return pd.DataFrame([{**self.comparison.leading(), **self.comparison.figures.columns(self.comparison)}])
 
     def tables(self) -> list[Table]:
         """Perplexity: the Verdicts and Paired comparison tables; a score: its table of one comparison."""
@@ -128,12 +127,10 @@ class AnalysisResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         analysis, nan = self.analysis, float("nan")
-        seed_level = analysis.seed_level
+        bca_low, bca_high = (nan, nan) if analysis.bca_interval is None else analysis.bca_interval
         return self.comparison_result.to_frame().assign(
-            permutation_p_value=analysis.permutation.p_value,
-            bca_low=nan if analysis.bca_interval is None else analysis.bca_interval.low,
-            bca_high=nan if analysis.bca_interval is None else analysis.bca_interval.high,
-            t_p_value=nan if seed_level is None else seed_level.t_interval.p_value)
+            permutation_p_value=analysis.permutation.p_value, bca_low=bca_low, bca_high=bca_high,
+            t_p_value=nan if analysis.seed_level is None else analysis.seed_level.t_interval.p_value)
 
     def tables(self) -> list[Table]:
         return self.comparison_result.tables()
@@ -181,11 +178,9 @@ class ArmsResult(Result):
         return f"{len(self.arms.arms)} comparisons with {self.arms.reference}, Holm-adjusted: {grouped}"
 
     def to_dict(self) -> dict:
-        return {**self.arms.to_dict(),
-                "inputs": [{"arm": pair.variant_arm, "eval_set": pair.eval_set, **({} if pair.task is None else
-                                                                                   {"task": pair.task}),
-                            **pair.sources} for pair in self.pairs],
-                **self._skipped()}
+        inputs = [{"arm": pair.variant_arm, "eval_set": pair.eval_set,
+                   **({} if pair.task is None else {"task": pair.task}), **pair.sources} for pair in self.pairs]
+        return {**self.arms.to_dict(), "inputs": inputs, **self._skipped()}
 
     def tables(self) -> list[Table]:
         """Perplexity: the Verdicts table by evaluation set; scores: the table of the comparisons with their

@@ -69,13 +69,11 @@ class ScoreArm:
                  *row.comparison.figures.cells(row.comparison, proportion),
                  *(_p_text(p) for p in (row.leading()["p_value"], row.p_holm, row.p_bh))) for row in arms.arms]
         lines += ["", *fmt.text_table(header, rows, "l" * (1 + tasks) + "rrrrrllrrr")]
-        for macro in arms.macro:
-            lines.append(f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
-                         f"{fmt.format_difference(macro.difference, proportion)}, "
-                         f"{fmt.format_level(macro.confidence_level)} interval "
-                         f"{fmt.format_difference_interval(macro.confidence_interval, proportion)} "
-                         f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
-                         f"p = {macro.p_value:.3g}")
+        lines += [f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
+                  f"{fmt.format_difference(macro.difference, proportion)}, {fmt.format_level(macro.confidence_level)} "
+                  f"interval {fmt.format_difference_interval(macro.confidence_interval, proportion)} "
+                  f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
+                  f"p = {macro.p_value:.3g}" for macro in arms.macro]
         return "\n".join(lines + [f"note: {note}" for note in arms.notes])
 
 
