@@ -222,7 +222,7 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
     reference = choose_reference({run.arm for run in (*inputs.runs, *inputs.metric_runs)}, settings.reference)
     groups = eval_groups(inputs.runs)
     found = [_pair_group(group, reference, settings) for group in groups]
-    pairs = [paired for group_pairs, _ in found for _, paired in group_pairs]
+    pairs = [paired for group_pairs, _ in found for paired in group_pairs]
     with tqdm(total=len(pairs), desc="comparisons", unit="comparison", file=sys.stderr,
               disable=None if progress is None else not progress, leave=False) as bar:
         analyses = iter(_analyze_pairs(pairs, settings, workers, bar))
@@ -272,16 +272,15 @@ def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int
 
 
 def _pair_group(group: EvalGroup, reference: str | None,
-                settings: AnalysisSettings) -> tuple[list[tuple[str, Paired]], list[tuple[str, str]]]:
+                settings: AnalysisSettings) -> tuple[list[Paired], list[tuple[str, str]]]:
     """Each variant of the group paired with the reference (when the group holds it and is one evaluation set),
     and the variants that could not be paired, with why."""
     pairs, left_out = [], []
     if reference in group.arms and len(group.arms) > 1 and _mixed(group, settings) is None:
         for variant in other_arms(group.arms, reference):
             try:
-                pairs.append((variant, pair_runs(group.arms[reference], group.arms[variant],
-                                                 allow_unpaired=settings.allow_unpaired,
-                                                 allow_mismatch=settings.allow_mismatch, unit=settings.unit)))
+                pairs.append(pair_runs(group.arms[reference], group.arms[variant], unit=settings.unit,
+                                       allow_unpaired=settings.allow_unpaired, allow_mismatch=settings.allow_mismatch))
             except InputError as error:
                 left_out.append((variant, str(error)))
     return pairs, left_out
@@ -292,13 +291,12 @@ def _mixed(group: EvalGroup, settings: AnalysisSettings) -> str | None:
     return None if "eval_set_sha256" in settings.allow_mismatch else mixed_eval_set(group.runs)
 
 
-def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisSettings,
-                    group_pairs: list[tuple[str, Paired]], left_out: list[tuple[str, str]],
-                    analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
+def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisSettings, group_pairs: list[Paired],
+                    left_out: list[tuple[str, str]], analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
     summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
     deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
               for ref in (reference, GATEDV) if ref in summaries for arm in summaries if arm != ref}
-    pairs = [PairResult(variant, paired, next(analyses)) for variant, paired in group_pairs]
+    pairs = [PairResult(paired.variant_arm, paired, next(analyses)) for paired in group_pairs]
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
                          left_out=tuple(left_out), mixed=_mixed(group, settings),
                          adjusted=_adjust(pairs, settings.sesoi) if len(pairs) > 1 else None,

@@ -58,9 +58,8 @@ class BitsPerByte:
                     f"{fmt.format_delta_p(self.relative_change)}")
         text = f"bits per byte: {self.baseline_mean:.4f} vs {self.variant_mean:.4f} ({relative}, mean over seeds)"
         if self.difference_interval is not None:
-            low, high = self.difference_interval
-            text += (f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)}"
-                     " bits per byte")
+            text += (f"; difference {fmt.format_nll_diff(self.difference)} "
+                     f"{fmt.format_interval(*self.difference_interval)} bits per byte")
             if self.relative_change_interval is not None:
                 text += f", relative {fmt.format_delta_p_interval(self.relative_change_interval)}"
             text += " (seeds and documents sampled)"

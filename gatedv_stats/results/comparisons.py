@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import altair as alt
 import pandas as pd
 
+from gatedv_stats.analysis.arms import comparison_label
 from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.figures.score_arms import ScoreArm
 from gatedv_stats.analysis.pair import PairAnalysis
@@ -264,8 +265,7 @@ class PlanResult(Result):
 def _label(row: Any) -> str:
     """A many-arms comparison's row as its headline names it."""
     if isinstance(row, ScoreArm):
-        compared = row.comparison
-        return compared.variant_arm if compared.task is None else f"{compared.variant_arm} on {compared.task}"
+        return comparison_label(row.comparison)
     return row.arm if row.eval_set is None else f"{row.arm} ({row.eval_set})"
 
 

@@ -102,8 +102,7 @@ class ScoreFigures:
         fit = comparison.seed_document
         interval = "—" if fit is None else fmt.format_difference_interval(fit.confidence_interval, proportion)
         return (str(comparison.n_pairs), f"{comparison.n_units:,}",
-                fmt.format_scores(self.baseline_per_seed, proportion),
-                fmt.format_scores(self.variant_per_seed, proportion),
+                *(fmt.format_scores(scores, proportion) for scores in (self.baseline_per_seed, self.variant_per_seed)),
                 fmt.format_difference(comparison.estimate, proportion), interval, comparison.verdict_text)
 
     def summary(self, comparison: Comparison) -> str:
