@@ -204,10 +204,9 @@ def run_summary(arm: str, runs: list[Run]) -> ArmSummary:
 
 def breakdown_column(paired: Paired) -> str | None:
     """Domain when at least two domains are large enough to stand alone, else length bins of n_bytes."""
-    if "domain" in paired.doc_columns:
-        sizes = paired.doc_columns["domain"].value_counts()
-        if int((sizes >= BREAKDOWN_MIN_DOCS).sum()) >= 2:
-            return "domain"
+    domains = paired.doc_columns.get("domain")
+    if domains is not None and int((domains.value_counts() >= BREAKDOWN_MIN_DOCS).sum()) >= 2:
+        return "domain"
     return "n_bytes" if "n_bytes" in paired.doc_columns else None
 
 

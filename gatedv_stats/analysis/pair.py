@@ -99,8 +99,7 @@ class PairAnalysis:
                      if test is not None]
         lines = [self.comparison.summary(), "", "reviewer statistics:", *reviewer]
         lines += [text for item in self.breakdowns for text in ("", item.summary())]
-        lines += [f"note: {note}" for note in self.notes]
-        return "\n".join(lines)
+        return "\n".join(lines + [f"note: {note}" for note in self.notes])
 
 
 def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,

@@ -242,9 +242,8 @@ class PlanResult(Result):
         return self.paired.notes + getattr(self.plan, "warnings", ())
 
     def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
-                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, "level_from": self.level,
-                **self._skipped()}
+        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
+                "inputs": self.paired.sources, "level_from": self.level, **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
