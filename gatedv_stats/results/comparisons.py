@@ -172,10 +172,9 @@ class ArmsResult(Result):
 
     def headline(self) -> str:
         """The comparisons grouped by their Holm-adjusted verdicts."""
-        decided: dict[str, list[str]] = {}
-        for row in self.arms.arms:
-            decided.setdefault(row.leading()["verdict"], []).append(_label(row))
-        grouped = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
+        named = [(row.leading()["verdict"], _label(row)) for row in self.arms.arms]
+        grouped = "; ".join(f"{verdict}: {', '.join(name for of, name in named if of == verdict)}"
+                            for verdict in dict.fromkeys(verdict for verdict, _ in named))
         return f"{len(self.arms.arms)} comparisons with {self.arms.reference}, Holm-adjusted: {grouped}"
 
     def to_dict(self) -> dict:

@@ -108,10 +108,9 @@ def arm_rows(pairs: Sequence[Paired], fits: Sequence[SeedDocumentResult | None],
 def _macro_averages(comparisons: Sequence[Comparison]) -> tuple[list[MacroAverage], list[str]]:
     """Each arm's macro-average over its tasks (two or more with the same paired seeds, each with an interval)."""
     macros, notes = [], []
-    for arm in dict.fromkeys(comparison.variant_arm for comparison in comparisons):
+    arms = [comparison.variant_arm for comparison in comparisons]
+    for arm in (arm for arm in dict.fromkeys(arms) if arms.count(arm) >= 2):  # the arms of two tasks or more
         mine = [comparison for comparison in comparisons if comparison.variant_arm == arm]
-        if len(mine) < 2:
-            continue
         fits = [comparison.seed_document for comparison in mine]
         if len({comparison.seeds for comparison in mine}) != 1 or any(fit is None for fit in fits):
             notes.append(f"{arm}: no macro-average interval: the tasks need the same paired seeds (2 or more)")
