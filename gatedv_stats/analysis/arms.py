@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gatedv_stats.analysis.compare import decide, seed_document_fit, with_floor
-from gatedv_stats.analysis.comparison import ArmsComparison
+from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.figures import perplexity_arms, score_arms
 from gatedv_stats.analysis.noise_floor import NoiseFloor
 from gatedv_stats.core.defaults import DEFAULTS
@@ -40,8 +40,7 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
     check_n_resamples(n_permutations, minimum=1, parameter="n_permutations")
     if not pairs:
         raise InputError("no arms to compare")
-    references, scales = {pair.baseline_arm for pair in pairs}, {pair.scale.metric for pair in pairs}
-    if len(references) != 1 or len(scales) != 1:
+    if len({(pair.baseline_arm, pair.scale.metric) for pair in pairs}) != 1:
         raise InputError("the comparisons must share one reference arm and one metric")
     scale = pairs[0].scale
     if sesoi is not None:
@@ -63,7 +62,7 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
         for test, name in kind.TESTS.items():
             found = adjust_if_all([tests[k][test] for k in family])
             if found is None:
-                missing = [_label(pairs[k]) for k in family if tests[k][test] is None]
+                missing = [comparison_label(pairs[k]) for k in family if tests[k][test] is None]
                 notes.append(f"no {name} for {', '.join(missing)} (fewer than 2 seed pairs, or no spread); its family "
                              "is not adjusted")
             for j, k in enumerate(family):
@@ -79,7 +78,8 @@ def compare_arms(pairs: Sequence[Paired], *, alpha: float = DEFAULTS.alpha, seso
                           macro=tuple(macro))
 
 
-def _label(pair: Paired) -> str:
+def comparison_label(pair: Paired | Comparison) -> str:
+    """The variant of a comparison, with its task where it has one."""
     return pair.variant_arm if pair.task is None else f"{pair.variant_arm} on {pair.task}"
 
 

@@ -204,10 +204,9 @@ def run_summary(arm: str, runs: list[Run]) -> ArmSummary:
 
 def breakdown_column(paired: Paired) -> str | None:
     """Domain when at least two domains are large enough to stand alone, else length bins of n_bytes."""
-    if "domain" in paired.doc_columns:
-        sizes = paired.doc_columns["domain"].value_counts()
-        if int((sizes >= BREAKDOWN_MIN_DOCS).sum()) >= 2:
-            return "domain"
+    domains = paired.doc_columns.get("domain")
+    if domains is not None and int((domains.value_counts() >= BREAKDOWN_MIN_DOCS).sum()) >= 2:
+        return "domain"
     return "n_bytes" if "n_bytes" in paired.doc_columns else None
 
 
@@ -222,7 +221,7 @@ def analyze_experiment(inputs: ExperimentInputs, settings: AnalysisSettings = An
     reference = choose_reference({run.arm for run in (*inputs.runs, *inputs.metric_runs)}, settings.reference)
     groups = eval_groups(inputs.runs)
     found = [_pair_group(group, reference, settings) for group in groups]
-    pairs = [paired for group_pairs, _ in found for _, paired in group_pairs]
+    pairs = [paired for group_pairs, _ in found for paired in group_pairs]
     with tqdm(total=len(pairs), desc="comparisons", unit="comparison", file=sys.stderr,
               disable=None if progress is None else not progress, leave=False) as bar:
         analyses = iter(_analyze_pairs(pairs, settings, workers, bar))
@@ -249,13 +248,18 @@ def analyze_pair(paired: Paired, settings: AnalysisSettings,
 
 def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int | None,
                    bar: tqdm) -> list[PairAnalysis]:
-    """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large,
-    else (or when the workers cannot start) in this process."""
+    """Each pair's analysis, in order: on worker processes when asked to and the pairs are several and large
+    (`analyze_pair` on fresh interpreters, under this process's floating-point error settings), else (or when the
+    workers cannot start) in this process."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = min(cpus if workers is None else workers, len(pairs))
     if workers >= 2 and sum(paired.baseline.size for paired in pairs) >= PARALLEL_MIN_LOSS_SUMS:
         try:
-            return _analyze_on_workers(pairs, settings, workers, bar)
+            with spawn_pool(workers) as pool:
+                futures = [pool.submit(analyze_pair, paired, settings, np.geterr()) for paired in pairs]
+                for _ in as_completed(futures):
+                    bar.update()
+                return [future.result() for future in futures]
         except BrokenProcessPool as error:
             warnings.warn(f"worker processes could not analyze the comparisons ({error}); analyzing them here")
             bar.reset()
@@ -266,28 +270,16 @@ def _analyze_pairs(pairs: list[Paired], settings: AnalysisSettings, workers: int
     return analyses
 
 
-def _analyze_on_workers(pairs: list[Paired], settings: AnalysisSettings, workers: int,
-                        bar: tqdm) -> list[PairAnalysis]:
-    """`analyze_pair` of each pair on `workers` fresh interpreters, under this process's floating-point error
-    settings."""
-    with spawn_pool(workers) as pool:
-        futures = [pool.submit(analyze_pair, paired, settings, np.geterr()) for paired in pairs]
-        for _ in as_completed(futures):
-            bar.update()
-        return [future.result() for future in futures]
-
-
 def _pair_group(group: EvalGroup, reference: str | None,
-                settings: AnalysisSettings) -> tuple[list[tuple[str, Paired]], list[tuple[str, str]]]:
+                settings: AnalysisSettings) -> tuple[list[Paired], list[tuple[str, str]]]:
     """Each variant of the group paired with the reference (when the group holds it and is one evaluation set),
     and the variants that could not be paired, with why."""
     pairs, left_out = [], []
     if reference in group.arms and len(group.arms) > 1 and _mixed(group, settings) is None:
         for variant in other_arms(group.arms, reference):
             try:
-                pairs.append((variant, pair_runs(group.arms[reference], group.arms[variant],
-                                                 allow_unpaired=settings.allow_unpaired,
-                                                 allow_mismatch=settings.allow_mismatch, unit=settings.unit)))
+                pairs.append(pair_runs(group.arms[reference], group.arms[variant], unit=settings.unit,
+                                       allow_unpaired=settings.allow_unpaired, allow_mismatch=settings.allow_mismatch))
             except InputError as error:
                 left_out.append((variant, str(error)))
     return pairs, left_out
@@ -298,13 +290,12 @@ def _mixed(group: EvalGroup, settings: AnalysisSettings) -> str | None:
     return None if "eval_set_sha256" in settings.allow_mismatch else mixed_eval_set(group.runs)
 
 
-def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisSettings,
-                    group_pairs: list[tuple[str, Paired]], left_out: list[tuple[str, str]],
-                    analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
+def _group_analysis(group: EvalGroup, reference: str | None, settings: AnalysisSettings, group_pairs: list[Paired],
+                    left_out: list[tuple[str, str]], analyses: Iterator[PairAnalysis]) -> GroupAnalysis:
     summaries = {arm: run_summary(arm, runs) for arm, runs in group.arms.items()}
     deltas = {(ref, arm): paired_delta(summaries[ref], summaries[arm])
               for ref in (reference, GATEDV) if ref in summaries for arm in summaries if arm != ref}
-    pairs = [PairResult(variant, paired, next(analyses)) for variant, paired in group_pairs]
+    pairs = [PairResult(paired.variant_arm, paired, next(analyses)) for paired in group_pairs]
     return GroupAnalysis(group=group, summaries=summaries, deltas=deltas, pairs=tuple(pairs),
                          left_out=tuple(left_out), mixed=_mixed(group, settings),
                          adjusted=_adjust(pairs, settings.sesoi) if len(pairs) > 1 else None,

@@ -58,9 +58,8 @@ class BitsPerByte:
                     f"{fmt.format_delta_p(self.relative_change)}")
         text = f"bits per byte: {self.baseline_mean:.4f} vs {self.variant_mean:.4f} ({relative}, mean over seeds)"
         if self.difference_interval is not None:
-            low, high = self.difference_interval
-            text += (f"; difference {fmt.format_nll_diff(self.difference)} {fmt.format_interval(low, high)}"
-                     " bits per byte")
+            text += (f"; difference {fmt.format_nll_diff(self.difference)} "
+                     f"{fmt.format_interval(*self.difference_interval)} bits per byte")
             if self.relative_change_interval is not None:
                 text += f", relative {fmt.format_delta_p_interval(self.relative_change_interval)}"
             text += " (seeds and documents sampled)"
@@ -99,10 +98,8 @@ class PairAnalysis:
         reviewer += [test.summary() for test in (self.permutation, self.seed_level, self.bits_per_byte)
                      if test is not None]
         lines = [self.comparison.summary(), "", "reviewer statistics:", *reviewer]
-        for item in self.breakdowns:
-            lines += ["", item.summary()]
-        lines += [f"note: {note}" for note in self.notes]
-        return "\n".join(lines)
+        lines += [text for item in self.breakdowns for text in ("", item.summary())]
+        return "\n".join(lines + [f"note: {note}" for note in self.notes])
 
 
 def analyze(paired: Paired, *, n_resamples: int = DEFAULTS.n_resamples,

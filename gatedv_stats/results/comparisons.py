@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import altair as alt
 import pandas as pd
 
+from gatedv_stats.analysis.arms import comparison_label
 from gatedv_stats.analysis.comparison import ArmsComparison, Comparison
 from gatedv_stats.analysis.figures.score_arms import ScoreArm
 from gatedv_stats.analysis.pair import PairAnalysis
@@ -60,8 +61,7 @@ class ComparisonResult(Result):
     def to_frame(self) -> pd.DataFrame:
         """One row: estimate, low, high, p_value, verdict, then the scale's columns (perplexity: the arms, ΔP and D
         with their intervals, PPL, pairs, documents, wins)."""
-        comparison = self.comparison
-        return pd.DataFrame([{**comparison.leading(), **comparison.figures.columns(comparison)}])
+        return pd.DataFrame([{**self.comparison.leading(), **self.comparison.figures.columns(self.comparison)}])
 
     def tables(self) -> list[Table]:
         """Perplexity: the Verdicts and Paired comparison tables; a score: its table of one comparison."""
@@ -128,12 +128,10 @@ class AnalysisResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         analysis, nan = self.analysis, float("nan")
-        seed_level = analysis.seed_level
+        bca_low, bca_high = (nan, nan) if analysis.bca_interval is None else analysis.bca_interval
         return self.comparison_result.to_frame().assign(
-            permutation_p_value=analysis.permutation.p_value,
-            bca_low=nan if analysis.bca_interval is None else analysis.bca_interval.low,
-            bca_high=nan if analysis.bca_interval is None else analysis.bca_interval.high,
-            t_p_value=nan if seed_level is None else seed_level.t_interval.p_value)
+            permutation_p_value=analysis.permutation.p_value, bca_low=bca_low, bca_high=bca_high,
+            t_p_value=nan if analysis.seed_level is None else analysis.seed_level.t_interval.p_value)
 
     def tables(self) -> list[Table]:
         return self.comparison_result.tables()
@@ -174,18 +172,15 @@ class ArmsResult(Result):
 
     def headline(self) -> str:
         """The comparisons grouped by their Holm-adjusted verdicts."""
-        decided: dict[str, list[str]] = {}
-        for row in self.arms.arms:
-            decided.setdefault(row.leading()["verdict"], []).append(_label(row))
-        grouped = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in decided.items())
+        named = [(row.leading()["verdict"], _label(row)) for row in self.arms.arms]
+        grouped = "; ".join(f"{verdict}: {', '.join(name for of, name in named if of == verdict)}"
+                            for verdict in dict.fromkeys(verdict for verdict, _ in named))
         return f"{len(self.arms.arms)} comparisons with {self.arms.reference}, Holm-adjusted: {grouped}"
 
     def to_dict(self) -> dict:
-        return {**self.arms.to_dict(),
-                "inputs": [{"arm": pair.variant_arm, "eval_set": pair.eval_set, **({} if pair.task is None else
-                                                                                   {"task": pair.task}),
-                            **pair.sources} for pair in self.pairs],
-                **self._skipped()}
+        inputs = [{"arm": pair.variant_arm, "eval_set": pair.eval_set,
+                   **({} if pair.task is None else {"task": pair.task}), **pair.sources} for pair in self.pairs]
+        return {**self.arms.to_dict(), "inputs": inputs, **self._skipped()}
 
     def tables(self) -> list[Table]:
         """Perplexity: the Verdicts table by evaluation set; scores: the table of the comparisons with their
@@ -246,9 +241,8 @@ class PlanResult(Result):
         return self.paired.notes + getattr(self.plan, "warnings", ())
 
     def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm,
-                "variant_arm": self.paired.variant_arm, "inputs": self.paired.sources, "level_from": self.level,
-                **self._skipped()}
+        return {**self.plan.to_dict(), "baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
+                "inputs": self.paired.sources, "level_from": self.level, **self._skipped()}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"baseline_arm": self.paired.baseline_arm, "variant_arm": self.paired.variant_arm,
@@ -269,8 +263,7 @@ class PlanResult(Result):
 def _label(row: Any) -> str:
     """A many-arms comparison's row as its headline names it."""
     if isinstance(row, ScoreArm):
-        compared = row.comparison
-        return compared.variant_arm if compared.task is None else f"{compared.variant_arm} on {compared.task}"
+        return comparison_label(row.comparison)
     return row.arm if row.eval_set is None else f"{row.arm} ({row.eval_set})"
 
 

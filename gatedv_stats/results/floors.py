@@ -45,9 +45,8 @@ class NoiseFloorResult(Result):
     wraps: ClassVar[str] = "floor"
 
     def headline(self) -> str:
-        seed = self.floor.seed
-        return (f"τ² {seed.variance:.4g} ({seed.df:g} df) from {self.floor.estimate.n_sources} "
-                f"{self.floor.estimate.source}")
+        return (f"τ² {self.floor.seed.variance:.4g} ({self.floor.seed.df:g} df) from "
+                f"{self.floor.estimate.n_sources} {self.floor.estimate.source}")
 
     def summary(self) -> str:
         return self.floor.summary() + ("" if self.written is None else f"\nwrote {self.written}")

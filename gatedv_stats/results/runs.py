@@ -56,13 +56,11 @@ class Runs(Result):
 
     def headline(self) -> str:
         sets = sorted({str(_family(run)) for run in self.runs})
-        return (f"{len(self.runs)} runs of {len(self.arms)} arms ({', '.join(self.arms)}) on "
-                f"{', '.join(sets)}")
+        return f"{len(self.runs)} runs of {len(self.arms)} arms ({', '.join(self.arms)}) on {', '.join(sets)}"
 
     def summary(self) -> str:
-        frame = self.to_frame()
         lines = [self.headline()]
-        for (arm, family), group in frame.groupby(["arm", "on"], sort=False, dropna=False):
+        for (arm, family), group in self.to_frame().groupby(["arm", "on"], sort=False, dropna=False):
             values = group["ppl"] if group["kind"].iloc[0] == "loss" else group["score"]
             name = "PPL" if group["kind"].iloc[0] == "loss" else f"{group['metric'].iloc[0]} mean"
             lines.append(f"  {arm} on {family}: seeds {', '.join(map(str, group['seed']))}, {name} "
@@ -81,10 +79,9 @@ class Runs(Result):
             "task": run.task, "on": str(_family(run))} for run in self.runs])
 
     def tables(self) -> list[Table]:
-        frame = self.to_frame()
         rows = tuple(row(r.arm, str(r.seed), r.on, fmt.format_count(r.n_docs),
                          fmt.format_ppl(r.ppl) if r.kind == "loss" else f"{r.score:.4g}", r.source)
-                     for r in frame.itertuples())
+                     for r in self.to_frame().itertuples())
         return [Table("runs", self.headline() + ".", ("Arm", "Seed", "Evaluation set / task", "Units", "PPL / score",
                                                       "Source"), "lrlrrl", (RowGroup(None, rows),))]
 

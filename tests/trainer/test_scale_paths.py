@@ -219,7 +219,7 @@ def test_workers_that_cannot_start_leave_the_analysis_to_this_process(monkeypatc
         raise experiment.BrokenProcessPool("a worker died")
 
     monkeypatch.setattr(experiment, "PARALLEL_MIN_LOSS_SUMS", 0)
-    monkeypatch.setattr(experiment, "_analyze_on_workers", broken)
+    monkeypatch.setattr(experiment, "spawn_pool", broken)
     with pytest.warns(UserWarning, match="a worker died.*analyzing them here"):
         fallback = analyze_experiment(inputs, settings, workers=2)
     assert [pair.analysis.to_dict() for pair in fallback.groups[0].pairs] == \

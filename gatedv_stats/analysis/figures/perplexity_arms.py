@@ -82,8 +82,7 @@ class ArmTest:
             rows = [_cells(arm, arms.alpha) for arm in arms.arms if arm.eval_set == eval_set]
             lines += ["", f"{fmt.eval_set_name(eval_set)}:", *fmt.text_table(header, rows, "lrrrrllrrrrrrr")]
         lines += ["", "p: seeds and documents sampled; t p: new seeds on these documents; perm p: models fixed"]
-        lines += [f"note: {note}" for note in arms.notes]
-        return "\n".join(lines)
+        return "\n".join(lines + [f"note: {note}" for note in arms.notes])
 
 
 def cluster_of(pair: Paired, cluster: str | None) -> str | None:
@@ -107,8 +106,7 @@ def arm_rows(pairs: Sequence[Paired], fits: Sequence[SeedDocumentResult | None],
              alpha: float) -> tuple[list[ArmTest], list[str], list[str], list]:
     """Each arm's row (`verdicts` Holm-adjusted, `raw` each comparison's own); the notes of the pairings, and the
     warnings of documents whose groups differ far beyond what they explain."""
-    rows = [_row(pair, fit, test, adjustment, decided, own)
-            for pair, fit, test, adjustment, decided, own in zip(pairs, fits, tests, adjusted, verdicts, raw)]
+    rows = list(map(_row, pairs, fits, tests, adjusted, verdicts, raw))
     notes = [f"{pair.variant_arm}: {note}" for pair in pairs for note in pair.notes]
     warnings = [f"{pair.variant_arm}: {test.warning()}" for pair in pairs
                 for test in paired_group_effects(pair, cluster) if test.flagged]
@@ -119,8 +117,7 @@ def _row(pair: Paired, fit: SeedDocumentResult | None, test: dict, adjustment: d
          raw: Verdict | None) -> ArmTest:
     baseline = metrics.arm_summary(pair.baseline_arm, pair.seeds, pair.baseline, pair.n_units)
     variant = metrics.arm_summary(pair.variant_arm, pair.seeds, pair.variant, pair.n_units)
-    adjusted = {f"{name}_p_{how}": value for name, (holm, bh) in adjustment.items()
-                for how, value in (("holm", holm), ("bh", bh))}
+    adjusted = {f"{name}_p_{how}": value for name, ps in adjustment.items() for how, value in zip(("holm", "bh"), ps)}
     return ArmTest(
         arm=pair.variant_arm, eval_set=pair.eval_set, unit=pair.unit, n_pairs=pair.n_pairs, n_docs=pair.n_docs,
         ppl_mean=variant.ppl_mean, reference_ppl_mean=baseline.ppl_mean,
@@ -137,12 +134,11 @@ def _row(pair: Paired, fit: SeedDocumentResult | None, test: dict, adjustment: d
 def _cells(arm: ArmTest, alpha: float) -> tuple[str, ...]:
     ci = arm.delta_p_seed_document_ci
     interval = "—" if ci is None else fmt.format_delta_p_interval((ci[0], ci[1]))
+    tests = ((arm.seed_document_p_value, arm.seed_document_p_holm, arm.seed_document_p_bh),
+             (arm.t_p_value, arm.t_p_holm), (arm.permutation_p_value, arm.permutation_p_holm))  # raw, then adjusted
     return (arm.arm, str(arm.n_pairs), fmt.format_ppl(arm.ppl_mean), fmt.format_delta_p(arm.delta_p),
             fmt.format_pairs(arm.improved_pairs, arm.n_pairs), interval, arm.verdict,
-            p_text(arm.seed_document_p_value, alpha), p_text(arm.seed_document_p_holm, alpha, True),
-            p_text(arm.seed_document_p_bh, alpha, True), p_text(arm.t_p_value, alpha),
-            p_text(arm.t_p_holm, alpha, True), p_text(arm.permutation_p_value, alpha),
-            p_text(arm.permutation_p_holm, alpha, True))
+            *(p_text(value, alpha, adjusted > 0) for test in tests for adjusted, value in enumerate(test)))
 
 
 def p_text(value: float | None, alpha: float, mark: bool = False) -> str:

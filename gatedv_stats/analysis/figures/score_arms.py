@@ -69,13 +69,11 @@ class ScoreArm:
                  *row.comparison.figures.cells(row.comparison, proportion),
                  *(_p_text(p) for p in (row.leading()["p_value"], row.p_holm, row.p_bh))) for row in arms.arms]
         lines += ["", *fmt.text_table(header, rows, "l" * (1 + tasks) + "rrrrrllrrr")]
-        for macro in arms.macro:
-            lines.append(f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
-                         f"{fmt.format_difference(macro.difference, proportion)}, "
-                         f"{fmt.format_level(macro.confidence_level)} interval "
-                         f"{fmt.format_difference_interval(macro.confidence_interval, proportion)} "
-                         f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
-                         f"p = {macro.p_value:.3g}")
+        lines += [f"macro-average over {macro.n_tasks} tasks ({macro.variant_arm}): "
+                  f"{fmt.format_difference(macro.difference, proportion)}, {fmt.format_level(macro.confidence_level)} "
+                  f"interval {fmt.format_difference_interval(macro.confidence_interval, proportion)} "
+                  f"(SE {fmt.format_difference(macro.se, proportion, signed=False)}, df {macro.df:.1f}), "
+                  f"p = {macro.p_value:.3g}" for macro in arms.macro]
         return "\n".join(lines + [f"note: {note}" for note in arms.notes])
 
 
@@ -110,10 +108,9 @@ def arm_rows(pairs: Sequence[Paired], fits: Sequence[SeedDocumentResult | None],
 def _macro_averages(comparisons: Sequence[Comparison]) -> tuple[list[MacroAverage], list[str]]:
     """Each arm's macro-average over its tasks (two or more with the same paired seeds, each with an interval)."""
     macros, notes = [], []
-    for arm in dict.fromkeys(comparison.variant_arm for comparison in comparisons):
+    arms = [comparison.variant_arm for comparison in comparisons]
+    for arm in (arm for arm in dict.fromkeys(arms) if arms.count(arm) >= 2):  # the arms of two tasks or more
         mine = [comparison for comparison in comparisons if comparison.variant_arm == arm]
-        if len(mine) < 2:
-            continue
         fits = [comparison.seed_document for comparison in mine]
         if len({comparison.seeds for comparison in mine}) != 1 or any(fit is None for fit in fits):
             notes.append(f"{arm}: no macro-average interval: the tasks need the same paired seeds (2 or more)")

@@ -41,14 +41,13 @@ class ScoreFigures:
         y = paired.variant - paired.baseline
         favoured = y.mean(axis=0) * (1.0 if paired.higher_is_better else -1.0)
         per_seed = y.mean(axis=1)
-        binary = is_binary(paired.baseline) and is_binary(paired.variant)
         return cls(baseline_per_seed=tuple(float(v) for v in paired.baseline.mean(axis=1)),
                    variant_per_seed=tuple(float(v) for v in paired.variant.mean(axis=1)),
                    permutation=(seed_permutation_test(per_seed, alpha=1.0 - confidence_level)
                                 if 2 <= paired.n_pairs <= MAX_EXACT_SEEDS and np.any(per_seed) else None),
                    wins=int(np.sum(favoured > 0)), losses=int(np.sum(favoured < 0)), ties=int(np.sum(favoured == 0)),
-                   mcnemar=mcnemar_test(paired.baseline[0], paired.variant[0])
-                   if binary and paired.n_pairs == 1 else None)
+                   mcnemar=mcnemar_test(paired.baseline[0], paired.variant[0]) if paired.n_pairs == 1
+                   and is_binary(paired.baseline) and is_binary(paired.variant) else None)
 
     @staticmethod
     def estimate(paired: Paired) -> float:
@@ -102,8 +101,7 @@ class ScoreFigures:
         fit = comparison.seed_document
         interval = "—" if fit is None else fmt.format_difference_interval(fit.confidence_interval, proportion)
         return (str(comparison.n_pairs), f"{comparison.n_units:,}",
-                fmt.format_scores(self.baseline_per_seed, proportion),
-                fmt.format_scores(self.variant_per_seed, proportion),
+                *(fmt.format_scores(scores, proportion) for scores in (self.baseline_per_seed, self.variant_per_seed)),
                 fmt.format_difference(comparison.estimate, proportion), interval, comparison.verdict_text)
 
     def summary(self, comparison: Comparison) -> str:
@@ -124,5 +122,4 @@ class ScoreFigures:
         lines.append(f"  {noun}s: the variant better on {self.wins:,}, worse on {self.losses:,}, tied on "
                      f"{self.ties:,} (seed-averaged scores)")
         lines += [f"  {test.summary()}" for test in (self.permutation, self.mcnemar) if test is not None]
-        lines += [f"  note: {note}" for note in comparison.notes]
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  note: {note}" for note in comparison.notes])
