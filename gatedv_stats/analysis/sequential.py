@@ -213,32 +213,10 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
     that "stop: better" is a keep."""
     check_design_path(path)
     with output_lock(path):  # two looks at once (two shells, or two sweeps) take turns: the second finds the first's
-        new_ledger = new_ledger or LedgerSettings(alpha=alpha)
-        new, entry = not os.path.exists(path), None
-        if not new:
-            design = load_design(path)
-            check_unchanged(design, max_seeds=max_seeds, alpha=None if design.ledger else alpha, power=power,
-                            sesoi=sesoi, spending=spending, floor=floor)
-            check_ledger_of(design, ledger, alpha, new_ledger.procedure)
-        elif max_seeds is None:
-            raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the "
-                                 "budget of seed pairs, {max_seeds}", leading=False)
-        else:
-            def made(two_sided: float, link: dict | None = None) -> SequentialDesign:
-                return create_design(paired, max_seeds=max_seeds, alpha=two_sided, sesoi=sesoi,
-                                     power=DEFAULTS.power if power is None else power, spending=spending or "obf",
-                                     floor=floor, allow_mismatch=allow_mismatch, ledger=link)
-
-            if ledger is None:  # a new design runs at its own α, or one at the level a ledger gives it (α twice that)
-                design = made(DEFAULTS.alpha if alpha is None else alpha)
-            else:
-                try:
-                    design, entry = start_sequential(ledger, paired, new_ledger, lambda level, link: save_design(
-                        path, made(2.0 * level, link)), note=note)
-                except BaseException:  # the ledger's transaction rolled back: no design may name its start
-                    with contextlib.suppress(FileNotFoundError):
-                        os.remove(path)
-                    raise
+        design, new, entry = _design_to_look_at(path, paired, max_seeds=max_seeds, alpha=alpha, power=power,
+                                                sesoi=sesoi, spending=spending, floor=floor,
+                                                allow_mismatch=allow_mismatch, ledger=ledger,
+                                                new_ledger=new_ledger or LedgerSettings(alpha=alpha), note=note)
         taken = look(design, paired, allow_mismatch=allow_mismatch)
         repeated = bool(design.looks) and taken is design.looks[-1]
         if not repeated:
@@ -251,6 +229,40 @@ def record_look(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int 
         if taken.stop and design.ledger is not None:
             entry = ledger_entry_of(design) or enter_design(design.ledger["path"], design, paired, note=note)
         return RecordedLook(design, taken, new, repeated, entry)
+
+
+def _design_to_look_at(path: str | os.PathLike[str], paired: Paired, *, max_seeds: int | None, alpha: float | None,
+                       power: float | None, sesoi: float | None, spending: str | None, floor: NoiseFloor | None,
+                       allow_mismatch: Sequence[str], ledger: str | os.PathLike[str] | None,
+                       new_ledger: LedgerSettings,
+                       note: str | None) -> tuple[SequentialDesign, bool, LedgerEntry | None]:
+    """The design in the file at `path`, or a new one (started in `ledger`, when given), and the ledger's start."""
+    if os.path.exists(path):
+        design = load_design(path)
+        check_unchanged(design, max_seeds=max_seeds, alpha=None if design.ledger else alpha, power=power,
+                        sesoi=sesoi, spending=spending, floor=floor)
+        check_ledger_of(design, ledger, alpha, new_ledger.procedure)
+        return design, False, None
+    if max_seeds is None:
+        raise ParameterError("max_seeds", f"{os.fspath(path)} does not exist yet: a new design needs the "
+                             "budget of seed pairs, {max_seeds}", leading=False)
+
+    def made(level: float | None, link: dict | None) -> SequentialDesign:
+        two_sided = DEFAULTS.alpha if alpha is None else alpha
+        return create_design(paired, max_seeds=max_seeds, alpha=two_sided if level is None else 2.0 * level,
+                             power=DEFAULTS.power if power is None else power, sesoi=sesoi,
+                             spending=spending or "obf", floor=floor, allow_mismatch=allow_mismatch, ledger=link)
+
+    if ledger is None:
+        return made(None, None), True, None
+    try:
+        design, start = start_sequential(ledger, paired, new_ledger,
+                                         lambda level, link: save_design(path, made(level, link)), note=note)
+    except BaseException:  # the ledger's transaction rolled back: no design may name its start
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        raise
+    return design, True, start
 
 
 def check_ledger_of(design: SequentialDesign, ledger: str | os.PathLike[str] | None, alpha: float | None,

@@ -5,6 +5,7 @@ with its p-value adjusted by Holm and Benjamini–Hochberg, and a macro-average 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -108,8 +109,8 @@ def arm_rows(pairs: Sequence[Paired], fits: Sequence[SeedDocumentResult | None],
 def _macro_averages(comparisons: Sequence[Comparison]) -> tuple[list[MacroAverage], list[str]]:
     """Each arm's macro-average over its tasks (two or more with the same paired seeds, each with an interval)."""
     macros, notes = [], []
-    arms = [comparison.variant_arm for comparison in comparisons]
-    for arm in (arm for arm in dict.fromkeys(arms) if arms.count(arm) >= 2):  # the arms of two tasks or more
+    tasks = Counter(comparison.variant_arm for comparison in comparisons)
+    for arm in (arm for arm, count in tasks.items() if count >= 2):  # the arms of two tasks or more
         mine = [comparison for comparison in comparisons if comparison.variant_arm == arm]
         fits = [comparison.seed_document for comparison in mine]
         if len({comparison.seeds for comparison in mine}) != 1 or any(fit is None for fit in fits):
